@@ -1,0 +1,171 @@
+// CUDA backend (CUDA builds only): uploads host images, runs kernels/*.cu, downloads results.
+#include "cuda_backend.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "../kernels/gaussian_blur.cuh"
+#include "../kernels/launch.hpp"
+#include "ops/blur_in_mask.hpp"
+#include "ops/gaussian_blur.hpp"
+
+namespace mf::cuda {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+    if (err != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+
+// RAII device allocation.
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+        if (bytes_) check(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
+    }
+    ~DeviceBuffer() {
+        if (ptr_) cudaFree(ptr_);
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    template <typename T>
+    T* as() const {
+        return static_cast<T*>(ptr_);
+    }
+    void upload(const void* host, size_t bytes, size_t offset = 0) {
+        check(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice), "upload");
+    }
+    void download(void* host, size_t bytes, size_t offset = 0) const {
+        check(cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost), "download");
+    }
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_;
+};
+
+size_t image_bytes(const ImageViewT<const uint8_t>& v) { return static_cast<size_t>(v.height) * v.width * v.channels; }
+
+// Host images given to the backend are C-contiguous (checked by the bindings).
+void upload_image(DeviceBuffer& d, const ConstImageU8& v) { d.upload(v.data, image_bytes(v)); }
+
+void sync(const char* what) {
+    check(cudaGetLastError(), what);
+    check(cudaDeviceSynchronize(), what);
+}
+
+struct Probe {
+    bool ok = false;
+    std::string status;
+};
+
+const Probe& probe() {
+    static Probe p;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        int count = 0;
+        const cudaError_t err = cudaGetDeviceCount(&count);
+        if (err != cudaSuccess) {
+            p.status = std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+            cudaGetLastError();
+        } else if (count == 0) {
+            p.status = "no CUDA device found";
+        } else {
+            cudaDeviceProp prop;
+            check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+            p.ok = true;
+            p.status = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+                       std::to_string(prop.minor) + ")";
+        }
+    });
+    return p;
+}
+
+}  // namespace
+
+bool built() { return true; }
+bool available() { return probe().ok; }
+std::string status() { return probe().status; }
+void require() {
+    if (!available()) throw std::runtime_error("device='cuda' requested but " + status());
+}
+
+void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst) {
+    require();
+    const BlurLevel level(ksize);
+    DeviceBuffer d_src(image_bytes(src)), d_dst(static_cast<size_t>(roi.w) * roi.h * src.channels),
+        d_w(level.weights.size() * sizeof(uint16_t));
+    upload_image(d_src, src);
+    d_w.upload(level.weights.data(), level.weights.size() * sizeof(uint16_t));
+    launch_gaussian_blur(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, roi,
+                         d_w.as<uint16_t>(), level.radius, d_dst.as<uint8_t>(), static_cast<long>(roi.w) * src.channels,
+                         nullptr);
+    sync("gaussian_blur kernel");
+    d_dst.download(dst.data, static_cast<size_t>(roi.w) * roi.h * src.channels);
+}
+
+Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask) {
+    require();
+    const double feather = resolve_feather(hull, params);
+    const Rect reach = hull_reach(hull, feather, params.margin, mask.width, mask.height);
+    const size_t mask_bytes = static_cast<size_t>(mask.height) * mask.width;
+    if (reach.empty()) {
+        std::memset(mask.data, 0, mask_bytes);
+        return Rect{};
+    }
+    const int n = hull.size();
+    DeviceBuffer d_mask(mask_bytes), d_edges(5 * n * sizeof(float)), d_bbox(4 * sizeof(int));
+    const std::vector<float>* arrays[5] = {&hull.ax, &hull.ay, &hull.ux, &hull.uy, &hull.len};
+    for (int a = 0; a < 5; ++a) d_edges.upload(arrays[a]->data(), n * sizeof(float), a * n * sizeof(float));
+    const int init[4] = {INT_MAX, -1, INT_MAX, -1};
+    d_bbox.upload(init, sizeof(init));
+    check(cudaMemset(d_mask.as<void>(), 0, mask_bytes), "cudaMemset");
+    HullGeometry g = hull.geometry(static_cast<float>(feather), static_cast<float>(params.margin));
+    const float* e = d_edges.as<float>();
+    g.ax = e;
+    g.ay = e + n;
+    g.ux = e + 2 * n;
+    g.uy = e + 3 * n;
+    g.len = e + 4 * n;
+    launch_hull_mask(g, reach, d_mask.as<uint8_t>(), mask.width, d_bbox.as<int>(), nullptr);
+    sync("hull_mask kernel");
+    d_mask.download(mask.data, mask_bytes);
+    int b[4];
+    d_bbox.download(b, sizeof(b));
+    if (b[1] < 0) return Rect{};
+    return Rect{b[0], b[2], b[1] - b[0] + 1, b[3] - b[2] + 1};
+}
+
+void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
+                  const std::vector<ImageU8>& outs) {
+    require();
+    check_blur_in_mask_args(src, mask, bbox, ksizes, outs);
+    if (ksizes.size() > static_cast<size_t>(kMaxLevels))
+        invalid("at most " + std::to_string(kMaxLevels) + " kernel sizes per call on CUDA");
+    const size_t frame = image_bytes(src);
+    DeviceBuffer d_src(frame), d_mask(static_cast<size_t>(mask.height) * mask.width), d_out(frame * ksizes.size()),
+        d_w(ksizes.size() * kMaxKsize * sizeof(uint16_t));
+    upload_image(d_src, src);
+    upload_image(d_mask, mask);
+    BlurLevels levels{};
+    levels.count = static_cast<int>(ksizes.size());
+    for (size_t l = 0; l < ksizes.size(); ++l) {
+        const BlurLevel level(ksizes[l]);
+        d_w.upload(level.weights.data(), level.weights.size() * sizeof(uint16_t), l * kMaxKsize * sizeof(uint16_t));
+        levels.weights[l] = d_w.as<uint16_t>() + l * kMaxKsize;
+        levels.radius[l] = level.radius;
+        levels.out[l] = d_out.as<uint8_t>() + l * frame;
+        check(cudaMemcpy(levels.out[l], d_src.as<uint8_t>(), frame, cudaMemcpyDeviceToDevice), "copy");
+    }
+    if (!bbox.empty()) {
+        launch_blur_in_mask(d_src.as<uint8_t>(), d_mask.as<uint8_t>(), src.height, src.width, src.channels, bbox, levels,
+                            nullptr);
+        sync("blur_in_mask kernel");
+    }
+    for (size_t l = 0; l < ksizes.size(); ++l) d_out.download(outs[l].data, frame, l * frame);
+}
+
+}  // namespace mf::cuda

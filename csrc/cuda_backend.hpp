@@ -1,0 +1,27 @@
+// The CUDA device behind the same operator signatures as the CPU path. CMake compiles
+// cuda_backend.cpp (and kernels/*.cu) in CUDA builds and cuda_backend_stub.cpp otherwise, so no
+// other file needs an #ifdef. Images here are host images: each call uploads, runs the kernels on
+// the current device and downloads. The CUDA runtime is linked statically and only the driver is
+// needed at run time, so importing mime_fast works on machines without a GPU.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "image.hpp"
+#include "ops/hull_mask.hpp"
+
+namespace mf::cuda {
+
+bool built();             // compiled with CUDA support
+bool available();         // built, and a CUDA device is usable now
+std::string status();     // human-readable reason when not available, device name when it is
+
+// Throws std::runtime_error naming the reason when not available.
+void require();
+
+void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst);
+Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);
+void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
+                  const std::vector<ImageU8>& outs);
+
+}  // namespace mf::cuda

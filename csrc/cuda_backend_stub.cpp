@@ -1,0 +1,27 @@
+// CUDA backend of a build without CUDA: every call explains how to get one.
+#include <stdexcept>
+
+#include "cuda_backend.hpp"
+
+namespace mf::cuda {
+
+namespace {
+const char* kReason =
+    "mime_fast was built without CUDA: reinstall with a CUDA toolkit (nvcc) on PATH, or force it with "
+    "MIME_FAST_CUDA=ON pip install .";
+}
+
+bool built() { return false; }
+bool available() { return false; }
+std::string status() { return kReason; }
+void require() { throw std::runtime_error(kReason); }
+void gaussian_blur(const ConstImageU8&, Rect, int, const ImageU8&) { require(); }
+Rect hull_mask(const Hull&, const HullMaskParams&, const ImageU8&) {
+    require();
+    return Rect{};
+}
+void blur_in_mask(const ConstImageU8&, const ConstImageU8&, Rect, const std::vector<int>&, const std::vector<ImageU8>&) {
+    require();
+}
+
+}  // namespace mf::cuda

@@ -1,0 +1,33 @@
+// Host-callable launch wrappers of the CUDA kernels (kernels/*.cu). Plain types only, so host C++
+// (csrc/cuda_backend.cpp) includes this without CUDA headers. All pointers are device pointers;
+// images are interleaved uint8 with row strides in elements.
+#pragma once
+#include <cstdint>
+
+#include "../csrc/image.hpp"
+#include "hull_mask.cuh"
+
+namespace mf::cuda {
+
+constexpr int kMaxLevels = 8;  // kernel sizes per blur_in_mask call
+
+// dst (roi.h x roi.w x C, row stride dst_stride) = OpenCV-exact blur of roi of src.
+void launch_gaussian_blur(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,
+                          const uint16_t* weights, int radius, uint8_t* dst, long dst_stride, void* stream);
+
+struct BlurLevels {
+    const uint16_t* weights[kMaxLevels];
+    int radius[kMaxLevels];
+    uint8_t* out[kMaxLevels];  // full frames, already holding a copy of src
+    int count;
+};
+
+// For each level, composite the blur of src into out inside bbox, weighted by mask (H x W).
+void launch_blur_in_mask(const uint8_t* src, const uint8_t* mask, int height, int width, int channels, Rect bbox,
+                         const BlurLevels& levels, void* stream);
+
+// mask (cleared by the caller) over `reach`; bbox4 = {min x, max x, min y, max y} of the non-zero
+// pixels, initialised by the caller to {INT_MAX, -1, INT_MAX, -1}. g's arrays are device arrays.
+void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int width, int* bbox4, void* stream);
+
+}  // namespace mf::cuda

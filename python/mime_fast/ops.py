@@ -1,0 +1,168 @@
+"""Hot-path operators of mime_fast: OpenCV-exact Gaussian blur, feathered convex-hull masks and
+the fused masked blur that writes every blur level of a frame in one pass.
+
+All operators take C-contiguous ``uint8`` numpy arrays, ``(H, W)`` or ``(H, W, C)`` with 1 to 4
+interleaved channels (channel order does not matter), and a keyword-only ``device``: ``"cpu"``
+(default, multi-threaded) or ``"cuda"`` (needs a CUDA build and an NVIDIA GPU; raises
+``RuntimeError`` saying why otherwise — never a silent fallback). Bad arguments raise
+``TypeError`` (wrong types or dtype) or ``ValueError`` (wrong shapes or values).
+
+Rectangles are ``(x, y, w, h)`` tuples in pixels.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+from . import _core
+
+__all__ = [
+    "AUTO_FEATHER_FRACTION",
+    "Device",
+    "Hull",
+    "Rect",
+    "blur_in_mask",
+    "convex_hull",
+    "gaussian_blur",
+    "gaussian_weights",
+    "hull_mask",
+]
+
+Device = Literal["cpu", "cuda"]
+Rect = tuple[int, int, int, int]
+
+#: Feather used when ``feather=None``: this fraction of sqrt(hull area), at least 1 px
+#: (about 10 px for a 250 x 320 px face).
+AUTO_FEATHER_FRACTION: float = float(_core.AUTO_FEATHER_FRACTION)
+
+
+def _check_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    return int(value)
+
+
+def _check_rect(rect: object, name: str) -> Rect:
+    if not isinstance(rect, (tuple, list)) or len(rect) != 4:
+        raise TypeError(f"{name} must be a tuple (x, y, w, h)")
+    x, y, w, h = (_check_int(v, f"{name} entry") for v in rect)
+    return (x, y, w, h)
+
+
+def _check_array(a: object, name: str) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, got {type(a).__name__}")
+    return a
+
+
+def gaussian_weights(ksize: int) -> np.ndarray:
+    """The 8.8 fixed-point taps (uint16, sum 256) OpenCV uses for ``GaussianBlur(..., (k, k), 0)``
+    on 8-bit images."""
+    return _core.gaussian_weights_q8(_check_int(ksize, "ksize"))
+
+
+def gaussian_blur(frame: np.ndarray, ksize: int, *, roi: Rect | None = None, device: Device = "cpu") -> np.ndarray:
+    """Gaussian blur, bit-identical to ``cv2.GaussianBlur(frame, (ksize, ksize), 0)``.
+
+    ``ksize`` is odd, 1..255; sigma is derived from it as OpenCV does (0.3*((k-1)/2 - 1) + 0.8).
+    With ``roi=(x, y, w, h)`` only that rectangle is computed and returned (``h x w[x C]``); its
+    pixels equal the same pixels of the full-frame blur, since the kernel reads the real neighbours
+    outside the rectangle (reflected only at the frame's own edges, BORDER_REFLECT_101).
+    """
+    _check_array(frame, "frame")
+    k = _check_int(ksize, "ksize")
+    r = None if roi is None else _check_rect(roi, "roi")
+    return _core.gaussian_blur(frame, k, r, device)
+
+
+def hull_mask(
+    points: np.ndarray,
+    shape: Sequence[int],
+    *,
+    feather: float | None = None,
+    margin: float = 0.0,
+    device: Device = "cpu",
+) -> tuple[np.ndarray, Rect]:
+    """Feathered, anti-aliased mask of the convex hull of ``points``.
+
+    ``points`` is an ``(N, 2)`` array of ``(x, y)`` pixel coordinates (N >= 3, finite, not all
+    collinear; integer coordinates are pixel centres); points may lie outside the frame.
+    ``shape`` is ``(H, W)`` (a frame's ``(H, W, C)`` shape is accepted too).
+
+    With d the signed distance from a pixel centre to the hull (negative inside), the mask is
+    ``round(255 * clamp((margin + feather + 0.5 - d) / (feather + 1), 0, 1))``: 255 over the whole
+    hull grown by ``margin`` pixels (rounded corners), a linear ramp to 0 over the next
+    ``feather + 1`` pixels outside it. ``feather=0`` is a plain one-pixel anti-aliased edge;
+    ``feather=None`` uses ``AUTO_FEATHER_FRACTION * sqrt(hull area)`` (at least 1 px), so the
+    softening scales with the face.
+
+    Returns ``(mask, bbox)``: an ``H x W`` uint8 mask and the ``(x, y, w, h)`` box of its non-zero
+    pixels, ``(0, 0, 0, 0)`` when the hull does not reach into the frame.
+    """
+    pts = np.asarray(points)
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise ValueError(f"points must be an (N, 2) array of (x, y) coordinates, got shape {pts.shape}")
+    if not np.issubdtype(pts.dtype, np.number) or np.issubdtype(pts.dtype, np.complexfloating):
+        raise TypeError(f"points must be numeric, got dtype {pts.dtype}")
+    if not isinstance(shape, (tuple, list)) or len(shape) not in (2, 3):
+        raise TypeError("shape must be (H, W) or (H, W, C)")
+    h, w = (_check_int(v, "shape entry") for v in shape[:2])
+    f = None if feather is None else float(feather)
+    mask, bbox = _core.hull_mask(pts, h, w, f, float(margin), device)
+    return mask, tuple(bbox)
+
+
+def blur_in_mask(
+    frame: np.ndarray,
+    mask: np.ndarray,
+    ksizes: int | Sequence[int],
+    *,
+    bbox: Rect | None = None,
+    out: Sequence[np.ndarray] | None = None,
+    device: Device = "cpu",
+) -> list[np.ndarray]:
+    """Blur ``frame`` inside ``mask`` at one or several kernel sizes in one pass.
+
+    Returns one full frame per kernel size with, per pixel and channel,
+    ``round((src * (255 - m) + blur * m) / 255)``, where ``blur`` is
+    ``cv2.GaussianBlur(frame, (k, k), 0)``: mask 0 keeps the source pixel exactly, mask 255 gives
+    the blurred pixel exactly. Only the mask's rows and spans are blurred, reading real neighbours
+    outside them; the levels share each loaded source row.
+
+    ``bbox`` is a box holding every non-zero mask pixel (as returned by :func:`hull_mask`); it is
+    computed from the mask when omitted, and mask pixels outside a given box are ignored.
+    ``out`` optionally gives preallocated frames to write (one per kernel size, shaped like
+    ``frame``, not sharing memory with it).
+    """
+    _check_array(frame, "frame")
+    _check_array(mask, "mask")
+    ks = [_check_int(ksizes, "ksizes")] if not isinstance(ksizes, (list, tuple)) else [
+        _check_int(k, "ksizes entry") for k in ksizes
+    ]
+    b = None if bbox is None else _check_rect(bbox, "bbox")
+    o = None if out is None else list(out)
+    return list(_core.blur_in_mask(frame, mask, ks, b, o, device))
+
+
+@dataclass(frozen=True)
+class Hull:
+    """Convex hull of landmark points and the mask parameters resolved for it."""
+
+    vertices: np.ndarray  # (K, 2) float64, counter-clockwise
+    area: float  # px^2
+    perimeter: float  # px
+    feather: float  # resolved feather, px
+    margin: float  # px
+
+
+def convex_hull(points: np.ndarray, *, feather: float | None = None, margin: float = 0.0) -> Hull:
+    """The hull :func:`hull_mask` rasterises for ``points``, with its area, perimeter and the
+    feather it would use."""
+    info = _core.convex_hull(np.asarray(points), None if feather is None else float(feather), float(margin))
+    return Hull(info["vertices"], info["area"], info["perimeter"], info["feather"], info["margin"])
+
+

@@ -1,0 +1,58 @@
+"""Shared fixtures and the per-device comparison helper."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import mime_fast
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # CUDA tests skip on machines without a usable GPU, unless MIME_FAST_REQUIRE_CUDA=1 (GPU CI),
+    # where a missing GPU or a CPU-only build is a failure.
+    if item.get_closest_marker("cuda") is None or mime_fast.cuda_available():
+        return
+    reason = mime_fast.cuda_status()
+    if os.environ.get("MIME_FAST_REQUIRE_CUDA") == "1":
+        pytest.fail(f"CUDA required (MIME_FAST_REQUIRE_CUDA=1) but unavailable: {reason}")
+    pytest.skip(f"CUDA unavailable: {reason}")
+
+
+def assert_images_equal(actual: np.ndarray, expected: np.ndarray, device: str = "cpu") -> None:
+    """The one tolerance rule of the suite: every operator is integer-exact (blur, composite) or
+    rounds identical single-precision operations (masks), so both devices must match bit for bit."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.shape, expected.shape)
+    if not np.array_equal(actual, expected):
+        diff = np.argwhere(actual != expected)
+        first = tuple(int(v) for v in diff[0])
+        raise AssertionError(
+            f"[{device}] {len(diff)} of {actual.size} values differ; first at {first}: "
+            f"{actual[first]} != {expected[first]}"
+        )
+
+
+@pytest.fixture(scope="session")
+def astronaut() -> np.ndarray:
+    """A real face photograph that ships with scikit-image (512 x 512 RGB)."""
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut())
+
+
+@pytest.fixture(scope="session")
+def astronaut_face_points() -> np.ndarray:
+    """106 landmark-like points around the astronaut's face (an ellipse over the face with interior
+    points, as a dense landmark model returns them)."""
+    rng = np.random.default_rng(106)
+    t = np.linspace(0, 2 * np.pi, 33, endpoint=False)
+    outline = np.stack([250 + 62 * np.cos(t), 125 + 80 * np.sin(t)], 1)
+    interior = np.stack([250 + rng.uniform(-45, 45, 73), 125 + rng.uniform(-60, 60, 73)], 1)
+    return np.concatenate([outline, interior]).astype(np.float32)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)

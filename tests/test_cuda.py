@@ -1,0 +1,56 @@
+"""The CUDA device: the same bytes as the CPU path (skipped without a GPU, unless
+MIME_FAST_REQUIRE_CUDA=1), and a clear error where CUDA is unavailable."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+import mime_fast
+from conftest import assert_images_equal
+from mime_fast import ops
+
+
+def test_cuda_unavailable_is_a_clear_error() -> None:
+    if mime_fast.cuda_available():
+        pytest.skip("a CUDA device is available here")
+    img = np.zeros((32, 32, 3), np.uint8)
+    with pytest.raises(RuntimeError, match="CUDA|cuda"):
+        ops.gaussian_blur(img, 15, device="cuda")
+    with pytest.raises(RuntimeError, match="CUDA|cuda"):
+        ops.hull_mask(np.array([[1.0, 1.0], [20.0, 2.0], [5.0, 25.0]]), (32, 32), device="cuda")
+    with pytest.raises(RuntimeError, match="CUDA|cuda"):
+        ops.blur_in_mask(img, np.zeros((32, 32), np.uint8), 15, device="cuda")
+    assert mime_fast.cuda_status()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("k", [15, 35, 55, 255])
+def test_cuda_gaussian_blur_bit_exact(astronaut: np.ndarray, k: int) -> None:
+    img = np.ascontiguousarray(astronaut[:301, :257])
+    full = cv2.GaussianBlur(img, (k, k), 0)
+    assert_images_equal(ops.gaussian_blur(img, k, device="cuda"), full, "cuda")
+    for roi in [(0, 0, 25, 25), (200, 250, 57, 51), (100, 0, 1, 301)]:
+        x, y, w, h = roi
+        assert_images_equal(ops.gaussian_blur(img, k, roi=roi, device="cuda"), full[y : y + h, x : x + w], "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_hull_mask_equals_cpu(rng: np.random.Generator) -> None:
+    for trial in range(50):
+        pts = rng.uniform(-60, 360, 2) + rng.normal(size=(int(rng.integers(3, 110)), 2)) * rng.uniform(1, 150)
+        feather = None if trial % 2 else float(rng.uniform(0, 20))
+        a, ba = ops.hull_mask(pts, (240, 320), feather=feather, margin=2.0, device="cuda")
+        b, bb = ops.hull_mask(pts, (240, 320), feather=feather, margin=2.0)
+        assert_images_equal(a, b, "cuda")
+        assert ba == bb
+
+
+@pytest.mark.cuda
+def test_cuda_blur_in_mask_equals_cpu(astronaut: np.ndarray, astronaut_face_points: np.ndarray) -> None:
+    mask, bbox = ops.hull_mask(astronaut_face_points, astronaut.shape)
+    gpu = ops.blur_in_mask(astronaut, mask, [15, 35, 55], bbox=bbox, device="cuda")
+    cpu = ops.blur_in_mask(astronaut, mask, [15, 35, 55], bbox=bbox)
+    for g, c in zip(gpu, cpu):
+        assert_images_equal(g, c, "cuda")

@@ -3,6 +3,7 @@ alike), medians and ratios, machine metadata, JSON results under bench/results/.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -15,6 +16,14 @@ from typing import Callable
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse_args(doc: str | None, repeats: int) -> argparse.Namespace:
+    """The options every benchmark takes: --repeats and --device."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=repeats, help=f"timed repetitions per contender (default {repeats})")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    return ap.parse_args()
 
 
 def machine() -> dict:

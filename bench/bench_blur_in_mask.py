@@ -8,12 +8,10 @@ alpha composite), in one run. Writes bench/results/blur_in_mask-<device>.json.
 
 from __future__ import annotations
 
-import argparse
-
 import cv2
 import numpy as np
 
-from _harness import compare, face_frame, save
+from _harness import compare, face_frame, parse_args, save
 
 from mime_fast import ops
 
@@ -33,10 +31,7 @@ def opencv_pipeline(frame: np.ndarray, points: np.ndarray, levels: tuple[int, ..
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=60)
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    args = ap.parse_args()
+    args = parse_args(__doc__, repeats=60)
 
     frame, points = face_frame()
     hull = ops.convex_hull(points)

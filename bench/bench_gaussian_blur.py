@@ -7,21 +7,16 @@ Writes bench/results/gaussian_blur-<device>.json.
 
 from __future__ import annotations
 
-import argparse
-
 import cv2
 import numpy as np
 
-from _harness import compare, face_frame, save
+from _harness import compare, face_frame, parse_args, save
 
 from mime_fast import ops
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=40)
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    args = ap.parse_args()
+    args = parse_args(__doc__, repeats=40)
     frame, _ = face_frame()
     roi = (515, 190, 250, 320)
     results = {}

@@ -10,6 +10,8 @@
 namespace mf::cuda {
 
 constexpr int kMaxLevels = 8;  // kernel sizes per blur_in_mask call
+constexpr int kBlockX = 32;    // threads per block of the blur kernels: kBlockX x kBlockY
+constexpr int kBlockY = 8;
 
 // dst (roi.h x roi.w x C, row stride dst_stride) = OpenCV-exact blur of roi of src.
 void launch_gaussian_blur(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,

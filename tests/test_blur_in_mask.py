@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import assert_images_equal
-from mime_fast import ops
+from mime_fast import _core, ops
 
 LEVELS = [15, 35, 55]
 
@@ -83,6 +83,22 @@ def test_levels_in_one_call_equal_separate_calls(astronaut: np.ndarray, astronau
     together = ops.blur_in_mask(astronaut, mask, LEVELS, bbox=bbox)
     for k, out in zip(LEVELS, together):
         assert_images_equal(out, ops.blur_in_mask(astronaut, mask, [k], bbox=bbox)[0])
+
+
+def test_gpu_tile_code_on_cpu_equals_fast_path(rng: np.random.Generator, astronaut: np.ndarray,
+                                               astronaut_face_points: np.ndarray) -> None:
+    # blur_in_mask_reference runs the CUDA kernel's tile functions (kernels/blur_tile.cuh) serially:
+    # tiling, padding, reflection at frame edges, empty-tile skipping and the composite store.
+    cases = [(astronaut, astronaut_face_points)]
+    img = rng.integers(0, 256, (181, 243, 3), dtype=np.uint8)
+    cases.append((img, np.array([[-30.0, -20.0], [90.0, -10.0], [60.0, 70.0], [-10.0, 95.0]])))
+    cases.append((img, np.array([[150.0, 100.0], [260.0, 150.0], [200.0, 200.0], [140.0, 190.0]])))
+    for frame, pts in cases:
+        mask, bbox = ops.hull_mask(pts, frame.shape, feather=5)
+        fast = ops.blur_in_mask(frame, mask, LEVELS, bbox=bbox)
+        tiled = _core.blur_in_mask_reference(frame, mask, LEVELS, bbox)
+        for f, t in zip(fast, tiled):
+            assert_images_equal(t, f)
 
 
 def test_empty_mask_returns_copies(astronaut: np.ndarray) -> None:

@@ -84,6 +84,19 @@ def test_gpu_structured_reference_bit_exact(astronaut: np.ndarray) -> None:
             assert_images_equal(_core.gaussian_blur_reference(img, k, (x, y, w, h)), full[y : y + h, x : x + w])
 
 
+def test_levels_in_one_pass_equal_single_calls(astronaut: np.ndarray) -> None:
+    roi = (150, 40, 200, 230)
+    outs = ops.gaussian_blur_levels(astronaut, list(MIME_KERNELS), roi=roi)
+    assert len(outs) == len(MIME_KERNELS)
+    x, y, w, h = roi
+    for k, out in zip(MIME_KERNELS, outs):
+        assert_images_equal(out, cv_blur(astronaut, k)[y : y + h, x : x + w])
+    with pytest.raises(ValueError, match="at least one"):
+        ops.gaussian_blur_levels(astronaut, [])
+    with pytest.raises(ValueError, match="kernel size"):
+        ops.gaussian_blur_levels(astronaut, [15, 4])
+
+
 def test_input_is_not_modified(astronaut: np.ndarray) -> None:
     img = astronaut.copy()
     ops.gaussian_blur(img, 55, roi=(10, 10, 100, 100))

@@ -27,6 +27,28 @@ py::array_t<uint8_t> run_blur(const py::array& frame, int ksize, const py::objec
     return out;
 }
 
+py::list run_blur_levels(const py::array& frame, const std::vector<int>& ksizes, const py::object& roi_obj) {
+    const ImageU8 src = image_view(frame, "frame");
+    if (ksizes.empty()) throw py::value_error("ksizes must name at least one kernel size");
+    for (int k : ksizes) check_ksize(k);
+    const Rect roi = roi_obj.is_none() ? src.bounds() : rect_from_tuple(roi_obj, "roi");
+    if (!rect_inside(roi, src.width, src.height))
+        throw py::value_error("roi " + rect_str(roi) + " must be a non-empty rectangle inside the " +
+                              std::to_string(src.width) + "x" + std::to_string(src.height) + " frame");
+    py::list outs;
+    std::vector<ImageU8> dsts;
+    for (size_t i = 0; i < ksizes.size(); ++i) {
+        auto out = new_image(roi.h, roi.w, src.channels, frame.ndim() == 3);
+        dsts.push_back(mutable_view(out, src.channels));
+        outs.append(out);
+    }
+    {
+        py::gil_scoped_release release;
+        gaussian_blur_multi_cpu(as_const(src), roi, ksizes, dsts);
+    }
+    return outs;
+}
+
 }  // namespace
 
 void bind_gaussian_blur(py::module_& m) {
@@ -36,6 +58,7 @@ void bind_gaussian_blur(py::module_& m) {
             return run_blur(frame, ksize, roi, device, false);
         },
         py::arg("frame"), py::arg("ksize"), py::arg("roi") = py::none(), py::arg("device") = "cpu");
+    m.def("gaussian_blur_levels", &run_blur_levels, py::arg("frame"), py::arg("ksizes"), py::arg("roi") = py::none());
     m.def(
         "gaussian_blur_reference",
         [](const py::array& frame, int ksize, const py::object& roi) { return run_blur(frame, ksize, roi, "cpu", true); },

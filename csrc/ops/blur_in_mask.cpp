@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../../kernels/blur_in_mask.cuh"
+#include "../../kernels/blur_tile.cuh"
 #include "../../kernels/gaussian_blur.cuh"
 #include "../parallel.hpp"
 #include "../simd.hpp"
@@ -87,6 +88,24 @@ void blur_in_mask_cpu(const ConstImageU8& src, const ConstImageU8& mask, Rect bb
             }
         }
     });
+}
+
+void blur_in_mask_reference(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox,
+                            const std::vector<int>& ksizes, const std::vector<ImageU8>& outs) {
+    check_blur_in_mask_args(src, mask, bbox, ksizes, outs);
+    const size_t frame = static_cast<size_t>(src.height) * src.width * src.channels;
+    for (const ImageU8& o : outs) std::memcpy(o.data, src.data, frame);  // contiguous images
+    if (bbox.empty()) return;
+    for (size_t l = 0; l < ksizes.size(); ++l) {
+        const BlurLevel level(ksizes[l]);
+        std::vector<uint16_t> shared(blur_tile_shared_elems(level.radius, src.channels));
+        for (int ty = 0; ty < (bbox.h + kTileH - 1) / kTileH; ++ty)
+            for (int tx = 0; tx < (bbox.w + kTileW - 1) / kTileW; ++tx) {
+                if (!mask_tile_any(mask.data, mask.width, bbox, tx, ty, 0, 1)) continue;
+                blur_in_mask_tile(src.data, mask.data, src.height, src.width, src.channels, bbox, level.weights.data(),
+                                  level.radius, outs[l].data, shared.data(), tx, ty, 0, 1, [] {});
+            }
+    }
 }
 
 }  // namespace mf

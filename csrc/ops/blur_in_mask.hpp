@@ -14,6 +14,10 @@ namespace mf {
 void blur_in_mask_cpu(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
                       const std::vector<ImageU8>& outs);
 
+// The CUDA kernel's tile code (kernels/blur_tile.cuh) run serially on the CPU (tests).
+void blur_in_mask_reference(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox,
+                            const std::vector<int>& ksizes, const std::vector<ImageU8>& outs);
+
 // Bounding box of the non-zero pixels of a single-channel mask ({0,0,0,0} when all zero).
 Rect nonzero_bbox(const ConstImageU8& mask);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "../../kernels/blur_tile.cuh"
 #include "../../kernels/gaussian_blur.cuh"
 #include "../parallel.hpp"
 #include "../simd.hpp"
@@ -179,28 +180,12 @@ void gaussian_blur_cpu(const ConstImageU8& src, Rect roi, int ksize, const Image
 void gaussian_blur_reference(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst) {
     check_roi(src, roi);
     const BlurLevel level(ksize);
-    const int r = level.radius, C = src.channels;
-    const int tw = roi.w + 2 * r, th = roi.h + 2 * r;
-    // The tile the CUDA kernel stages in shared memory: roi plus halo, reflected at frame edges.
-    std::vector<uint8_t> tile(static_cast<size_t>(tw) * th * C);
-    for (int ty = 0; ty < th; ++ty) {
-        const uint8_t* row = src.row(reflect101(roi.y - r + ty, src.height));
-        for (int tx = 0; tx < tw; ++tx) {
-            const int sx = reflect101(roi.x - r + tx, src.width);
-            for (int c = 0; c < C; ++c) tile[(static_cast<size_t>(ty) * tw + tx) * C + c] = row[sx * C + c];
-        }
-    }
-    std::vector<uint16_t> vsum(static_cast<size_t>(roi.h) * tw * C);
-    for (int y = 0; y < roi.h; ++y)
-        for (int e = 0; e < tw * C; ++e)
-            vsum[static_cast<size_t>(y) * tw * C + e] =
-                vertical_sum(&tile[(static_cast<size_t>(y + r) * tw) * C + e], static_cast<long>(tw) * C,
-                             level.weights.data(), r);
-    for (int y = 0; y < roi.h; ++y)
-        for (int x = 0; x < roi.w; ++x)
-            for (int c = 0; c < C; ++c)
-                dst.row(y)[x * C + c] = q16_to_u8(horizontal_sum(
-                    &vsum[(static_cast<size_t>(y) * tw + x + r) * C + c], C, level.weights.data(), r));
+    std::vector<uint16_t> shared(blur_tile_shared_elems(level.radius, src.channels));
+    for (int ty = 0; ty < (roi.h + kTileH - 1) / kTileH; ++ty)
+        for (int tx = 0; tx < (roi.w + kTileW - 1) / kTileW; ++tx)
+            blur_tile(src.data, src.height, src.width, src.channels, src.row_stride, roi, level.weights.data(),
+                      level.radius, shared.data(), tx, ty, 0, 1, [] {},
+                      [&](int row, int e, uint8_t v) { dst.row(row)[e] = v; });
 }
 
 }  // namespace mf

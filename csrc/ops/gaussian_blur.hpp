@@ -42,8 +42,8 @@ void gaussian_blur_cpu(const ConstImageU8& src, Rect roi, int ksize, const Image
 void gaussian_blur_multi_cpu(const ConstImageU8& src, Rect roi, const std::vector<int>& ksizes,
                              const std::vector<ImageU8>& dsts);
 
-// Scalar reference with the CUDA kernel's structure: gather the reflected tile, then
-// vertical_sum / horizontal_sum per sample. Used by the tests to check the GPU arithmetic on CPU.
+// The CUDA kernel's tile code (kernels/blur_tile.cuh) run serially on the CPU, one tile at a time:
+// the tests check the GPU path's indexing and arithmetic with it.
 void gaussian_blur_reference(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst);
 
 }  // namespace mf

@@ -28,6 +28,7 @@ __all__ = [
     "blur_in_mask",
     "convex_hull",
     "gaussian_blur",
+    "gaussian_blur_levels",
     "gaussian_weights",
     "hull_mask",
 ]
@@ -77,6 +78,21 @@ def gaussian_blur(frame: np.ndarray, ksize: int, *, roi: Rect | None = None, dev
     k = _check_int(ksize, "ksize")
     r = None if roi is None else _check_rect(roi, "roi")
     return _core.gaussian_blur(frame, k, r, device)
+
+
+def gaussian_blur_levels(
+    frame: np.ndarray, ksizes: Sequence[int], *, roi: Rect | None = None, device: Device = "cpu"
+) -> list[np.ndarray]:
+    """:func:`gaussian_blur` at several kernel sizes in one pass over the region's rows (each
+    source row is loaded once for all levels). Returns one array per kernel size, in order."""
+    _check_array(frame, "frame")
+    if not isinstance(ksizes, (list, tuple)):
+        raise TypeError("ksizes must be a list or tuple of kernel sizes")
+    ks = [_check_int(k, "ksizes entry") for k in ksizes]
+    r = None if roi is None else _check_rect(roi, "roi")
+    if device != "cpu":
+        return [_core.gaussian_blur(frame, k, r, device) for k in ks]
+    return list(_core.gaussian_blur_levels(frame, ks, r))
 
 
 def hull_mask(

@@ -118,6 +118,35 @@ def test_out_frames_are_written_in_place(astronaut: np.ndarray, astronaut_face_p
         assert_images_equal(o, e)
 
 
+def test_frames_smaller_than_kernel(rng: np.random.Generator) -> None:
+    img = rng.integers(0, 256, (9, 13, 3), dtype=np.uint8)
+    mask, bbox = ops.hull_mask(np.array([[1.0, 1.0], [11.0, 2.0], [6.0, 8.0]]), img.shape, feather=1)
+    for k, out in zip(LEVELS, ops.blur_in_mask(img, mask, LEVELS, bbox=bbox)):
+        assert_images_equal(out, composite_reference(img, cv2.GaussianBlur(img, (k, k), 0), mask))
+
+
+def test_concurrent_calls_from_threads(astronaut: np.ndarray, astronaut_face_points: np.ndarray) -> None:
+    # The operators release the GIL; calls from several threads share one worker pool.
+    from concurrent.futures import ThreadPoolExecutor
+
+    shifts = [(float(dx), float(dy)) for dx in (-60, 0, 60) for dy in (0, 40)]
+    expected = []
+    for dx, dy in shifts:
+        mask, bbox = ops.hull_mask(astronaut_face_points + [dx, dy], astronaut.shape)
+        expected.append(ops.blur_in_mask(astronaut, mask, LEVELS, bbox=bbox))
+
+    def job(i: int) -> list[np.ndarray]:
+        dx, dy = shifts[i % len(shifts)]
+        mask, bbox = ops.hull_mask(astronaut_face_points + [dx, dy], astronaut.shape)
+        return ops.blur_in_mask(astronaut, mask, LEVELS, bbox=bbox)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(job, range(24)))
+    for i, outs in enumerate(results):
+        for out, exp in zip(outs, expected[i % len(shifts)]):
+            assert_images_equal(out, exp)
+
+
 def test_gray_frames(rng: np.random.Generator) -> None:
     img = rng.integers(0, 256, (90, 130), dtype=np.uint8)
     mask, _ = ops.hull_mask(np.array([[20.0, 10.0], [110.0, 30.0], [70.0, 80.0]]), img.shape, feather=3)

@@ -12,6 +12,9 @@ from conftest import assert_images_equal
 from mime_fast import _core, ops
 
 
+_trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy 1.x names it trapz
+
+
 def shoelace(poly: np.ndarray) -> float:
     x, y = poly[:, 0], poly[:, 1]
     return 0.5 * abs(float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))))
@@ -33,7 +36,7 @@ def expected_mask_sum(area: float, perimeter: float, feather: float, margin: flo
     ts = np.linspace(t0, t1, 4001)
     da = perimeter + 2 * math.pi * ts  # dA/dt
     alpha = (t1 - ts) / (t1 - t0)
-    return grown_area(area, perimeter, t0) + float(np.trapezoid(alpha * da, ts))
+    return grown_area(area, perimeter, t0) + float(_trapezoid(alpha * da, ts))
 
 
 POLYGONS = {

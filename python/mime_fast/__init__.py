@@ -1,16 +1,46 @@
 """mime_fast: high-throughput privacy degradation of emotion video clips (the MIME benchmark
 subsets FM, FDM, FSM, VMM, FDAM, FSAM, AMM) on a compiled C++/CUDA core.
 
-The hot-path operators are in :mod:`mime_fast.ops`.
+- :func:`build_subsets` / :func:`degrade`: a clip in, the MIME subsets out (:mod:`mime_fast.subsets`).
+- :mod:`mime_fast.ops`: the hot-path operators (OpenCV-exact blur, hull masks, fused masked blur).
+
+The video pipeline (and PyAV) is imported on first use, so ``import mime_fast`` stays light.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from . import _core, ops
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "cuda_available", "cuda_status", "num_threads", "ops", "set_num_threads"]
+__all__ = [
+    "ClipError",
+    "ClipResult",
+    "Settings",
+    "__version__",
+    "build_subsets",
+    "cuda_available",
+    "cuda_status",
+    "degrade",
+    "num_threads",
+    "ops",
+    "set_num_threads",
+]
+
+_PIPELINE = {"build_subsets", "degrade", "ClipResult", "Settings", "ClipError"}
+
+if TYPE_CHECKING:
+    from .subsets import ClipError, ClipResult, Settings, build_subsets, degrade
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PIPELINE:
+        from . import subsets
+
+        return getattr(subsets, name)
+    raise AttributeError(f"module 'mime_fast' has no attribute {name!r}")
 
 
 def cuda_available() -> bool:

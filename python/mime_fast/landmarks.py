@@ -1,0 +1,129 @@
+"""Mask providers: where the subject's face is, per decoded source frame.
+
+A provider answers, for each decoded source frame index (0-based, presentation order, counting every
+frame the decoder outputs before frame-rate standardisation), either an ``(N, 2)`` float32 array of
+``(x, y)`` points in pixels of the *displayed* frame at source resolution (rotation applied, before
+any odd-size crop) or ``None`` when the subject is absent.  The hull of the points is what gets
+blurred.
+
+Providers implement :class:`MaskProvider` (``points(index)``) and may expose ``num_frames`` (total
+frames they describe, ``None`` if unknown) and ``face_heights()`` (per-frame hull heights, used by
+the ``fsm_kernel="auto"`` rule).
+
+Built-in providers:
+
+* :class:`ArrayLandmarks` from an in-memory ``(frames, N, 2)`` array; a frame whose points are all
+  NaN is absent, NaN points inside a present frame are ignored (a frame with fewer than 3 finite
+  points is absent).
+* :func:`load_landmarks` from ``.npz`` (key ``"landmarks"``) or ``.json`` (either a list of frames
+  -- each ``null`` or a list of ``[x, y]`` -- or an object with key ``"landmarks"`` holding it).
+* :func:`as_provider` turns any of: provider, array, path into a provider.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["MaskProvider", "ArrayLandmarks", "load_landmarks", "as_provider"]
+
+
+@runtime_checkable
+class MaskProvider(Protocol):
+    """Per-frame subject points.  ``points(i)`` -> ``(N, 2)`` float32 or ``None``."""
+
+    num_frames: int | None
+
+    def points(self, index: int) -> np.ndarray | None: ...
+
+
+class ArrayLandmarks:
+    """Provider over a ``(frames, N, 2)`` array (NaN rows = subject absent)."""
+
+    def __init__(self, landmarks):
+        a = np.asarray(landmarks, dtype=np.float32)
+        if a.ndim != 3 or a.shape[2] != 2:
+            raise ValueError(f"landmarks must have shape (frames, N, 2), got {a.shape}")
+        if a.shape[1] < 3:
+            raise ValueError(f"landmarks need at least 3 points per frame, got {a.shape[1]}")
+        self._a = a
+        self.num_frames = a.shape[0]
+
+    def __len__(self) -> int:
+        return self._a.shape[0]
+
+    def points(self, index: int) -> np.ndarray | None:
+        if index < 0 or index >= self._a.shape[0]:
+            return None
+        p = self._a[index]
+        ok = np.isfinite(p).all(axis=1)
+        if ok.sum() < 3:
+            return None
+        return np.ascontiguousarray(p if ok.all() else p[ok])
+
+    def face_heights(self) -> np.ndarray:
+        """Per-frame ``max(y) - min(y)`` of the finite points (NaN where absent)."""
+        with np.errstate(invalid="ignore"), _nan_ok():
+            return np.nanmax(self._a[:, :, 1], axis=1) - np.nanmin(self._a[:, :, 1], axis=1)
+
+
+class _nan_ok:
+    def __enter__(self):
+        import warnings
+
+        self._w = warnings.catch_warnings()
+        self._w.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._w.__exit__(*exc)
+
+
+def _from_json(obj) -> np.ndarray:
+    if isinstance(obj, dict):
+        if "landmarks" not in obj:
+            raise ValueError('JSON landmarks object needs a "landmarks" key')
+        obj = obj["landmarks"]
+    if not isinstance(obj, list):
+        raise ValueError("JSON landmarks must be a list of frames")
+    n = max((len(f) for f in obj if f), default=0)
+    if n < 3:
+        raise ValueError("JSON landmarks hold no frame with at least 3 points")
+    a = np.full((len(obj), n, 2), np.nan, np.float32)
+    for i, f in enumerate(obj):
+        if f:
+            p = np.asarray(f, dtype=np.float32).reshape(-1, 2)
+            a[i, : len(p)] = p
+    return a
+
+
+def load_landmarks(path) -> ArrayLandmarks:
+    """Load an ``.npz`` (key ``landmarks``) or ``.json`` landmarks file."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        with np.load(path) as z:
+            if "landmarks" not in z:
+                raise ValueError(f"{path}: NPZ has no 'landmarks' array (keys: {sorted(z.keys())})")
+            return ArrayLandmarks(z["landmarks"])
+    if suffix == ".json":
+        return ArrayLandmarks(_from_json(json.loads(path.read_text())))
+    if suffix == ".npy":
+        return ArrayLandmarks(np.load(path))
+    raise ValueError(f"{path}: landmarks file must be .npz, .json or .npy")
+
+
+def as_provider(landmarks) -> MaskProvider:
+    """Provider from a provider, an array, or a path (str/Path)."""
+    if landmarks is None:
+        raise ValueError("automatic subject detection is not available yet; pass landmarks=")
+    if isinstance(landmarks, (str, Path)):
+        return load_landmarks(landmarks)
+    if isinstance(landmarks, np.ndarray) or isinstance(landmarks, (list, tuple)):
+        return ArrayLandmarks(landmarks)
+    if hasattr(landmarks, "points") and callable(landmarks.points):
+        return landmarks
+    raise TypeError(f"landmarks must be an array, a path or a provider with .points(i), got {type(landmarks).__name__}")

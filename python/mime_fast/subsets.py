@@ -1,0 +1,447 @@
+"""The MIME subsets of one clip: FM, FDM, FSM, VMM, FDAM, FSAM, AMM.
+
+=====  =================================================  ======================
+code   video                                              audio
+=====  =================================================  ======================
+FM     standardised clip (``fps`` CFR, default 30)         AAC ``audio_rate`` Hz
+FDM    Gaussian ``fdm_kernel`` (15) inside the face hull   AAC
+FSM    Gaussian ``fsm_kernel`` (35 or 55) inside the hull  AAC
+VMM    black frames, same count and duration               AAC
+FDAM   FDM's encoded video packets, remuxed               none
+FSAM   FSM's encoded video packets, remuxed               none
+AMM    FM's encoded video packets, remuxed                none
+=====  =================================================  ======================
+
+:func:`build_subsets` decodes the source once; for every decoded frame it asks the landmark provider
+for the subject's points, builds one mask (:func:`mime_fast.ops.hull_mask`) and makes both blur levels
+with one :func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
+timestamp (:class:`mime_fast.video.FrameStandardiser`) and fed to one libx264 encoder per output.
+The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
+which then feeds the AAC track of FM/FDM/FSM/VMM.  FDAM/FSAM/AMM are remuxed from the finished
+FDM/FSM/FM files without re-encoding.
+
+The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
+encoder thread per output, linked by bounded queues (``Settings.queue_size`` frames each), so memory
+does not grow with the clip length; libx264 additionally runs its own ``threads``.
+
+Output files appear only when the whole clip succeeded: everything is written under temporary names
+``.<clip_id>.tmp-<pid>.<ext>`` in the destination directories and renamed at the end; on any error
+the temporaries are removed and the exception propagates (input problems as :class:`ClipError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from .landmarks import MaskProvider, as_provider
+from .video import (
+    ClipError,
+    Mp4Writer,
+    SourceInfo,
+    WavReader,
+    atomic_outputs,
+    black_frame,
+    extract_audio_wav,
+    FrameStandardiser,
+    iter_display_frames,
+    output_frame_count,
+    prefetch,
+    probe,
+    remux_video,
+)
+
+__all__ = [
+    "ALL_SUBSETS",
+    "REMUXED_FROM",
+    "FSM_AUTO_MIN_FACE_HEIGHT",
+    "Settings",
+    "SubsetStatus",
+    "ClipResult",
+    "ClipError",
+    "build_subsets",
+    "degrade",
+    "choose_fsm_kernel",
+]
+
+ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+#: Video-only subsets and the subset whose encoded video they reuse.
+REMUXED_FROM = {"FDAM": "FDM", "FSAM": "FSM", "AMM": "FM"}
+#: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
+FSM_AUTO_MIN_FACE_HEIGHT = 160.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Processing settings (keyword arguments of :func:`build_subsets` / :func:`degrade`).
+
+    fps
+        Output frame rate (constant).  Default 30.
+    audio_rate, audio_channels
+        Output audio: 16000 Hz, 1 channel (mono).
+    min_height
+        Quality gate: the shorter side of the displayed frame must be at least this; otherwise
+        :class:`ClipError` before anything is written.  Default 480.
+    fsm_kernel
+        ``55``, ``35`` or ``"auto"`` (default): 55 when the median over frames of the face height
+        (``max(y) - min(y)`` of the landmark points, frames with a face only) is at least
+        :data:`FSM_AUTO_MIN_FACE_HEIGHT` (160 px), else 35; 55 when no frame has a face.  The kernel
+        used is recorded in :attr:`ClipResult.fsm_kernel`.
+    fdm_kernel
+        FDM kernel, default 15.
+    crf, preset, threads
+        libx264 CRF (18), preset ("veryfast") and thread count (2).  A fixed thread count keeps
+        outputs byte-identical across runs and machines with the same FFmpeg build.
+    queue_size
+        Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
+        each fed by a bounded queue of this many frames (memory stays constant whatever the clip
+        length).  0 runs everything synchronously on the calling thread.  Outputs do not depend on
+        it.
+    feather, margin
+        Passed to :func:`mime_fast.ops.hull_mask` (``feather=None``: the op's automatic feather,
+        proportional to the face size; ``margin`` px grows the hull).
+    """
+
+    fps: int = 30
+    audio_rate: int = 16000
+    audio_channels: int = 1
+    min_height: int = 480
+    fsm_kernel: int | str = "auto"
+    fdm_kernel: int = 15
+    crf: int = 18
+    preset: str = "veryfast"
+    threads: int = 2
+    feather: float | None = None
+    margin: float = 0.0
+    queue_size: int = 4
+
+    def __post_init__(self):
+        if int(self.fps) <= 0:
+            raise ValueError("fps must be positive")
+        if self.audio_channels not in (1, 2):
+            raise ValueError("audio_channels must be 1 or 2")
+        if str(self.fsm_kernel) not in ("55", "35", "auto"):
+            raise ValueError(f'fsm_kernel must be 55, 35 or "auto", got {self.fsm_kernel!r}')
+        if int(self.fdm_kernel) < 1 or int(self.fdm_kernel) % 2 == 0:
+            raise ValueError("fdm_kernel must be a positive odd integer")
+        if int(self.queue_size) < 0:
+            raise ValueError("queue_size must be >= 0")
+        if int(self.threads) < 1:
+            raise ValueError("threads must be >= 1 (a fixed count keeps outputs deterministic)")
+
+    @classmethod
+    def from_kwargs(cls, **kw) -> "Settings":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kw) - names)
+        if unknown:
+            raise TypeError(f"unknown setting(s) {unknown}; known: {sorted(names)}")
+        return cls(**kw)
+
+
+@dataclass
+class SubsetStatus:
+    """Per-subset outcome.  ``status`` is "ok", "skipped" or "failed"; ``reason`` explains
+    anything other than a plain success (e.g. "source has no audio")."""
+
+    code: str
+    status: str
+    reason: str = ""
+    path: Path | None = None
+    frames: int = 0
+    duration: float = 0.0
+    has_audio: bool = False
+    kernel: int | None = None
+
+
+@dataclass
+class ClipResult:
+    clip_id: str
+    source: SourceInfo
+    outputs: dict = field(default_factory=dict)  # code -> Path (written files only)
+    status: dict = field(default_factory=dict)  # code -> SubsetStatus
+    audio: Path | None = None
+    audio_reason: str = ""
+    frames: int = 0  # output frames per subset
+    source_frames: int = 0  # decoded source frames
+    duration: float = 0.0  # output duration, seconds (frames / fps)
+    fsm_kernel: int | None = None
+    fdm_kernel: int | None = None
+    settings: Settings | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status != "failed" for s in self.status.values())
+
+
+def _codes(subsets) -> list[str]:
+    if subsets is None:
+        return list(ALL_SUBSETS)
+    if isinstance(subsets, str):
+        subsets = [subsets]
+    out = []
+    for s in subsets:
+        c = str(s).upper()
+        if c not in ALL_SUBSETS:
+            raise ValueError(f"unknown subset {s!r}; expected some of {ALL_SUBSETS}")
+        if c not in out:
+            out.append(c)
+    if not out:
+        raise ValueError("no subsets requested")
+    return out
+
+
+def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
+    """Resolve the FSM kernel policy (see :class:`Settings`) for one clip."""
+    if str(policy) in ("55", "35"):
+        return int(policy)
+    heights = None
+    if hasattr(provider, "face_heights"):
+        heights = np.asarray(provider.face_heights(), dtype=np.float64)
+    elif getattr(provider, "num_frames", None) is not None:
+        hs = []
+        for i in range(provider.num_frames):
+            p = provider.points(i)
+            hs.append(np.nan if p is None else float(p[:, 1].max() - p[:, 1].min()))
+        heights = np.asarray(hs)
+    else:
+        raise ValueError('fsm_kernel="auto" needs a provider that knows all frames; pass fsm_kernel=55 or 35')
+    heights = heights[np.isfinite(heights)]
+    if heights.size == 0:
+        return 55
+    return 55 if float(np.median(heights)) >= FSM_AUTO_MIN_FACE_HEIGHT else 35
+
+
+def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings) -> list[np.ndarray]:
+    """One mask, one fused blur call -> one frame per kernel (the source itself when no face)."""
+    if pts is None or not kernels:
+        return [rgb] * len(kernels)
+    mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin)
+    if bbox[2] == 0 or bbox[3] == 0:
+        return [rgb] * len(kernels)
+    uniq = sorted(set(kernels))
+    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=tuple(int(v) for v in bbox))
+    by_k = dict(zip(uniq, outs))
+    return [by_k[k] for k in kernels]
+
+
+def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, codes: list[str],
+         finals: dict[str, Path], wav_final: Path | None, fdm_k: int, fsm_k: int,
+         result: ClipResult) -> None:
+    from . import ops  # the compiled core; imported lazily so video-only helpers work without it
+
+    fps = Fraction(int(st.fps))
+    n_out = output_frame_count(info.duration, fps)
+    result.frames = n_out
+    result.duration = float(Fraction(n_out) / fps)
+    have_audio = info.has_audio
+    enc_w, enc_h = info.width - info.width % 2, info.height - info.height % 2
+    if enc_w < 2 or enc_h < 2:
+        raise ClipError(src, f"frame too small to encode ({info.width}x{info.height})")
+
+    # which encoded videos are needed: a remuxed subset needs its base
+    bases = []
+    for c in ("FM", "FDM", "FSM", "VMM"):
+        if c in codes or any(REMUXED_FROM.get(r) == c for r in codes):
+            bases.append(c)
+    if "VMM" in bases and not have_audio:
+        bases.remove("VMM")
+        result.status["VMM"] = SubsetStatus("VMM", "skipped", "no audio")
+
+    scratch: list[Path] = []
+    with atomic_outputs() as outs:
+        try:
+            tmp = {}
+            for c in bases:
+                if c in codes:
+                    tmp[c] = outs.temp_for(finals[c])
+                else:  # only needed as the source of a remux: scratch file beside it
+                    r = next(r for r, b in REMUXED_FROM.items() if b == c and r in codes)
+                    p = finals[r].with_name(f".{finals[r].stem}.{c}.scratch-{os.getpid()}.mp4")
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                    scratch.append(p)
+                    tmp[c] = p
+            wav_tmp = None
+            if have_audio:
+                if wav_final is not None:
+                    wav_tmp = outs.temp_for(wav_final)
+                else:
+                    anchor = next(iter(finals.values()))
+                    wav_tmp = anchor.with_name(f".{anchor.stem}.scratch-{os.getpid()}.wav")
+                    wav_tmp.parent.mkdir(parents=True, exist_ok=True)
+                    scratch.append(wav_tmp)
+                n_samples = int(Fraction(n_out) / fps * st.audio_rate)
+                extract_audio_wav(src, info, wav_tmp, n_samples=n_samples, rate=st.audio_rate,
+                                  channels=st.audio_channels)
+
+            writers: dict[str, Mp4Writer] = {}
+            try:
+                for c in bases:
+                    writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf, preset=st.preset,
+                                           threads=st.threads,
+                                           audio_rate=st.audio_rate if have_audio else None,
+                                           audio_channels=st.audio_channels, queue_size=st.queue_size)
+                if writers:  # e.g. only VMM requested for a clip without audio: nothing to encode
+                    _encode_loop(src, info, provider, st, ops, writers, wav_tmp, fps, n_out, fdm_k, fsm_k, result)
+                for c in list(writers):
+                    writers.pop(c).close()
+            finally:
+                for w in writers.values():
+                    w.abort()
+
+            for r, b in REMUXED_FROM.items():
+                if r in codes:
+                    remux_video(tmp[b], outs.temp_for(finals[r]))
+        finally:
+            for p in scratch:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        # leaving the with-block renames every temp into place
+
+    for c in codes:
+        if c in result.status:  # already decided (skipped)
+            continue
+        base = REMUXED_FROM.get(c, c)
+        kernel = {"FDM": fdm_k, "FSM": fsm_k}.get(base)
+        with_audio = have_audio and c not in REMUXED_FROM
+        reason = "" if (have_audio or c in REMUXED_FROM) else "source has no audio"
+        result.status[c] = SubsetStatus(c, "ok", reason, finals[c], n_out, result.duration, with_audio, kernel)
+        result.outputs[c] = finals[c]
+    if have_audio and wav_final is not None:
+        result.audio = wav_final
+    elif not have_audio:
+        result.audio_reason = "source has no audio"
+
+
+def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fdm_k, fsm_k, result):
+    std = FrameStandardiser(info.start, fps, n_out)
+    kernels, kcodes = [], []
+    for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
+        if c in writers:
+            kernels.append(k)
+            kcodes.append(c)
+    vmm_frame = black_frame(writers["VMM"].width, writers["VMM"].height) if "VMM" in writers else None
+    reader = WavReader(wav_path) if wav_path is not None else None
+    audio_writers = [w for w in writers.values() if w.audio is not None]
+    cache = {"idx": None, "frames": None}
+
+    def emit(out_i, item):
+        src_i, rgb = item
+        if cache["idx"] != src_i:
+            pts = provider.points(src_i)
+            try:
+                levels = _masked_levels(ops, rgb, pts, kernels, st)
+            except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
+                raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
+            cache["idx"], cache["frames"] = src_i, dict(zip(kcodes, levels))
+        frames = cache["frames"]
+        if "FM" in writers:
+            writers["FM"].write_rgb(rgb, out_i)
+        for c in kcodes:
+            writers[c].write_rgb(frames[c], out_i)
+        if vmm_frame is not None:
+            writers["VMM"].write_frame(vmm_frame, out_i)
+        if reader is not None:
+            chunk = reader.read_until(int(Fraction(out_i + 1) / fps * st.audio_rate))
+            for w in audio_writers:
+                w.write_audio(chunk)
+
+    try:
+        n_src = 0
+        for src_i, t, rgb in prefetch(iter_display_frames(src, info), st.queue_size):
+            n_src += 1
+            for out_i, item in std.push(t, (src_i, rgb)):
+                emit(out_i, item)
+        for out_i, item in std.finish():
+            emit(out_i, item)
+        if reader is not None:
+            rest = reader.read_until(reader.total)
+            for w in audio_writers:
+                w.write_audio(rest)
+        result.source_frames = n_src
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, Settings]:
+    st = settings if isinstance(settings, Settings) else Settings.from_kwargs(**settings)
+    src = Path(src)
+    if landmarks is None:
+        raise ValueError("automatic subject detection is not available yet; pass landmarks=")
+    provider = as_provider(landmarks)
+    info = probe(src)
+    if min(info.width, info.height) < st.min_height:
+        raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
+                             f"shorter side < min_height={st.min_height}")
+    nf = getattr(provider, "num_frames", None)
+    if nf is not None and nf != info.video_frames:
+        raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "
+                         "decoded source frames")
+    return src, info, provider, st
+
+
+def build_subsets(src, out_dir, *, landmarks=None, subsets=None, **settings) -> ClipResult:
+    """Write the requested MIME subsets of ``src`` under ``out_dir``.
+
+    Layout: ``out_dir/<SUBSET>/<clip_id>.mp4`` and ``out_dir/audio/<clip_id>.wav`` with
+    ``clip_id = Path(src).stem``.
+
+    ``landmarks``: ``(decoded source frames, N, 2)`` array of ``(x, y)`` points in displayed-frame
+    pixels (NaN rows where the subject is absent), a ``.npz``/``.json`` path, or a provider
+    (:mod:`mime_fast.landmarks`).  ``None`` raises ``ValueError``: automatic detection comes later.
+    ``subsets``: codes among FM, FDM, FSM, VMM, FDAM, FSAM, AMM (default all).  ``settings``: see
+    :class:`Settings`.
+
+    Raises :class:`ClipError` for unusable input (corrupt, truncated, empty, audio-only, below the
+    quality gate), before writing anything where it can be detected up front.  Returns a
+    :class:`ClipResult`.
+    """
+    t_start = time.perf_counter()
+    codes = _codes(subsets)
+    src, info, provider, st = _prepare(src, landmarks, settings)
+    out_dir = Path(out_dir)
+    clip_id = src.stem
+    finals = {c: out_dir / c / f"{clip_id}.mp4" for c in codes}
+    for p in finals.values():
+        if p.resolve() == src.resolve():
+            raise ValueError(f"output {p} would overwrite the input")
+    fsm_k = choose_fsm_kernel(st.fsm_kernel, provider)
+    result = ClipResult(clip_id=clip_id, source=info, settings=st, fsm_kernel=fsm_k,
+                        fdm_kernel=int(st.fdm_kernel))
+    _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav",
+         int(st.fdm_kernel), fsm_k, result)
+    result.elapsed_s = time.perf_counter() - t_start
+    return result
+
+
+def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmarks=None, **settings) -> Path:
+    """Write one subset of ``src`` to ``dst`` (an .mp4 path) and return ``dst``.
+
+    ``kernel`` is the blur kernel for FDM/FDAM (default ``fdm_kernel``, 15) and FSM/FSAM (default
+    55); ignored for FM/VMM/AMM.  Other arguments as in :func:`build_subsets`.  Raises
+    :class:`ClipError` for VMM when the source has no audio.
+    """
+    code = _codes([subset])[0]
+    src, info, provider, st = _prepare(src, landmarks, settings)
+    dst = Path(dst)
+    if dst.resolve() == src.resolve():
+        raise ValueError("dst would overwrite the input")
+    base = REMUXED_FROM.get(code, code)
+    fdm_k = int(kernel) if (kernel is not None and base == "FDM") else int(st.fdm_kernel)
+    fsm_k = int(kernel) if (kernel is not None and base == "FSM") else 55
+    for k in (fdm_k, fsm_k):
+        if k < 1 or k % 2 == 0:
+            raise ValueError(f"kernel must be a positive odd integer, got {k}")
+    if code == "VMM" and not info.has_audio:
+        raise ClipError(src, "VMM needs audio and the source has no audio")
+    result = ClipResult(clip_id=src.stem, source=info, settings=st, fsm_kernel=fsm_k, fdm_kernel=fdm_k)
+    _run(src, info, provider, st, [code], {code: dst}, None, fdm_k, fsm_k, result)
+    return dst

@@ -1,0 +1,796 @@
+"""Video I/O for the MIME subsets, pure Python on PyAV (FFmpeg).
+
+What this module does
+---------------------
+* :func:`probe` opens a clip, checks it is a decodable video, reads its video packet timestamps
+  (demux only, no decoding) to get the exact video duration, and decodes the first frame to read the
+  display rotation.  Anything wrong with the input raises :class:`ClipError`.
+* :class:`FrameStandardiser` maps decoded source frames onto a constant-frame-rate grid by timestamp:
+  output frame ``i`` shows the latest source frame whose presentation time is ``<= t0 + i/fps``
+  (``t0`` = presentation time of the first video frame), with a 1 ms tolerance for container
+  timestamp rounding.  Frames are duplicated or dropped as needed.  The number of output frames is
+  ``round(video_duration * fps)`` (at least 1), where the video duration is
+  ``max(pts + duration) - min(pts)`` over the video packets.  All arithmetic uses exact fractions,
+  so there is no drift on long clips.
+* :func:`iter_display_frames` decodes the video stream once and yields RGB24 ``H x W x 3`` uint8
+  frames **as displayed**: the display matrix (FFmpeg ``AV_FRAME_DATA_DISPLAYMATRIX`` side data,
+  what phones write as "rotate") is applied: rotations by multiples of 90 degrees and mirrorings
+  (the eight EXIF orientations).  Other angles are snapped to the nearest quarter turn.
+* :func:`extract_audio_wav` decodes the first audio stream, resamples it with
+  ``av.AudioResampler`` to 16-bit PCM at ``rate`` Hz / ``channels`` channels, aligns it to the first
+  video frame (leading silence is inserted when audio starts late, leading samples are dropped when it
+  starts early) and pads / trims it to exactly the output video duration, writing a WAV file.
+* :class:`Mp4Writer` encodes RGB24 frames with libx264 (yuv420p, CRF, preset, fixed thread count) into
+  MP4, optionally with an AAC audio track fed from 16-bit PCM.
+* :func:`remux_video` copies the encoded video packets of an MP4 into a new MP4 without
+  re-encoding (packets byte-identical), dropping every other stream.
+* :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
+  into place only when everything succeeded; on any exception every temporary file is removed.
+
+Conventions
+-----------
+* Pixel format: frames are RGB24 (``to_ndarray(format="rgb24")``) everywhere in Python.
+* Odd sizes: yuv420p needs even dimensions.  Masking and blurring happen on the full displayed
+  frame; the encoder then drops the last column and/or row (``frame[:H - H % 2, :W - W % 2]``).
+  Coordinates are unchanged by this crop.
+* Determinism: libx264 is run with an explicit ``threads`` count (never "auto", which depends on the
+  machine), and PyAV's MP4 muxer writes no creation time, so the same input and settings give
+  byte-identical files with the same PyAV/FFmpeg build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import wave
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+try:
+    import av
+except ImportError as exc:  # pragma: no cover - av is a runtime dependency
+    raise ImportError("mime_fast.video needs PyAV: pip install 'av>=12'") from exc
+
+__all__ = [
+    "ClipError",
+    "SourceInfo",
+    "probe",
+    "output_frame_count",
+    "FrameStandardiser",
+    "iter_display_frames",
+    "extract_audio_wav",
+    "read_wav",
+    "write_wav",
+    "Mp4Writer",
+    "WavReader",
+    "black_frame",
+    "remux_video",
+    "atomic_outputs",
+    "even_crop",
+    "apply_display_transform",
+    "prefetch",
+]
+
+#: Timestamp tolerance of the standardiser (container timestamps are often rounded to 1 ms).
+PTS_TOLERANCE = Fraction(1, 1000)
+
+
+class ClipError(ValueError):
+    """An input clip that cannot be processed.  ``path`` is the clip, ``reason`` says why."""
+
+    def __init__(self, path, reason: str):
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass
+class SourceInfo:
+    """What :func:`probe` found out about a clip.
+
+    ``width``/``height`` are the *displayed* size (after rotation); ``coded_width``/``coded_height``
+    the stored size.  ``rotation`` is the display rotation in degrees counter-clockwise (0, 90, 180,
+    270; what ``VideoFrame.rotation`` reports for unmirrored matrices), applied before the mirror
+    when ``mirrored``.  ``duration`` and ``start`` are exact seconds (``Fraction``).
+    """
+
+    path: Path
+    format_name: str
+    codec: str
+    coded_width: int
+    coded_height: int
+    width: int
+    height: int
+    rotation: int
+    video_frames: int
+    start: Fraction
+    duration: Fraction
+    average_rate: float | None
+    is_vfr: bool
+    has_audio: bool
+    audio_codec: str | None = None
+    audio_rate: int | None = None
+    audio_channels: int | None = None
+    size_bytes: int = 0
+    frame_times: list = field(default_factory=list, repr=False)  # sorted video pts, seconds
+    #: ``(a, b, c, d)`` in {-1, 0, 1}: display = (a x + c y, b x + d y) of the decoded frame
+    #: (FFmpeg display-matrix convention); ``(1, 0, 0, 1)`` when none.
+    display_transform: tuple = (1, 0, 0, 1)
+    mirrored: bool = False
+    stream_index: int = 0  #: container index of the video stream used (cover art is skipped)
+
+    @property
+    def fps(self) -> float:
+        """Mean source frame rate (frames / duration)."""
+        return float(self.video_frames / self.duration) if self.duration else 0.0
+
+
+def _open(path: Path):
+    try:
+        return av.open(str(path), "r")
+    except av.FFmpegError as exc:
+        raise ClipError(path, f"cannot open as media ({type(exc).__name__}: {exc})") from exc
+    except (OSError, ValueError) as exc:
+        raise ClipError(path, f"cannot open as media ({exc})") from exc
+
+
+def _video_streams(c):
+    """Real video streams of a container (cover art / attached pictures excluded)."""
+    out = []
+    for st in c.streams.video:
+        disp = getattr(st, "disposition", 0)
+        try:
+            pic = bool(disp & av.stream.Disposition.attached_pic) or bool(disp & av.stream.Disposition.still_image)
+        except Exception:  # older PyAV
+            pic = False
+        if not pic:
+            out.append(st)
+    return out
+
+
+def _display_transform(frame) -> tuple[int, int, int, int]:
+    """``(a, b, c, d)`` of the frame's display matrix, snapped to a quarter-turn / mirror."""
+    raw = None
+    with contextlib.suppress(Exception):
+        for sd in frame.side_data:
+            if "DISPLAYMATRIX" in str(getattr(sd, "type", "")):
+                raw = bytes(sd)
+                break
+    if raw is None or len(raw) < 36:
+        return (1, 0, 0, 1)
+    m = np.frombuffer(raw[:36], dtype="<i4").astype(np.float64)
+    a, b, c, d = m[0], m[1], m[3], m[4]
+    if abs(a) + abs(d) >= abs(b) + abs(c):
+        return (1 if a >= 0 else -1, 0, 0, 1 if d >= 0 else -1)
+    return (0, 1 if b >= 0 else -1, 1 if c >= 0 else -1, 0)
+
+
+def apply_display_transform(img: np.ndarray, t: tuple[int, int, int, int]) -> np.ndarray:
+    """Map a decoded frame to its displayed orientation: ``out[y', x'] = img[y, x]`` with
+    ``x' = a x + c y``, ``y' = b x + d y`` (up to a translation).  Returns a view."""
+    a, b, c, d = t
+    if b == 0 and c == 0:
+        out = img
+        if a < 0:
+            out = out[:, ::-1]
+        if d < 0:
+            out = out[::-1]
+        return out
+    out = img.swapaxes(0, 1)  # out[x, y] = img[y, x]: y' = x, x' = y
+    if b < 0:
+        out = out[::-1]
+    if c < 0:
+        out = out[:, ::-1]
+    return out
+
+
+def probe(path) -> SourceInfo:
+    """Validate ``path`` and describe it.  Raises :class:`ClipError` for unusable input.
+
+    Demuxes all video packets (no decoding) for exact timestamps and decodes the first frame.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ClipError(path, "file does not exist")
+    if not path.is_file():
+        raise ClipError(path, "not a regular file")
+    size = path.stat().st_size
+    if size == 0:
+        raise ClipError(path, "empty file (0 bytes)")
+    with contextlib.closing(_open(path)) as c:
+        videos = _video_streams(c)
+        if not videos:
+            kind = "audio-only file" if c.streams.audio else "no audio or video streams"
+            raise ClipError(path, f"no video stream ({kind})")
+        vs = videos[0]
+        stream_index = vs.index
+        tb = vs.time_base or Fraction(1, 90000)
+        codec = vs.codec_context.name
+        cw, ch = vs.codec_context.width, vs.codec_context.height
+        avg = vs.average_rate or vs.guessed_rate
+        avg_rate = float(avg) if avg else None
+        audio = c.streams.audio[0] if c.streams.audio else None
+        pts_list: list = []
+        durations: list[int] = []
+        try:
+            for pkt in c.demux(vs):
+                if pkt.size == 0:
+                    continue
+                ts = pkt.pts if pkt.pts is not None else pkt.dts
+                pts_list.append(ts)  # None: filled in below from the frame rate
+                durations.append(int(pkt.duration or 0))
+        except av.FFmpegError as exc:
+            raise ClipError(path, f"corrupt or truncated video stream after {len(pts_list)} packets ({exc})") from exc
+        if not pts_list:
+            raise ClipError(path, "video stream has no frames")
+        declared_frames = int(vs.frames or 0)
+        declared_dur = None
+        if vs.duration:
+            declared_dur = Fraction(vs.duration) * tb
+        elif c.duration:
+            declared_dur = Fraction(c.duration, 1_000_000)
+        if any(p is None for p in pts_list):
+            # no timestamps at all (raw elementary stream): assume constant rate
+            rate = Fraction(avg) if avg else Fraction(25)
+            step = 1 / (rate * tb)
+            pts_list = [int(round(i * step)) for i in range(len(pts_list))]
+            durations = [int(round(step))] * len(pts_list)
+        order = sorted(range(len(pts_list)), key=lambda i: pts_list[i])
+        spts = [pts_list[i] for i in order]
+        sdur = [durations[i] for i in order]
+        deltas = [b - a for a, b in zip(spts, spts[1:]) if b > a]
+        if deltas:
+            med = sorted(deltas)[len(deltas) // 2]
+        elif avg:
+            med = max(1, int(round(1 / (Fraction(avg) * tb))))
+        else:
+            med = max(1, int(round(1 / (30 * tb))))
+        last_dur = sdur[-1] if sdur[-1] > 0 else med
+        ends = [p + (d if d > 0 else med) for p, d in zip(spts, sdur)]
+        end = max(max(ends), spts[-1] + last_dur)
+        start_pts = spts[0]
+        start = Fraction(start_pts) * tb
+        duration = Fraction(end - start_pts) * tb
+        if declared_frames and len(spts) < declared_frames:
+            raise ClipError(path, f"truncated: the index declares {declared_frames} video frames, "
+                                  f"only {len(spts)} are readable")
+        # containers without a frame index (Matroska, WebM, TS) stop early on truncated data:
+        # compare with the declared duration (heuristic: >25% and >0.5 s missing)
+        if declared_dur is not None and duration < declared_dur * 3 / 4 and declared_dur - duration > Fraction(1, 2):
+            raise ClipError(path, f"truncated: video lasts {float(duration):.3f} s of the declared "
+                                  f"{float(declared_dur):.3f} s")
+        is_vfr = bool(deltas) and (max(deltas) - min(deltas)) > max(1, med // 100)
+        frame_times = [Fraction(p) * tb for p in spts]
+
+    # decode the first frame: proves the stream decodes and gives the display matrix
+    with contextlib.closing(_open(path)) as c:
+        vs = c.streams[stream_index]
+        try:
+            first = next(iter(c.decode(vs)), None)
+        except av.FFmpegError as exc:
+            raise ClipError(path, f"video stream does not decode ({exc})") from exc
+        if first is None:
+            raise ClipError(path, "video stream decodes to no frames")
+        transform = _display_transform(first)
+        cw, ch = first.width, first.height
+    w, h = (ch, cw) if transform[0] == 0 else (cw, ch)
+    a, b, c_, d = transform
+    mirrored = a * d - b * c_ < 0
+    if mirrored:  # display = hflip(rotate(frame)): take the mirror out to report the rotation
+        a, c_ = -a, -c_
+    rotation = int(round(np.degrees(np.arctan2(c_, a)))) % 360
+    return SourceInfo(
+        path=path,
+        format_name=c.format.name,
+        codec=codec,
+        coded_width=cw,
+        coded_height=ch,
+        width=w,
+        height=h,
+        rotation=rotation,
+        video_frames=len(spts),
+        start=start,
+        duration=duration,
+        average_rate=avg_rate,
+        is_vfr=is_vfr,
+        has_audio=audio is not None,
+        audio_codec=audio.codec_context.name if audio is not None else None,
+        audio_rate=audio.codec_context.sample_rate if audio is not None else None,
+        audio_channels=audio.codec_context.channels if audio is not None else None,
+        size_bytes=size,
+        frame_times=frame_times,
+        display_transform=transform,
+        mirrored=bool(mirrored),
+        stream_index=stream_index,
+    )
+
+
+def output_frame_count(duration: Fraction, fps: int | Fraction) -> int:
+    """``round(duration * fps)`` (half up), at least 1."""
+    n = Fraction(duration) * Fraction(fps)
+    return max(1, int(n + Fraction(1, 2)))
+
+
+class FrameStandardiser:
+    """Constant-frame-rate resampling by timestamps, streaming.
+
+    ``push(time, item)`` with source frames in presentation order yields ``(out_index, item)`` for every
+    output frame that is now decided; ``finish()`` yields the remaining ones up to ``n_out``.  Output
+    frame ``i`` at ``t_i = t0 + i / fps`` gets the latest pushed item with ``time <= t_i + tolerance``.
+    Only the current item is held, so memory is constant.
+    """
+
+    def __init__(self, t0: Fraction, fps, n_out: int, tolerance: Fraction = PTS_TOLERANCE):
+        self.t0 = Fraction(t0)
+        self.fps = Fraction(fps)
+        self.n_out = int(n_out)
+        self.tol = Fraction(tolerance)
+        self.next_out = 0
+        self.current = None
+        self._have = False
+
+    def _t(self, i: int) -> Fraction:
+        return self.t0 + Fraction(i) / self.fps
+
+    def push(self, time: Fraction, item):
+        time = Fraction(time)
+        # every output slot strictly before this frame's time is decided by the current item
+        while self._have and self.next_out < self.n_out and self._t(self.next_out) + self.tol < time:
+            yield self.next_out, self.current
+            self.next_out += 1
+        self.current = item
+        self._have = True
+
+    def finish(self):
+        while self._have and self.next_out < self.n_out:
+            yield self.next_out, self.current
+            self.next_out += 1
+
+
+def _frame_time(frame, tb, fallback: Fraction) -> Fraction:
+    if frame.pts is not None:
+        return Fraction(frame.pts) * (frame.time_base or tb)
+    return fallback
+
+
+def iter_display_frames(path, info: SourceInfo) -> Iterator[tuple[int, Fraction, np.ndarray]]:
+    """Decode the video once; yield ``(source_index, time_seconds, rgb)`` in presentation order.
+
+    ``rgb`` is H x W x 3 uint8, C-contiguous, rotated to the display orientation.  Raises
+    :class:`ClipError` when decoding fails or yields fewer frames than the container holds.
+    """
+    path = Path(path)
+    transform = tuple(info.display_transform)
+    identity = transform == (1, 0, 0, 1)
+    step = Fraction(1, 30) if not info.average_rate else 1 / Fraction(info.average_rate).limit_denominator(100000)
+    n = 0
+    last_t = info.start - step
+    with contextlib.closing(_open(path)) as c:
+        vs = c.streams[info.stream_index]
+        vs.thread_type = "AUTO"
+        tb = vs.time_base or Fraction(1, 90000)
+        try:
+            for frame in c.decode(vs):
+                t = _frame_time(frame, tb, last_t + step)
+                last_t = t
+                rgb = frame.to_ndarray(format="rgb24")
+                if not identity:
+                    rgb = apply_display_transform(rgb, transform)
+                if not rgb.flags.c_contiguous:  # rotation, or odd widths (padded lines)
+                    rgb = np.ascontiguousarray(rgb)
+                yield n, t, rgb
+                n += 1
+        except av.FFmpegError as exc:
+            raise ClipError(path, f"decoding failed after {n} frames ({exc})") from exc
+    if n < info.video_frames:
+        raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")
+
+
+def prefetch(iterable, maxsize: int = 4):
+    """Run ``iterable`` on a worker thread, handing its items over through a bounded queue.
+
+    Exceptions of the producer are re-raised in the consumer; closing the returned generator early
+    stops the producer.  ``maxsize=0`` returns a plain iterator (no thread).
+    """
+    if maxsize <= 0:
+        yield from iterable
+        return
+    import queue
+    import threading
+
+    q: queue.Queue = queue.Queue(maxsize=maxsize)
+    stop = threading.Event()
+    done = object()
+
+    def run():
+        try:
+            for item in iterable:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("done", done))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            q.put(("error", exc))
+        finally:
+            close = getattr(iterable, "close", None)
+            if close is not None and stop.is_set():
+                with contextlib.suppress(Exception):
+                    close()
+
+    t = threading.Thread(target=run, name="prefetch", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "item":
+                yield item
+            elif kind == "error":
+                raise item
+            else:
+                return
+    finally:
+        stop.set()
+        while t.is_alive():
+            with contextlib.suppress(queue.Empty):
+                q.get(timeout=0.05)
+        t.join()
+
+
+# ----------------------------------------------------------------------------------------- audio
+
+
+def write_wav(path, samples: np.ndarray, rate: int) -> None:
+    """Write int16 samples (``(n,)`` mono or ``(n, channels)``) as a PCM WAV file."""
+    s = np.asarray(samples, dtype=np.int16)
+    if s.ndim == 1:
+        s = s[:, None]
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(s.shape[1])
+        w.setsampwidth(2)
+        w.setframerate(int(rate))
+        w.writeframes(np.ascontiguousarray(s).tobytes())
+
+
+def read_wav(path) -> tuple[np.ndarray, int]:
+    """Read a 16-bit PCM WAV: ``(samples (n, channels) int16, rate)``."""
+    with wave.open(str(path), "rb") as w:
+        ch, rate, n = w.getnchannels(), w.getframerate(), w.getnframes()
+        data = np.frombuffer(w.readframes(n), dtype="<i2").reshape(-1, ch)
+    return data, rate
+
+
+def extract_audio_wav(path, info: SourceInfo, wav_path, *, n_samples: int, rate: int = 16000,
+                      channels: int = 1) -> int:
+    """Decode + resample the first audio stream to ``wav_path`` (16-bit PCM), streaming.
+
+    The result starts at the first video frame and has exactly ``n_samples`` samples per channel
+    (silence-padded or trimmed).  Returns the number of samples that came from the source (the rest is
+    padding).
+    """
+    path = Path(path)
+    layout = {1: "mono", 2: "stereo"}.get(channels)
+    if layout is None:
+        raise ValueError(f"audio_channels must be 1 or 2, got {channels}")
+    resampler = av.AudioResampler(format="s16", layout=layout, rate=rate)
+    written = 0
+    from_source = 0
+    skip = 0
+    started = False
+
+    with wave.open(str(wav_path), "wb") as w, contextlib.closing(_open(path)) as c:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+
+        def emit(arr: np.ndarray, real: bool):
+            nonlocal written, from_source
+            room = n_samples - written
+            if room <= 0:
+                return
+            arr = arr[:room]
+            w.writeframes(np.ascontiguousarray(arr).tobytes())
+            written += len(arr)
+            if real:
+                from_source += len(arr)
+
+        def consume(rframes):
+            nonlocal skip
+            for rf in rframes:
+                a = rf.to_ndarray()  # packed s16: (1, n * channels)
+                a = a.reshape(-1, channels)
+                if skip:
+                    d = min(skip, len(a))
+                    a = a[d:]
+                    skip -= d
+                if len(a):
+                    emit(a, True)
+
+        ast = c.streams.audio[0]
+        atb = ast.time_base
+        try:
+            for frame in c.decode(ast):
+                if not started:
+                    started = True
+                    if frame.pts is not None and atb is not None:
+                        offset = (Fraction(frame.pts) * atb - info.start) * rate
+                        off = int(round(offset))
+                        if off > 0:
+                            emit(np.zeros((off, channels), np.int16), False)
+                        elif off < 0:
+                            skip = -off
+                frame.pts = None  # let the resampler count samples; we align by the first frame only
+                consume(resampler.resample(frame))
+                if written >= n_samples:
+                    break
+            else:
+                consume(resampler.resample(None))
+        except av.FFmpegError as exc:
+            raise ClipError(path, f"audio decoding failed ({exc})") from exc
+        if written < n_samples:
+            emit(np.zeros((n_samples - written, channels), np.int16), False)
+    return from_source
+
+
+class WavReader:
+    """Sequential reader of a 16-bit WAV: ``read_until(n)`` returns the samples up to index ``n``."""
+
+    def __init__(self, path):
+        self._w = wave.open(str(path), "rb")
+        self.channels = self._w.getnchannels()
+        self.rate = self._w.getframerate()
+        self.total = self._w.getnframes()
+        self.pos = 0
+
+    def read_until(self, n: int) -> np.ndarray:
+        n = min(n, self.total)
+        if n <= self.pos:
+            return np.zeros((0, self.channels), np.int16)
+        data = np.frombuffer(self._w.readframes(n - self.pos), dtype="<i2").reshape(-1, self.channels)
+        self.pos += len(data)
+        return data
+
+    def close(self):
+        self._w.close()
+
+
+# ----------------------------------------------------------------------------------------- video out
+
+
+def even_crop(rgb: np.ndarray) -> np.ndarray:
+    """Drop the last row/column when odd (yuv420p needs even sizes)."""
+    h, w = rgb.shape[:2]
+    if h % 2 or w % 2:
+        rgb = rgb[: h - h % 2, : w - w % 2]
+    return rgb
+
+
+class Mp4Writer:
+    """libx264 (yuv420p) MP4 writer with an optional AAC track.
+
+    ``width``/``height`` are the (even) encoded size.  Frames given to :meth:`write_rgb` may be one
+    pixel larger (odd source): they are cropped with :func:`even_crop`.  Video pts are frame indices
+    in a ``1/fps`` time base.  Audio is int16 PCM ``(n, channels)`` at ``audio_rate``.
+
+    With ``queue_size > 0`` the RGB->YUV conversion, encoding and muxing run on a worker thread fed
+    by a bounded queue of that many items (PyAV releases the GIL while encoding, so several writers
+    encode in parallel); the caller must not modify arrays after handing them over.  Errors of the
+    worker are re-raised by the next call.  ``queue_size=0`` encodes synchronously.
+    """
+
+    def __init__(self, path, width: int, height: int, *, fps=30, crf: int = 18, preset: str = "veryfast",
+                 threads: int = 2, audio_rate: int | None = None, audio_channels: int = 1,
+                 queue_size: int = 0):
+        self.path = Path(path)
+        self.width, self.height = int(width), int(height)
+        self.fps = Fraction(fps)
+        self.c = av.open(str(self.path), "w", format="mp4")
+        try:
+            vs = self.c.add_stream("libx264", rate=self.fps)
+            vs.width, vs.height = self.width, self.height
+            vs.pix_fmt = "yuv420p"
+            vs.codec_context.time_base = 1 / self.fps
+            vs.codec_context.thread_count = int(threads)
+            vs.codec_context.thread_type = "FRAME" if threads != 1 else "SLICE"
+            vs.options = {"crf": str(crf), "preset": str(preset)}
+            self.vs = vs
+            self.audio = None
+            if audio_rate:
+                layout = {1: "mono", 2: "stereo"}[audio_channels]
+                self.audio = self.c.add_stream("aac", rate=int(audio_rate), layout=layout)
+                self.audio_rate = int(audio_rate)
+                self.audio_layout = layout
+                self.audio_pts = 0
+        except Exception:
+            self.c.close()
+            raise
+        self.frames = 0
+        self._closed = False
+        self._error: BaseException | None = None
+        self._q = None
+        self._thread = None
+        if queue_size > 0:
+            import queue
+            import threading
+
+            self._q = queue.Queue(maxsize=int(queue_size))
+            self._thread = threading.Thread(target=self._worker, name=f"mp4writer-{self.path.name}", daemon=True)
+            self._thread.start()
+
+    # -- worker -------------------------------------------------------------------------------
+    def _worker(self):
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            if self._error is not None:
+                continue  # drain after a failure so producers never block
+            try:
+                getattr(self, "_do_" + item[0])(*item[1:])
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                self._error = exc
+
+    def _submit(self, *item):
+        if self._error is not None:
+            raise self._error
+        if self._q is None:
+            getattr(self, "_do_" + item[0])(*item[1:])
+        else:
+            self._q.put(item)
+
+    def _mux(self, packets):
+        for p in packets:
+            self.c.mux(p)
+
+    def _do_frame(self, vf, pts):
+        vf.pts = pts
+        vf.time_base = self.vs.codec_context.time_base
+        self._mux(self.vs.encode(vf))
+
+    def _do_rgb(self, rgb, pts):
+        self._do_frame(av.VideoFrame.from_ndarray(rgb, format="rgb24"), pts)
+
+    def _do_audio(self, a, pts):
+        af = av.AudioFrame.from_ndarray(a, format="s16", layout=self.audio_layout)
+        af.sample_rate = self.audio_rate
+        af.pts = pts
+        af.time_base = Fraction(1, self.audio_rate)
+        self._mux(self.audio.encode(af))
+
+    def _do_flush(self):
+        self._mux(self.vs.encode(None))
+        if self.audio is not None:
+            self._mux(self.audio.encode(None))
+
+    # -- public -------------------------------------------------------------------------------
+    def write_frame(self, vf, pts: int) -> None:
+        """Encode a ready ``av.VideoFrame`` (rgb24 or yuv420p) with the given pts (frame index).
+        The frame object is reused by nobody else while queued (its pts is set by the encoder)."""
+        self._submit("frame", vf, int(pts))
+        self.frames += 1
+
+    def write_rgb(self, rgb: np.ndarray, pts: int) -> None:
+        rgb = even_crop(rgb)
+        if not rgb.flags.c_contiguous:
+            rgb = np.ascontiguousarray(rgb)
+        self._submit("rgb", rgb, int(pts))
+        self.frames += 1
+
+    def write_audio(self, samples: np.ndarray) -> None:
+        if self.audio is None or len(samples) == 0:
+            return
+        a = np.ascontiguousarray(samples, dtype=np.int16).reshape(1, -1)
+        pts = self.audio_pts
+        self.audio_pts += samples.shape[0]
+        self._submit("audio", a, pts)
+
+    def close(self) -> None:
+        """Flush the encoders, wait for the worker and finish the file (raises any worker error)."""
+        if self._closed:
+            return
+        self._submit("flush")
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join()
+        self._closed = True
+        if self._error is not None:
+            with contextlib.suppress(Exception):
+                self.c.close()
+            raise self._error
+        self.c.close()
+
+    def abort(self) -> None:
+        """Stop without finishing the file (the caller deletes it)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread is not None:
+            self._error = self._error or RuntimeError("aborted")
+            self._q.put(None)
+            self._thread.join()
+        with contextlib.suppress(Exception):
+            self.c.close()
+
+
+def black_frame(width: int, height: int):
+    """A yuv420p ``av.VideoFrame`` that decodes to RGB (0, 0, 0) (limited range Y=16, U=V=128)."""
+    vf = av.VideoFrame(width, height, "yuv420p")
+    planes = vf.planes
+    for plane, value in zip(planes, (16, 128, 128)):
+        buf = np.frombuffer(plane, dtype=np.uint8)
+        buf[:] = value
+    return vf
+
+
+def remux_video(src, dst) -> int:
+    """Copy the first video stream of MP4 ``src`` into a new MP4 ``dst`` without re-encoding.
+
+    Every other stream is dropped.  Returns the number of packets copied.
+    """
+    n = 0
+    with contextlib.closing(av.open(str(src), "r")) as ic:
+        ivs = ic.streams.video[0]
+        with contextlib.closing(av.open(str(dst), "w", format="mp4")) as oc:
+            ovs = oc.add_stream_from_template(ivs)
+            for pkt in ic.demux(ivs):
+                if pkt.dts is None and pkt.size == 0:
+                    continue
+                pkt.stream = ovs
+                oc.mux(pkt)
+                n += 1
+    return n
+
+
+# ----------------------------------------------------------------------------------------- atomic outputs
+
+
+class _Outputs:
+    def __init__(self):
+        self.pairs: list[tuple[Path, Path]] = []
+
+    def temp_for(self, final) -> Path:
+        """A temporary path beside ``final``: ``.<name>.tmp-<pid><suffix>`` (keeps the extension so
+        FFmpeg picks the right muxer)."""
+        final = Path(final)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.stem}.tmp-{os.getpid()}{final.suffix}")
+        self.pairs.append((tmp, final))
+        return tmp
+
+    def commit(self) -> None:
+        for tmp, final in self.pairs:
+            os.replace(tmp, final)
+        self.pairs.clear()
+
+    def cleanup(self) -> None:
+        for tmp, _ in self.pairs:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self.pairs.clear()
+
+
+@contextlib.contextmanager
+def atomic_outputs():
+    """Context manager: ``outs.temp_for(final)`` gives a temp path; on normal exit (after the body
+    called ``outs.commit()`` or not) remaining temps are renamed into place; on an exception every temp
+    is removed and nothing is renamed."""
+    outs = _Outputs()
+    try:
+        yield outs
+    except BaseException:
+        outs.cleanup()
+        raise
+    else:
+        try:
+            outs.commit()
+        except BaseException:
+            outs.cleanup()
+            raise

@@ -1,0 +1,34 @@
+"""The README's first command: `mime-fast demo` builds the seven subsets of a sample clip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+
+from mime_fast.cli import main
+
+SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+
+
+def test_demo_writes_every_subset_and_a_preview(tmp_path: Path, capsys) -> None:
+    assert main(["demo", "--out", str(tmp_path), "--seconds", "1"]) == 0
+    printed = capsys.readouterr().out
+    for code in SUBSETS:
+        path = tmp_path / code / "astronaut_walk.mp4"
+        assert path.is_file() and code in printed
+        with av.open(str(path)) as c:
+            assert c.streams.video[0].average_rate == 30
+            assert (len(c.streams.audio) == 1) == (code in ("FM", "FDM", "FSM", "VMM"))
+            assert sum(1 for _ in c.decode(video=0)) == 30
+    assert (tmp_path / "audio" / "astronaut_walk.wav").is_file()
+    png = (tmp_path / "preview.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10000
+    # No temporary file is left behind anywhere.
+    assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name or "scratch" in p.name]
+
+
+def test_info_command(capsys) -> None:
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "mime_fast" in out and "CUDA" in out and "CPU threads" in out

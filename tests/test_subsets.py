@@ -1,0 +1,448 @@
+"""End-to-end tests of mime_fast.subsets (build_subsets / degrade) on generated clips.
+
+Every output is decoded back with PyAV and checked against the standardised source.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from mime_fast import samples, video
+from mime_fast import subsets as subsets_mod
+from mime_fast.landmarks import ArrayLandmarks, load_landmarks
+from mime_fast.subsets import ClipError, ClipResult, build_subsets, choose_fsm_kernel, degrade
+
+try:
+    from video_fixtures import (decode_audio, decode_video, dominant_freqs, expected_source_index,
+                                gradient_energy, psnr, sha256, source_display_frames, tree_files,
+                                video_packets)
+except ImportError:  # tests/ imported as a package
+    from .video_fixtures import (decode_audio, decode_video, dominant_freqs, expected_source_index,
+                                 gradient_energy, psnr, sha256, source_display_frames, tree_files,
+                                 video_packets)
+
+SMALL = dict(min_height=0)  # small clips are below the 480p quality gate on purpose
+
+
+def _inner_box(box, frac=0.5):
+    x, y, w, h = box
+    cx, cy = x + w / 2, y + h / 2
+    return (int(cx - frac * w / 2), int(cy - frac * h / 2), int(frac * w), int(frac * h))
+
+
+def _crop(img, r):
+    x, y, w, h = r
+    return img[y:y + h, x:x + w]
+
+
+def _far_mask(shape, box, margin=80):
+    """True where a pixel is at least ``margin`` px away from the box."""
+    h, w = shape[:2]
+    x, y, bw, bh = box
+    m = np.ones((h, w), bool)
+    m[max(0, int(y - margin)):int(y + bh + margin), max(0, int(x - margin)):int(x + bw + margin)] = False
+    return m
+
+
+# ------------------------------------------------------------------ one 720p clip, all subsets
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("built")
+    clip = samples.make_clip(d / "src" / "clip720.mp4", duration=1.0, fps=25, size=(1280, 720), seed=7)
+    src_hash = sha256(clip.path)
+    res = build_subsets(clip.path, d / "out", landmarks=clip.landmarks)
+    info, times, frames = source_display_frames(clip.path)
+    decoded = {c: decode_video(p) for c, p in res.outputs.items()}
+    return dict(clip=clip, res=res, out=d / "out", src_hash=src_hash, times=times, frames=frames,
+                decoded=decoded)
+
+
+def test_layout_and_statuses(built):
+    res, out = built["res"], built["out"]
+    assert isinstance(res, ClipResult) and res.clip_id == "clip720"
+    assert set(res.outputs) == set(subsets_mod.ALL_SUBSETS)
+    for c, p in res.outputs.items():
+        assert p == out / c / "clip720.mp4" and p.is_file()
+        assert res.status[c].status == "ok" and res.status[c].reason == ""
+    assert res.audio == out / "audio" / "clip720.wav" and res.audio.is_file()
+    # nothing else (no temporaries) in the output tree
+    assert {p.relative_to(out).as_posix() for p in tree_files(out)} == {
+        f"{c}/clip720.mp4" for c in subsets_mod.ALL_SUBSETS} | {"audio/clip720.wav"}
+    assert res.frames == 30 and res.source_frames == 25 and res.duration == pytest.approx(1.0)
+    assert res.fsm_kernel == 55 and res.fdm_kernel == 15  # face ~216 px high -> auto picks 55
+    assert res.status["FSM"].kernel == 55 and res.status["FSAM"].kernel == 55 and res.status["FDM"].kernel == 15
+
+
+def test_all_outputs_30fps_same_frame_count_and_duration(built):
+    for c, (frames, times, info) in built["decoded"].items():
+        assert info["average_rate"] == 30, c
+        assert len(frames) == 30, c
+        assert times == [Fraction(i, 30) for i in range(30)], c
+        assert (info["width"], info["height"]) == (1280, 720)
+    import av
+
+    for c, p in built["res"].outputs.items():  # container and per-stream durations (audio included)
+        with av.open(str(p)) as f:
+            assert abs(f.duration / 1e6 - 1.0) <= 1 / 30, c
+            for s in f.streams:
+                assert s.start_time == 0 and abs(float(s.duration * s.time_base) - 1.0) <= 1 / 30, (c, s.type)
+
+
+def test_audio_only_where_expected(built):
+    for c, (_, _, info) in built["decoded"].items():
+        if c in ("FM", "FDM", "FSM", "VMM"):
+            assert info["audio"] == [("aac", 16000, "mono")], c
+            assert built["res"].status[c].has_audio
+        else:
+            assert info["audio"] == [] and info["n_streams"] == 1, c
+            assert not built["res"].status[c].has_audio
+    # the AAC track carries the source's tones, resampled (not sped up / slowed down)
+    x, rate, ch = decode_audio(built["res"].outputs["FM"])
+    assert rate == 16000 and ch == 1
+    assert abs(x.shape[1] - 16000) <= 1024 + 1024  # ~1 s (+ AAC priming/padding)
+    f = dominant_freqs(x[0, 2000:14000].astype(np.float64), 16000)
+    assert abs(f[0] - 440) < 5 and abs(f[1] - 1000) < 5
+
+
+def test_wav_is_16k_mono_and_as_long_as_the_video(built):
+    data, rate = video.read_wav(built["res"].audio)
+    assert rate == 16000 and data.shape == (16000, 1)
+    f = dominant_freqs(data[1000:15000, 0].astype(np.float64), 16000)
+    assert abs(f[0] - 440) < 5 and abs(f[1] - 1000) < 5
+
+
+def test_fm_is_the_standardised_source(built):
+    frames, _, _ = built["decoded"]["FM"]
+    for i, fm in enumerate(frames):
+        j = expected_source_index(built["times"], i)
+        assert j == (i * 25) // 30
+        assert psnr(fm, built["frames"][j]) >= 35, i
+        # and it is not a neighbouring source frame (the face and the bar move)
+        other = built["frames"][j + 1 if j + 1 < len(built["frames"]) else j - 1]
+        assert psnr(fm, other) < psnr(fm, built["frames"][j]) - 3
+
+
+def test_vmm_is_black(built):
+    frames, _, _ = built["decoded"]["VMM"]
+    assert max(int(f.max()) for f in frames) <= 3
+
+
+@pytest.mark.parametrize("code", ["FDM", "FSM"])
+def test_blur_inside_face_only(built, code):
+    fm_frames = built["decoded"]["FM"][0]
+    out_frames = built["decoded"][code][0]
+    clip = built["clip"]
+    for i in (0, 14, 29):
+        j = (i * 25) // 30
+        box = clip.boxes[j]
+        inner = _inner_box(box)
+        fm, deg = fm_frames[i], out_frames[i]
+        assert psnr(_crop(deg, inner), _crop(fm, inner)) < 33
+        assert gradient_energy(_crop(deg, inner)) < 0.6 * gradient_energy(_crop(fm, inner))
+        far = _far_mask(fm.shape, box)
+        assert psnr(deg[far], fm[far]) > 40
+
+
+def test_fsm_blurs_more_than_fdm(built):
+    fdm, fsm = built["decoded"]["FDM"][0], built["decoded"]["FSM"][0]
+    for i in (0, 20):
+        inner = _inner_box(built["clip"].boxes[(i * 25) // 30])
+        assert gradient_energy(_crop(fsm[i], inner)) < 0.8 * gradient_energy(_crop(fdm[i], inner))
+
+
+@pytest.mark.parametrize("code,base", [("AMM", "FM"), ("FDAM", "FDM"), ("FSAM", "FSM")])
+def test_audio_missing_subsets_are_remuxed_packets(built, code, base):
+    res = built["res"]
+    a, b = video_packets(res.outputs[code]), video_packets(res.outputs[base])
+    assert len(a) == 30 and a == b
+
+
+def test_input_unchanged(built):
+    assert sha256(built["clip"].path) == built["src_hash"]
+    assert sorted(p.name for p in built["clip"].path.parent.iterdir()) == ["clip720.mp4", "clip720.npz"]
+
+
+# ------------------------------------------------------------------ frame-rate standardisation
+
+
+@pytest.mark.parametrize("fps,vfr", [(25, False), (Fraction(30000, 1001), False), (30, True), (60, False)])
+def test_standardisation_picks_the_right_source_frames(tmp_path, fps, vfr):
+    clip = samples.make_clip(tmp_path / "s.mp4", duration=1.0, fps=fps, size=(320, 240), audio=False, vfr=vfr,
+                             seed=11)
+    info, times, src = source_display_frames(clip.path)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FM"], **SMALL)
+    out, out_times, meta = decode_video(res.outputs["FM"])
+    n = video.output_frame_count(info.duration, 30)
+    assert res.frames == n == len(out)
+    assert out_times == [Fraction(i, 30) for i in range(n)] and meta["average_rate"] == 30
+    for i, f in enumerate(out):
+        scores = [psnr(f, s) for s in src]
+        j = expected_source_index(times, i)
+        assert int(np.argmax(scores)) == j, (i, j, scores[j], max(scores))
+
+
+# ------------------------------------------------------------------ inputs without audio, odd sizes, rotation
+
+
+def test_video_without_audio(tmp_path):
+    clip = samples.make_clip(tmp_path / "na.mp4", duration=0.5, fps=30, size=(320, 240), audio=False)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, **SMALL)
+    assert res.audio is None and res.audio_reason == "source has no audio"
+    assert res.status["VMM"].status == "skipped" and res.status["VMM"].reason == "no audio"
+    assert "VMM" not in res.outputs and not (tmp_path / "o" / "VMM").exists()
+    assert not (tmp_path / "o" / "audio").exists()
+    for c in ("FM", "FDM", "FSM"):
+        assert res.status[c].status == "ok" and res.status[c].reason == "source has no audio"
+    for c in ("FM", "FDM", "FSM", "AMM", "FDAM", "FSAM"):
+        frames, _, info = decode_video(res.outputs[c])
+        assert info["audio"] == [] and len(frames) == 15
+    assert video_packets(res.outputs["AMM"]) == video_packets(res.outputs["FM"])
+
+
+def test_odd_frame_size_is_cropped_to_even(tmp_path):
+    clip = samples.make_clip(tmp_path / "odd.mp4", duration=0.3, fps=30, size=(321, 241), audio=False)
+    info, _, src = source_display_frames(clip.path)
+    assert (info.width, info.height) == (321, 241)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FM", "FSM"], **SMALL)
+    fm, _, meta = decode_video(res.outputs["FM"])
+    assert (meta["width"], meta["height"]) == (320, 240)
+    assert psnr(fm[0], src[0][:240, :320]) > 35
+    fsm, _, _ = decode_video(res.outputs["FSM"])
+    inner = _inner_box(clip.boxes[0])
+    assert psnr(_crop(fsm[0], inner), _crop(fm[0], inner)) < 33
+
+
+def test_rotated_source_is_processed_upright(tmp_path):
+    clip = samples.make_clip(tmp_path / "rot.mp4", duration=0.3, fps=30, size=(320, 240), audio=False,
+                             rotation=90, seed=5)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FM", "FSM"], **SMALL)
+    _, _, src = source_display_frames(clip.path)
+    fm, _, meta = decode_video(res.outputs["FM"])
+    assert (meta["width"], meta["height"]) == (320, 240)  # displayed orientation, no rotation flag needed
+    assert psnr(fm[0], src[0]) > 35
+    fsm, _, _ = decode_video(res.outputs["FSM"])
+    inner = _inner_box(clip.boxes[0])
+    assert psnr(_crop(fsm[0], inner), _crop(fm[0], inner)) < 33  # the face (display coords) is blurred
+    far = _far_mask(fm[0].shape, clip.boxes[0], margin=40)
+    assert psnr(fsm[0][far], fm[0][far]) > 40
+
+
+# ------------------------------------------------------------------ landmarks
+
+
+def test_absent_frames_are_not_blurred(tmp_path):
+    clip = samples.make_clip(tmp_path / "ab.mp4", duration=0.4, fps=30, size=(320, 240), audio=False)
+    lm = clip.landmarks.copy()
+    lm[6:] = np.nan  # subject absent from frame 6 on
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=lm, subsets=["FM", "FDM"], **SMALL)
+    fm, _, _ = decode_video(res.outputs["FM"])
+    fdm, _, _ = decode_video(res.outputs["FDM"])
+    inner = [_inner_box(clip.boxes[i]) for i in range(12)]
+    assert all(psnr(_crop(fdm[i], inner[i]), _crop(fm[i], inner[i])) < 33 for i in range(6))
+    assert all(psnr(fdm[i], fm[i]) > 38 for i in range(7, 12))
+
+
+def test_landmarks_from_npz_and_json_give_identical_outputs(tmp_path):
+    clip = samples.make_clip(tmp_path / "lm.mp4", duration=0.3, fps=30, size=(320, 240), audio=False)
+    lm = clip.landmarks.copy()
+    lm[3] = np.nan
+    npz = tmp_path / "lm_land.npz"
+    np.savez(npz, landmarks=lm)
+    js = tmp_path / "lm_land.json"
+    js.write_text(json.dumps({"landmarks": [None if np.isnan(f).all() else f.tolist() for f in lm]}))
+    assert load_landmarks(js).points(3) is None
+    np.testing.assert_allclose(load_landmarks(js).points(2), lm[2])
+    outs = [degrade(clip.path, tmp_path / f"o{k}.mp4", "FDM", landmarks=src, **SMALL)
+            for k, src in enumerate([lm, npz, js, str(npz), ArrayLandmarks(lm)])]
+    hashes = {sha256(p) for p in outs}
+    assert len(hashes) == 1
+
+
+def test_landmarks_required(tmp_path):
+    clip = samples.make_clip(tmp_path / "x.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    with pytest.raises(ValueError, match="automatic subject detection is not available yet; pass landmarks="):
+        build_subsets(clip.path, tmp_path / "o", **SMALL)
+    with pytest.raises(ValueError, match="landmarks describe 5 frames"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks[:5], **SMALL)
+    assert not (tmp_path / "o").exists()
+
+
+def test_fsm_auto_policy(tmp_path):
+    small = np.zeros((4, 106, 2), np.float32)
+    small[..., 1] = np.linspace(0, 100, 106)
+    big = small.copy()
+    big[..., 1] *= 2.5
+    assert choose_fsm_kernel("auto", ArrayLandmarks(small)) == 35
+    assert choose_fsm_kernel("auto", ArrayLandmarks(big)) == 55
+    assert choose_fsm_kernel("auto", ArrayLandmarks(np.full((3, 5, 2), np.nan))) == 55
+    assert choose_fsm_kernel(35, ArrayLandmarks(big)) == 35 and choose_fsm_kernel("55", ArrayLandmarks(small)) == 55
+    # end to end: a 240p clip has a ~72 px face -> 35, recorded in the result
+    clip = samples.make_clip(tmp_path / "f.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FSM"], **SMALL)
+    assert res.fsm_kernel == 35 and res.status["FSM"].kernel == 35
+
+
+# ------------------------------------------------------------------ single output, determinism
+
+
+def test_degrade_matches_build_subsets_and_is_deterministic(tmp_path):
+    clip = samples.make_clip(tmp_path / "dg.mp4", duration=0.5, fps=25, size=(320, 240))
+    res = build_subsets(clip.path, tmp_path / "a", landmarks=clip.landmarks, fsm_kernel=35, **SMALL)
+    res2 = build_subsets(clip.path, tmp_path / "b", landmarks=clip.landmarks, fsm_kernel=35, **SMALL)
+    for c in res.outputs:
+        assert sha256(res.outputs[c]) == sha256(res2.outputs[c]), c
+    assert sha256(res.audio) == sha256(res2.audio)
+    one = degrade(clip.path, tmp_path / "one" / "fsm.mp4", "FSM", 35, landmarks=clip.landmarks, **SMALL)
+    assert sha256(one) == sha256(res.outputs["FSM"])
+    amm = degrade(clip.path, tmp_path / "one" / "amm.mp4", "AMM", landmarks=clip.landmarks, **SMALL)
+    assert video_packets(amm) == video_packets(res.outputs["FM"])
+    assert decode_video(amm)[2]["audio"] == []
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["amm.mp4", "fsm.mp4"]  # no scratch left
+    fdm55 = degrade(clip.path, tmp_path / "one" / "fdm55.mp4", "FDM", 55, landmarks=clip.landmarks, **SMALL)
+    fsm55 = degrade(clip.path, tmp_path / "one" / "fsm55.mp4", "FSM", 55, landmarks=clip.landmarks, **SMALL)
+    assert video_packets(fdm55) == video_packets(fsm55)  # the kernel, not the label, decides the blur
+    assert video_packets(fdm55) != video_packets(res.outputs["FDM"])
+
+
+# ------------------------------------------------------------------ errors and safety
+
+
+def test_below_min_height_rejected_before_writing(tmp_path):
+    clip = samples.make_clip(tmp_path / "lo.mp4", duration=0.2, fps=30, size=(640, 360), audio=False)
+    with pytest.raises(ClipError, match="quality gate") as ei:
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks)
+    assert ei.value.path == clip.path
+    assert not (tmp_path / "o").exists()
+    # a portrait 480x854 clip passes (shorter side 480), a rotated 360p one does not
+    rot = samples.make_clip(tmp_path / "lo_rot.mp4", duration=0.2, fps=30, size=(640, 360), audio=False, rotation=90)
+    with pytest.raises(ClipError, match="quality gate"):
+        build_subsets(rot.path, tmp_path / "o", landmarks=rot.landmarks)
+
+
+@pytest.mark.parametrize("kind", ["zero", "random", "truncated", "audio_only"])
+def test_bad_inputs_write_nothing(tmp_path, kind):
+    p = tmp_path / "in" / f"{kind}.mp4"
+    p.parent.mkdir()
+    if kind == "zero":
+        p.write_bytes(b"")
+    elif kind == "random":
+        p.write_bytes(np.random.default_rng(2).integers(0, 256, 20_000, dtype=np.uint8).tobytes())
+    elif kind == "truncated":
+        good = samples.make_clip(tmp_path / "good.mp4", duration=0.5, fps=25, size=(160, 120))
+        p.write_bytes(good.path.read_bytes()[:30_000])
+    else:
+        p = samples.make_audio_only(tmp_path / "in" / "audio.m4a")
+    before = sha256(p)
+    with pytest.raises(ClipError):
+        build_subsets(p, tmp_path / "o", landmarks=np.zeros((1, 3, 2), np.float32), **SMALL)
+    assert tree_files(tmp_path / "o") == []
+    assert sha256(p) == before
+
+
+@pytest.mark.parametrize("where", ["blur", "encode", "remux"])
+def test_failure_leaves_no_temporaries(tmp_path, monkeypatch, where):
+    clip = samples.make_clip(tmp_path / "src" / "f.mp4", duration=0.5, fps=25, size=(320, 240))
+    before = sha256(clip.path)
+    calls = {"n": 0}
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] >= 5 or where == "remux":
+            raise RuntimeError("injected failure")
+        return orig(*a, **k)
+
+    if where == "blur":
+        from mime_fast import ops
+
+        orig = ops.blur_in_mask
+        monkeypatch.setattr(ops, "blur_in_mask", boom)
+    elif where == "encode":
+        orig = video.Mp4Writer.write_rgb
+        monkeypatch.setattr(video.Mp4Writer, "write_rgb", boom)
+    else:
+        orig = None
+        monkeypatch.setattr(subsets_mod, "remux_video", boom)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, **SMALL)
+    assert tree_files(tmp_path / "o") == []  # neither finished outputs nor temporaries
+    assert sha256(clip.path) == before
+    assert sorted(p.name for p in clip.path.parent.iterdir()) == ["f.mp4", "f.npz"]
+
+
+def test_settings_validation(tmp_path):
+    clip = samples.make_clip(tmp_path / "v.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    with pytest.raises(TypeError, match="unknown setting"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, fsm_kernal=55)
+    with pytest.raises(ValueError, match="fsm_kernel"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, fsm_kernel=45, **SMALL)
+    with pytest.raises(ValueError, match="unknown subset"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FX"], **SMALL)
+    assert not (tmp_path / "o").exists()
+
+
+def test_audio_tracks_identical_across_audio_subsets(built):
+    import av
+
+    def audio_packets(p):
+        with av.open(str(p)) as c:
+            return [bytes(k) for k in c.demux(c.streams.audio[0]) if k.size]
+
+    ref = audio_packets(built["res"].outputs["FM"])
+    assert len(ref) >= 15
+    for c in ("FDM", "FSM", "VMM"):
+        assert audio_packets(built["res"].outputs[c]) == ref, c
+
+
+def test_memory_does_not_grow_with_clip_length(tmp_path):
+    """Peak RSS of a fresh process building a 1 s and a 4 s 480p clip: streaming keeps it flat
+    (holding the decoded frames would add ~0.9 MB per extra frame, ~80 MB here)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys, numpy as np\n"
+        "from mime_fast.subsets import build_subsets\n"
+        "lm = np.load(sys.argv[2])['landmarks']\n"
+        "build_subsets(sys.argv[1], sys.argv[3], landmarks=lm, subsets=['FM', 'FSM', 'VMM'], min_height=0)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    peaks = []
+    for dur in (1.0, 4.0):
+        clip = samples.make_clip(tmp_path / f"m{int(dur)}.mp4", duration=dur, fps=30, size=(640, 480))
+        args = [sys.executable, "-c", code, str(clip.path), str(clip.npz), str(tmp_path / f"o{int(dur)}")]
+        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+        peaks.append(int(out.strip().splitlines()[-1]) * 1024)
+    assert peaks[1] - peaks[0] < 25 * 2**20, peaks
+
+
+def test_degrade_vmm_needs_audio_and_validates_kernel(tmp_path):
+    clip = samples.make_clip(tmp_path / "nv.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    with pytest.raises(ClipError, match="no audio"):
+        degrade(clip.path, tmp_path / "o" / "vmm.mp4", "VMM", landmarks=clip.landmarks, **SMALL)
+    with pytest.raises(ValueError, match="odd"):
+        degrade(clip.path, tmp_path / "o" / "fsm.mp4", "FSM", 40, landmarks=clip.landmarks, **SMALL)
+    with pytest.raises(ValueError, match="overwrite the input"):
+        degrade(clip.path, clip.path, "FM", landmarks=clip.landmarks, **SMALL)
+    assert tree_files(tmp_path / "o") == []
+
+
+def test_degenerate_landmarks_fail_loudly_instead_of_writing_the_face_clear(tmp_path):
+    clip = samples.make_clip(tmp_path / "dg.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    lm = clip.landmarks.copy()
+    lm[2] = lm[2, :1]  # all points identical: no hull
+    with pytest.raises(ValueError, match="source frame 2: cannot build the face mask"):
+        build_subsets(clip.path, tmp_path / "o", landmarks=lm, subsets=["FDM"], **SMALL)
+    assert tree_files(tmp_path / "o") == []
+
+
+def test_only_vmm_without_audio_is_skipped_without_writing(tmp_path):
+    clip = samples.make_clip(tmp_path / "v.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["VMM"], **SMALL)
+    assert res.outputs == {} and res.status["VMM"].status == "skipped"
+    assert tree_files(tmp_path / "o") == []

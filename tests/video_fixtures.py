@@ -1,0 +1,112 @@
+"""Shared helpers for the video pipeline tests (imported explicitly, not a conftest)."""
+
+from __future__ import annotations
+
+import hashlib
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+import av
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def tree_files(root) -> list[Path]:
+    """Every file under ``root`` (hidden ones included)."""
+    root = Path(root)
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def decode_video(path, limit: int | None = None):
+    """``(frames list of RGB arrays, times list of Fractions, stream info dict)`` of the first video
+    stream, rotation *not* applied."""
+    frames, times = [], []
+    with av.open(str(path)) as c:
+        vs = c.streams.video[0]
+        info = {
+            "average_rate": vs.average_rate,
+            "width": vs.codec_context.width,
+            "height": vs.codec_context.height,
+            "pix_fmt": vs.codec_context.pix_fmt,
+            "codec": vs.codec_context.name,
+            "audio": [(a.codec_context.name, a.codec_context.sample_rate, a.codec_context.layout.name)
+                      for a in c.streams.audio],
+            "n_streams": len(c.streams),
+        }
+        for f in c.decode(vs):
+            frames.append(f.to_ndarray(format="rgb24"))
+            times.append(Fraction(f.pts) * f.time_base)
+            if limit is not None and len(frames) >= limit:
+                break
+    return frames, times, info
+
+
+def decode_audio(path) -> tuple[np.ndarray, int, int]:
+    """All samples of the first audio stream as float32 ``(channels, n)``, rate, channels."""
+    chunks = []
+    with av.open(str(path)) as c:
+        a = c.streams.audio[0]
+        rate, ch = a.codec_context.sample_rate, a.codec_context.layout.nb_channels
+        for f in c.decode(a):
+            x = f.to_ndarray()
+            if x.dtype != np.float32:
+                x = x.astype(np.float32) / 32768.0
+            if not f.format.is_planar:
+                x = x.reshape(-1, ch).T
+            chunks.append(x)
+    return np.concatenate(chunks, axis=1), rate, ch
+
+
+def video_packets(path) -> list[bytes]:
+    """Bytes of every video packet, in file order."""
+    with av.open(str(path)) as c:
+        vs = c.streams.video[0]
+        return [bytes(p) for p in c.demux(vs) if p.size]
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    d = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if d == 0 else float(10 * np.log10(255.0 ** 2 / d))
+
+
+def dominant_freqs(x: np.ndarray, rate: int, n: int = 2) -> list[float]:
+    """The ``n`` strongest frequencies (Hz) of a mono signal, at least 50 Hz apart."""
+    x = x - x.mean()
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    freqs = np.fft.rfftfreq(len(x), 1 / rate)
+    out = []
+    for i in np.argsort(spec)[::-1]:
+        f = float(freqs[i])
+        if all(abs(f - g) > 50 for g in out):
+            out.append(f)
+        if len(out) == n:
+            break
+    return sorted(out)
+
+
+def expected_source_index(times: list[Fraction], i: int, fps: int = 30, tol=Fraction(1, 1000)) -> int:
+    """Reference standardisation: latest source frame with time <= t0 + i/fps (+1 ms)."""
+    t = times[0] + Fraction(i, fps) + tol
+    best = 0
+    for j, s in enumerate(times):
+        if s <= t:
+            best = j
+    return best
+
+
+def source_display_frames(path):
+    """Decoded source frames as displayed (rotation applied) with their times, via mime_fast.video."""
+    from mime_fast import video
+
+    info = video.probe(path)
+    out = [(t, rgb) for _, t, rgb in video.iter_display_frames(path, info)]
+    return info, [t for t, _ in out], [f for _, f in out]
+
+
+def gradient_energy(img: np.ndarray) -> float:
+    g = img.astype(np.float64).mean(axis=2)
+    return float(np.mean(np.abs(np.diff(g, axis=0))) + np.mean(np.abs(np.diff(g, axis=1))))

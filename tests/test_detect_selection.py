@@ -1,0 +1,248 @@
+"""Primary-subject selection (mime_fast.detect.selection): each of the four terms, and the winner on
+real photographs (insightface's t1.jpg, six people) and on composites of the real astronaut face at
+controlled positions and scales, run through the offline models.
+
+Model-dependent tests skip without the ``detect`` packages (see test_detect_models.py) unless
+``MIME_FAST_REQUIRE_MODELS=1``; the pure term tests always run.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+cv2 = pytest.importorskip("cv2")
+
+from mime_fast.detect import (
+    WEIGHTS,
+    Faces,
+    Landmarks,
+    ModelNotAvailable,
+    Persons,
+    assign_bodies,
+    detect_candidates,
+    load_offline_stack,
+    package_file,
+    select_primary_subject,
+)
+
+
+@pytest.fixture(scope="module")
+def head(astronaut_module) -> np.ndarray:
+    """The astronaut's head and shoulders (a real face, ~95 px wide), 200 x 170."""
+    return np.ascontiguousarray(astronaut_module[10:210, 140:310])
+
+
+@pytest.fixture(scope="module")
+def astronaut_module() -> np.ndarray:
+    from skimage import data
+
+    return np.ascontiguousarray(data.astronaut())
+
+
+def canvas(*placements, size=(720, 1280)) -> np.ndarray:
+    """Grey frame with the given ``(image, (cx, cy), scale)`` pastes centred at (cx, cy)."""
+    out = np.full((*size, 3), 118, np.uint8)
+    for img, (cx, cy), scale in placements:
+        im = cv2.resize(img, None, fx=scale, fy=scale, interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_CUBIC)
+        h, w = im.shape[:2]
+        x0, y0 = int(round(cx - w / 2)), int(round(cy - h / 2))
+        out[y0:y0 + h, x0:x0 + w] = im
+    return out
+
+
+def centre_x(faces: Faces, i: int) -> float:
+    return float(faces.boxes[i, 0] + faces.boxes[i, 2]) / 2
+
+
+def run(stack, frame, persons="detect"):
+    faces, lmk, det_persons = detect_candidates(stack, frame)
+    sel = select_primary_subject(frame, faces, lmk, det_persons if persons == "detect" else persons)
+    return faces, lmk, sel
+
+
+# ---------------------------------------------------------------------------------------------------
+# Terms on hand-made candidates (no models)
+
+
+def _faces(boxes, kps=None):
+    boxes = np.asarray(boxes, np.float32)
+    if kps is None:  # frontal keypoints in the box
+        unit = np.array([[0.3, 0.45], [0.7, 0.45], [0.5, 0.62], [0.35, 0.8], [0.65, 0.8]], np.float32)
+        wh = boxes[:, 2:] - boxes[:, :2]
+        kps = unit[None] * wh[:, None] + boxes[:, None, :2]
+    return Faces(boxes, np.ones(len(boxes)), kps)
+
+
+def _oval(faces: Faces, n=64) -> Landmarks:
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    b = faces.boxes
+    c, r = (b[:, :2] + b[:, 2:]) / 2, (b[:, 2:] - b[:, :2]) / 2
+    pts = c[:, None] + r[:, None] * np.stack([np.cos(t), np.sin(t)], 1)[None]
+    return Landmarks(pts.astype(np.float32), np.ones(len(b), np.float32))
+
+
+def test_terms_are_in_unit_range_and_weighted():
+    assert sum(WEIGHTS.values()) == pytest.approx(1.0)
+    assert WEIGHTS == {"centrality": 0.40, "structure": 0.30, "body": 0.20, "scale": 0.10}
+    rng = np.random.default_rng(4)
+    xy = rng.uniform(-50, 600, (7, 2))
+    faces = _faces(np.c_[xy, xy + rng.uniform(20, 150, (7, 1))])
+    sel = select_primary_subject((480, 640), faces, _oval(faces), Persons(rng.uniform(0, 640, (3, 4))))
+    total = np.zeros(7)
+    for k, v in sel.terms.items():
+        assert v.shape == (7,) and np.all((v >= 0) & (v <= 1)), (k, v)
+        total += WEIGHTS[k] * v
+    np.testing.assert_allclose(sel.scores, total)
+    assert sel.index == int(np.argmax(sel.scores))
+    assert sel.breakdown()["score"] == pytest.approx(sel.scores.max())
+
+
+def test_no_face_selects_nothing():
+    sel = select_primary_subject((480, 640), _faces(np.zeros((0, 4))))
+    assert sel.index is None and sel.scores.shape == (0,)
+
+
+def test_single_candidate_has_full_relative_terms():
+    faces = _faces([[300, 200, 340, 250]])
+    sel = select_primary_subject((480, 640), faces, _oval(faces))
+    assert sel.index == 0
+    assert sel.terms["body"][0] == 1.0 and sel.terms["scale"][0] == 1.0
+    assert sel.terms["centrality"][0] > 0.95
+
+
+def test_centrality_is_one_at_centre_and_zero_at_corner():
+    faces = _faces([[310, 230, 330, 250], [-10, -10, 10, 10], [630, 230, 650, 250]])
+    c = select_primary_subject((480, 640), faces).terms["centrality"]
+    np.testing.assert_allclose(c, [1.0, 0.0, 1 - 1 / np.sqrt(2)], atol=1e-6)
+
+
+def test_structure_term_components():
+    faces = _faces([[100, 100, 200, 220], [400, 100, 500, 220]])
+    lmk = _oval(faces)
+    q = select_primary_subject((480, 640), faces, lmk).terms["structure"]
+    np.testing.assert_allclose(q, [1.0, 1.0], atol=1e-6)
+    # p: the landmark model's confidence scales Q
+    q = select_primary_subject((480, 640), faces, Landmarks(lmk.points, np.array([0.5, 1.0]))).terms["structure"]
+    np.testing.assert_allclose(q, [0.5, 1.0], atol=1e-6)
+    # v: points outside the frame
+    pts = lmk.points.copy()
+    pts[1, :16, 0] = -5.0
+    q = select_primary_subject((480, 640), faces, Landmarks(pts, lmk.quality)).terms["structure"]
+    np.testing.assert_allclose(q, [1.0, 0.75], atol=1e-6)
+    # s: nose moving towards one eye (head turning away) lowers Q monotonically
+    prev = 1.0
+    for shift in (5, 10, 15, 18):
+        k = faces.keypoints.copy()
+        k[1, 2, 0] += shift
+        q = select_primary_subject((480, 640), Faces(faces.boxes, faces.scores, k), lmk).terms["structure"]
+        assert q[0] == pytest.approx(1.0) and q[1] < prev
+        prev = q[1]
+    assert prev < 0.7  # nose 2 px from one eye (x), 20 px below: s = 1 - 22.5 / 63.5
+
+
+def test_bodies_are_assigned_one_to_one():
+    faces = _faces([[100, 100, 140, 150], [300, 100, 340, 150], [150, 100, 190, 150]])
+    persons = Persons([[60, 80, 220, 470], [280, 90, 360, 300], [500, 0, 600, 400]])
+    bodies, detected = assign_bodies(faces, persons, (480, 640))
+    # face 0 is closest to the first box's centre, face 2 lies in it too but gets the prior
+    assert detected.tolist() == [True, True, False]
+    np.testing.assert_allclose(bodies[0], [60, 80, 220, 470])
+    np.testing.assert_allclose(bodies[1], [280, 90, 360, 300])
+    np.testing.assert_allclose(bodies[2], [110, 100, 230, 350])  # cx +- 1.5 w, y0 .. y0 + 5 h
+    # a box whose top is far below the face is not that face's body
+    _, detected = assign_bodies(faces[:1], Persons([[60, 300, 220, 470]]), (480, 640))
+    assert not detected[0]
+
+
+def test_ties_go_to_the_higher_detector_score():
+    faces = _faces([[100, 215, 150, 265], [490, 215, 540, 265]])  # mirror images about the centre
+    faces = Faces(faces.boxes, [0.8, 0.9], faces.keypoints)
+    assert select_primary_subject((480, 640), faces).index == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Real faces through the offline models
+
+
+def test_centred_face_beats_equal_off_centre_face(stack, head):
+    frame = canvas((head, (940, 360), 1.0), (head, (560, 400), 1.0))
+    faces, _, sel = run(stack, frame)
+    assert len(faces) == 2
+    assert abs(centre_x(faces, sel.index) - 560) < 40
+    c = sel.terms["centrality"]
+    assert c[sel.index] > c[1 - sel.index] + 0.2
+    for k in ("structure", "scale"):  # same face, same size: the other terms agree
+        assert abs(sel.terms[k][0] - sel.terms[k][1]) < 0.05, (k, sel.terms[k])
+
+
+def test_larger_face_and_body_beat_smaller_at_equal_centrality(stack, head):
+    # two positions mirrored about the frame centre (640, 360): equal centrality
+    frame = canvas((head, (400, 360), 0.6), (head, (880, 360), 1.3))
+    faces, _, sel = run(stack, frame, persons=None)
+    assert len(faces) == 2
+    assert centre_x(faces, sel.index) > 640
+    other = 1 - sel.index
+    assert sel.terms["scale"][sel.index] == 1.0 and sel.terms["scale"][other] < 0.6
+    assert sel.terms["body"][sel.index] == 1.0 and sel.terms["body"][other] < 0.4
+    assert abs(sel.terms["centrality"][0] - sel.terms["centrality"][1]) < 0.03
+
+
+def test_larger_detected_body_wins_between_equal_faces(stack, head):
+    frame = canvas((head, (400, 300), 1.0), (head, (880, 300), 1.0))
+    faces, lmk, _ = run(stack, frame)
+    left = int(np.argmin([centre_x(faces, i) for i in range(len(faces))]))
+    fb = faces.boxes
+    persons = []
+    for i in range(2):  # body boxes under each face: the right person's is twice as tall
+        cx, w, h = centre_x(faces, i), fb[i, 2] - fb[i, 0], fb[i, 3] - fb[i, 1]
+        tall = 3.2 if i != left else 1.6  # (both inside the frame)
+        persons.append([cx - 1.5 * w, fb[i, 1], cx + 1.5 * w, fb[i, 1] + tall * h])
+    sel = select_primary_subject(frame, faces, lmk, Persons(persons))
+    assert sel.body_detected.all()
+    assert sel.index != left
+    assert sel.terms["body"][left] == pytest.approx(0.5, abs=0.05)
+    # swap: the taller body moves to the left face, and so does the choice
+    persons[0][3], persons[1][3] = persons[1][3], persons[0][3]
+    assert select_primary_subject(frame, faces, lmk, Persons(persons)).index == left
+
+
+def test_clear_face_beats_structurally_blurred_face(stack, head):
+    """Structure term on real pixels: an equal face at an equal distance from the centre, but heavily
+    blurred (k = 35, the MIME 'face structures missing' level), has no usable landmarks."""
+    blurred = cv2.GaussianBlur(head, (35, 35), 0)
+    for clear_at, blur_at in (((400, 360), (880, 360)), ((880, 360), (400, 360))):
+        frame = canvas((head, clear_at, 1.0), (blurred, blur_at, 1.0))
+        faces, _, sel = run(stack, frame)
+        if len(faces) == 1:  # the detector may miss the blob entirely: then the clear face wins anyway
+            assert abs(centre_x(faces, 0) - clear_at[0]) < 40
+            continue
+        assert abs(centre_x(faces, sel.index) - clear_at[0]) < 40
+        q = sel.terms["structure"]
+        assert q[sel.index] > 0.8 and q[1 - sel.index] < 0.2
+
+
+def test_t1_primary_subject_is_the_central_man(stack, t1):
+    faces, _, sel = run(stack, t1)
+    assert len(faces) == 6
+    # hand-checked: the man in the grey shirt, left of centre (box ~ 466,265 - 575,410), narrowly ahead
+    # of the man in red right of centre; the four outer people rank below both.
+    win = faces.boxes[sel.index]
+    assert abs((win[0] + win[2]) / 2 - 520) < 20 and abs((win[1] + win[3]) / 2 - 337) < 20, win
+    order = np.argsort(-sel.scores)
+    centres = (faces.boxes[:, 0] + faces.boxes[:, 2]) / 2
+    assert set(np.round(centres[order[:2]], -2).tolist()) == {500.0, 800.0}, centres[order]
+
+
+def test_t1_each_face_wins_when_centred(stack, t1):
+    """A 640 x 640 window centred on each of t1's faces (black padding at the borders): the selection
+    follows the framing."""
+    faces = stack.detector.detect(t1)
+    pad = cv2.copyMakeBorder(t1, 320, 320, 320, 320, cv2.BORDER_CONSTANT, value=(0, 0, 0))
+    for b in faces.boxes:
+        cx, cy = int(round((b[0] + b[2]) / 2)) + 320, int(round((b[1] + b[3]) / 2)) + 320
+        win = np.ascontiguousarray(pad[cy - 320:cy + 320, cx - 320:cx + 320])
+        f, _, sel = run(stack, win)
+        w = f.boxes[sel.index]
+        assert np.hypot((w[0] + w[2]) / 2 - 320, (w[1] + w[3]) / 2 - 320) < 20, (b, f.boxes, sel.scores)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import av
@@ -22,6 +23,10 @@ def test_demo_writes_every_subset_and_a_preview(tmp_path: Path, capsys) -> None:
             assert (len(c.streams.audio) == 1) == (code in ("FM", "FDM", "FSM", "VMM"))
             assert sum(1 for _ in c.decode(video=0)) == 30
     assert (tmp_path / "audio" / "astronaut_walk.wav").is_file()
+    assert (tmp_path / "FSAM" / "astronaut_ntsc.mp4").is_file()
+    rows = [json.loads(line) for line in (tmp_path / "manifest.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 8 and all(r["status"] == "ok" for r in rows)
+    assert {r["label"] for r in rows} == {"Happy", "Neutral"}
     png = (tmp_path / "preview.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10000
     # No temporary file is left behind anywhere.

@@ -1,24 +1,97 @@
 """The ``mime-fast`` command.
 
-    mime-fast demo [--out DIR]            the seven MIME subsets of a sample clip, offline
-    mime-fast info                        version, CUDA status, CPU threads
+    mime-fast demo [--out DIR]                   the seven MIME subsets of a sample clip, offline
+    mime-fast build INPUT --out DIR [options]    a corpus: folder or CSV/JSONL list -> subsets + manifest
+    mime-fast summary DIR                        clips per emotion x subset, mean durations per subset
+    mime-fast info                               version, CUDA status, CPU threads
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+
+def _build(argv: list[str]) -> int:
+    from .corpus import discover, run_corpus
+
+    ap = argparse.ArgumentParser(prog="mime-fast build", description="Build the MIME subsets of a corpus.")
+    ap.add_argument("input", type=Path, help="folder of clips (recursive) or a .csv/.jsonl list (path, clip_id, "
+                                             "emotion, dataset, landmarks columns)")
+    ap.add_argument("--out", type=Path, required=True, help="output folder")
+    ap.add_argument("--subsets", default="FM,FDM,FSM,VMM,FDAM,FSAM,AMM", help="comma-separated subset codes")
+    ap.add_argument("--fsm-kernel", default="auto", choices=["auto", "35", "55"], help="FSM kernel policy")
+    ap.add_argument("--fdm-kernel", type=int, default=15)
+    ap.add_argument("--min-height", type=int, default=480, help="quality gate: shorter side in pixels")
+    ap.add_argument("--crf", type=int, default=18, help="libx264 CRF")
+    ap.add_argument("--preset", default="veryfast", help="libx264 preset")
+    ap.add_argument("--threads", type=int, default=2, help="libx264 threads per output")
+    ap.add_argument("--feather", type=float, default=None, help="mask feather in px (default: automatic)")
+    ap.add_argument("--margin", type=float, default=0.0, help="grow the face hull by this many px")
+    args = ap.parse_args(argv)
+    try:
+        specs = discover(args.input, exclude=args.out)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if not specs:
+        print(f"no clips found in {args.input}", file=sys.stderr)
+        return 2
+    settings = dict(fsm_kernel=args.fsm_kernel if args.fsm_kernel == "auto" else int(args.fsm_kernel),
+                    fdm_kernel=args.fdm_kernel, min_height=args.min_height, crf=args.crf, preset=args.preset,
+                    threads=args.threads, feather=args.feather, margin=args.margin)
+    summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
+                         **settings)
+    print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
+          f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
+    for clip_id, reason in summary.failed.items():
+        print(f"  failed {clip_id}: {reason}")
+    return 0 if summary.ok else 1
+
+
+def _summary(argv: list[str]) -> int:
+    from .manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
+
+    ap = argparse.ArgumentParser(prog="mime-fast summary", description="Clips per emotion and subset, mean durations.")
+    ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
+    args = ap.parse_args(argv)
+    if not (args.dir / MANIFEST_JSONL).is_file():
+        ap.error(f"no {MANIFEST_JSONL} in {args.dir}")
+    rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
+    codes = ["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"]
+    labels = [e for e in EMOTIONS if any(r["label"] == e for r in rows)]
+    if any(r["label"] is None for r in rows):
+        labels.append(None)
+    width = max([len("emotion")] + [len(str(label)) for label in labels] + [len("mean s"), len("total")])
+    print(f"{'emotion':<{width}} " + " ".join(f"{c:>6}" for c in codes))
+    for label in labels:
+        counts = [sum(1 for r in rows if r["label"] == label and r["subset"] == c) for c in codes]
+        print(f"{str(label if label is not None else '(none)'):<{width}} " + " ".join(f"{n:>6}" for n in counts))
+    print(f"{'total':<{width}} " + " ".join(f"{sum(1 for r in rows if r['subset'] == c):>6}" for c in codes))
+    means = []
+    for c in codes:
+        d = [r["duration_s"] for r in rows if r["subset"] == c and r["duration_s"] is not None]
+        means.append(f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}")
+    print(f"{'mean s':<{width}} " + " ".join(means))
+    failed = [r for r in compact(read_rows(args.dir)) if r["status"] == "failed"]
+    if failed:
+        print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="mime-fast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["demo", "info"])
+    ap.add_argument("command", choices=["demo", "build", "summary", "info"])
     args, rest = ap.parse_known_args(argv)
     if args.command == "demo":
         from .demo import main as demo_main
 
         return demo_main(rest)
+    if args.command == "build":
+        return _build(rest)
+    if args.command == "summary":
+        return _summary(rest)
     import mime_fast
 
     print(f"mime_fast {mime_fast.__version__}")

@@ -1,15 +1,17 @@
-"""The main job on embedded defaults, offline: make a sample clip from a real face photograph that
-ships in scikit-image (the astronaut), build all seven MIME subsets of it, and write a preview.
+"""The main job on embedded defaults, offline: make two sample clips from a real face photograph
+that ships in scikit-image (the astronaut), build all seven MIME subsets of each as a corpus run,
+and write the manifest and a preview.
 
     mime-fast demo [--out DIR] [--seconds S]        (or: python -m mime_fast.demo)
 
-Writes DIR/sources/<clip>.mp4 (+ .npz ground truth), DIR/<SUBSET>/<clip>.mp4, DIR/audio/<clip>.wav
-and DIR/preview.png (the middle frame of FM, FDM, FSM and VMM side by side).
+Writes DIR/sources/ (clips, landmarks, clips.jsonl), DIR/<SUBSET>/<clip>.mp4, DIR/audio/<clip>.wav,
+DIR/manifest.jsonl + .parquet and DIR/preview.png (middle frame of FM, FDM, FSM and VMM).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import zlib
 from pathlib import Path
@@ -46,26 +48,33 @@ def run(out: Path, seconds: float = 3.0) -> int:
         from .samples import make_clip
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise SystemExit(f"the demo needs scikit-image for its sample face: pip install 'mime_fast[demo]' ({exc})")
-    from .subsets import ALL_SUBSETS, build_subsets
+    from .corpus import discover, run_corpus
+    from .manifest import compact, read_rows
 
     src_dir = out / "sources"
     src_dir.mkdir(parents=True, exist_ok=True)
-    clip = make_clip(src_dir / "astronaut_walk.mp4", duration=seconds, fps=25, size=(1280, 720), audio=True)
-    print(f"sample clip: {clip.path} ({clip.frames} frames at 25 fps, 48 kHz stereo audio)")
-    result = build_subsets(clip.path, out, landmarks=clip.landmarks)
-    print(f"built {len(result.outputs)} subsets in {result.elapsed_s:.1f} s "
-          f"({result.source_frames / max(result.elapsed_s, 1e-9):.0f} source frames/s), "
-          f"FSM kernel {result.fsm_kernel}:")
-    for code in ALL_SUBSETS:
-        st = result.status[code]
-        audio = "16 kHz audio" if st.has_audio else "no audio"
-        print(f"  {code:<5} {st.status:<7} {st.frames} frames @ 30 fps, {st.duration:.2f} s, {audio:<12} {st.path}")
-    print(f"  audio {result.audio}")
-    tiles = [middle_frame(result.outputs[c]) for c in ("FM", "FDM", "FSM", "VMM")]
-    preview = np.concatenate([t[::2, ::2] for t in tiles], axis=1)
-    write_png(out / "preview.png", preview)
+    clips = [
+        (make_clip(src_dir / "astronaut_walk.mp4", duration=seconds, fps=25, size=(1280, 720), seed=1), "Happy"),
+        (make_clip(src_dir / "astronaut_ntsc.mp4", duration=seconds, fps="30000/1001", size=(1280, 720), seed=2),
+         "Neutral"),
+    ]
+    listing = src_dir / "clips.jsonl"
+    listing.write_text("".join(
+        json.dumps({"path": c.path.name, "clip_id": c.path.stem, "emotion": label, "dataset": "demo"}) + "\n"
+        for c, label in clips))
+    print(f"sample clips (720p, 25 and 29.97 fps, 48 kHz stereo audio, landmarks beside them): {src_dir}")
+    summary = run_corpus(discover(listing), out, progress=lambda line: print("  " + line))
+    rows = [r for r in compact(read_rows(out)) if r["clip_id"] == "astronaut_walk" and r["status"] == "ok"]
+    print(f"built {len(summary.done)} clips in {summary.elapsed_s:.1f} s; first clip's outputs:")
+    for r in rows:
+        audio = "16 kHz audio" if r["has_audio"] else "no audio"
+        frames = f"{r['frames']} frames @ 30 fps" if r["frames"] is not None else ""
+        print(f"  {r['subset']:<5} {frames:<20} {r['duration_s']:.2f} s  {audio:<12} {out / r['path']}")
+    print(f"manifest: {out / 'manifest.jsonl'} and {out / 'manifest.parquet'}")
+    tiles = [middle_frame(out / code / "astronaut_walk.mp4") for code in ("FM", "FDM", "FSM", "VMM")]
+    write_png(out / "preview.png", np.concatenate([t[::2, ::2] for t in tiles], axis=1))
     print(f"preview (FM | FDM | FSM | VMM): {out / 'preview.png'}")
-    return 0
+    return 0 if summary.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:

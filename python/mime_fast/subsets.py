@@ -388,11 +388,12 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, 
     return src, info, provider, st
 
 
-def build_subsets(src, out_dir, *, landmarks=None, subsets=None, **settings) -> ClipResult:
+def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | None = None,
+                  **settings) -> ClipResult:
     """Write the requested MIME subsets of ``src`` under ``out_dir``.
 
     Layout: ``out_dir/<SUBSET>/<clip_id>.mp4`` and ``out_dir/audio/<clip_id>.wav`` with
-    ``clip_id = Path(src).stem``.
+    ``clip_id`` given or ``Path(src).stem``.
 
     ``landmarks``: ``(decoded source frames, N, 2)`` array of ``(x, y)`` points in displayed-frame
     pixels (NaN rows where the subject is absent), a ``.npz``/``.json`` path, or a provider
@@ -408,7 +409,9 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, **settings) -> 
     codes = _codes(subsets)
     src, info, provider, st = _prepare(src, landmarks, settings)
     out_dir = Path(out_dir)
-    clip_id = src.stem
+    clip_id = src.stem if clip_id is None else str(clip_id)
+    if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id:
+        raise ValueError(f"clip_id {clip_id!r} cannot name a file")
     finals = {c: out_dir / c / f"{clip_id}.mp4" for c in codes}
     for p in finals.values():
         if p.resolve() == src.resolve():

@@ -1,0 +1,334 @@
+"""Corpus-scale runs: many clips in, the MIME subsets and one manifest out.
+
+Inputs (:func:`discover`):
+
+- a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`); the clip id is the file
+  stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
+  (:mod:`mime_fast.landmarks`);
+- a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
+  optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),
+  ``dataset`` and ``landmarks`` columns.
+
+Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the manifest
+(:mod:`mime_fast.manifest`).
+
+Safety: a clip that cannot be used (missing or unreadable file, duplicate clip id, unknown emotion,
+corrupt video, no usable landmarks, …) gets manifest rows with status ``"failed"`` and the reason,
+and the batch goes on. Outputs are written under temporary names and renamed when the clip is
+complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
+and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
+rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
+run left behind.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .manifest import BLUR_LEVEL, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
+
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "discover", "run_corpus", "clean_stale_temporaries"]
+
+VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
+                              ".wmv", ".3gp"})
+ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+_CLEAR_VERSION = {"FDM": "FM", "FSM": "FM", "FDAM": "FM", "FSAM": "FM"}
+_EMOTION_BY_LOWER = {e.lower(): e for e in EMOTIONS}
+
+
+@dataclass
+class ClipSpec:
+    """One clip of a corpus. ``error`` is set when the clip cannot be processed as listed."""
+
+    clip_id: str
+    path: Path
+    label: str | None = None
+    dataset: str | None = None
+    landmarks: Path | None = None
+    error: str | None = None
+
+
+@dataclass
+class CorpusSummary:
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already complete
+    failed: dict[str, str] = field(default_factory=dict)  # clip_id -> reason
+    frames: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+# ------------------------------------------------------------------------------------------- inputs
+
+
+def _sidecar_landmarks(video: Path) -> Path | None:
+    for ext in (".npz", ".json"):
+        p = video.with_suffix(ext)
+        if p.is_file():
+            return p
+    return None
+
+
+def _valid_id(clip_id: str) -> str | None:
+    if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id or clip_id.startswith("."):
+        return f"clip id {clip_id!r} cannot name a file (empty, hidden or containing a path separator)"
+    return None
+
+
+def _from_folder(root: Path, exclude: Path | None) -> list[ClipSpec]:
+    specs = []
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.suffix.lower() not in VIDEO_EXTENSIONS or p.name.startswith("."):
+            continue
+        if exclude is not None and exclude in p.resolve().parents:
+            continue  # never take our own outputs as inputs
+        specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
+    return specs
+
+
+def _from_list(list_path: Path) -> list[ClipSpec]:
+    base = list_path.parent
+    if list_path.suffix.lower() == ".csv":
+        with open(list_path, newline="", encoding="utf-8") as f:
+            records = list(csv.DictReader(f))
+    else:
+        records = []
+        for n, line in enumerate(list_path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{list_path}:{n}: not a JSON object ({exc})") from exc
+    specs = []
+    for n, rec in enumerate(records, 1):
+        rec = {str(k).strip().lower(): (v.strip() if isinstance(v, str) else v) for k, v in rec.items() if k}
+        raw = rec.get("path")
+        if not raw:
+            specs.append(ClipSpec(str(rec.get("clip_id") or f"row{n}"), list_path, error=f"{list_path} row {n}: no path"))
+            continue
+        path = Path(raw) if Path(raw).is_absolute() else base / raw
+        lmk = rec.get("landmarks")
+        specs.append(ClipSpec(
+            clip_id=str(rec.get("clip_id") or path.stem),
+            path=path,
+            label=rec.get("emotion") or rec.get("label") or None,
+            dataset=rec.get("dataset") or None,
+            landmarks=(Path(lmk) if Path(lmk).is_absolute() else base / lmk) if lmk else _sidecar_landmarks(path),
+        ))
+    return specs
+
+
+def discover(source: str | os.PathLike, *, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:
+    """The clips of a folder or a CSV/JSONL list, validated: each problem is recorded on its clip
+    (``error``), never raised, except for an input that is neither a folder nor a readable list."""
+    source = Path(source)
+    if source.is_dir():
+        specs = _from_folder(source, Path(exclude).resolve() if exclude else None)
+    elif source.is_file() and source.suffix.lower() in (".csv", ".jsonl"):
+        specs = _from_list(source)
+    else:
+        raise ValueError(f"{source}: expected a folder of clips or a .csv/.jsonl list of clips")
+    seen: dict[str, Path] = {}
+    for s in specs:
+        if s.error:
+            continue
+        s.error = _valid_id(s.clip_id)
+        if s.error:
+            continue
+        if s.clip_id in seen:
+            s.error = f"duplicate clip id {s.clip_id!r} (also {seen[s.clip_id]})"
+            continue
+        seen[s.clip_id] = s.path
+        if s.label is not None:
+            canonical = _EMOTION_BY_LOWER.get(str(s.label).lower())
+            if canonical is None:
+                s.error = f"unknown emotion label {s.label!r}; expected one of {', '.join(EMOTIONS)}"
+                continue
+            s.label = canonical
+        if not s.path.exists():
+            s.error = f"input file not found: {s.path}"
+        elif not os.access(s.path, os.R_OK):
+            s.error = f"input file not readable: {s.path}"
+        elif s.landmarks is not None and not s.landmarks.is_file():
+            s.error = f"landmarks file not found: {s.landmarks}"
+    return specs
+
+
+# ---------------------------------------------------------------------------------------- resuming
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str]) -> bool:
+    """A clip is complete when its latest rows cover every requested subset without failure and
+    every file they name is on disk with the recorded size and hash."""
+    by_subset = {r["subset"]: r for r in rows}
+    for code in subsets:
+        r = by_subset.get(code)
+        if r is None or r["status"] == "failed":
+            return False
+    for r in rows:
+        if r["status"] != "ok" or r["subset"] is None:
+            continue
+        p = out_dir / r["path"]
+        if not p.is_file() or p.stat().st_size != r["bytes"] or sha256_file(p) != r["sha256"]:
+            return False
+    return True
+
+
+_TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")
+
+
+def clean_stale_temporaries(out_dir: Path) -> list[Path]:
+    """Remove temporaries (``.<name>.tmp-<pid>…``, ``….scratch-<pid>…``) of processes that no longer
+    run: what a killed run leaves behind. Returns the removed paths."""
+    removed = []
+    if not out_dir.exists():
+        return removed
+    for p in out_dir.rglob(".*"):
+        m = _TEMP.match(p.name)
+        if not m or not p.is_file():
+            continue
+        pid = int(m.group(1))
+        try:
+            os.kill(pid, 0)  # signal 0: only asks whether the process exists
+            alive = True
+        except ProcessLookupError:
+            alive = False
+        except PermissionError:  # exists, owned by someone else
+            alive = True
+        if not alive:
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+# ------------------------------------------------------------------------------------------ running
+
+
+def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str, Any]]:
+    tracking = getattr(result, "tracking", None)
+    common = {
+        "clip_id": spec.clip_id, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run,
+        "tracking_status": getattr(tracking, "status", None),
+        "tracking_frames_detected": getattr(tracking, "frames_detected", None),
+        "tracking_frames_held": getattr(tracking, "frames_held", None),
+        "tracking_frames_without_subject": getattr(tracking, "frames_without_subject", None),
+    }
+    width = result.source.width - result.source.width % 2
+    height = result.source.height - result.source.height % 2
+    fps = float(result.settings.fps) if result.settings is not None else None
+    rows = []
+    for code, st in result.status.items():
+        row = dict(common, subset=code, status=st.status, reason=st.reason or None, blur_level=BLUR_LEVEL[code],
+                   kernel=st.kernel, fps=fps)
+        if st.status == "ok" and st.path is not None:
+            p = Path(st.path)
+            clear = _CLEAR_VERSION.get(code)
+            row.update(
+                path=str(p.relative_to(out_dir)), duration_s=st.duration, frames=st.frames, width=width,
+                height=height, has_audio=st.has_audio, bytes=p.stat().st_size, sha256=sha256_file(p),
+                clear_path=str(result.outputs[clear].relative_to(out_dir)) if clear in result.outputs else None,
+            )
+        rows.append(row)
+    if result.audio is not None:
+        p = Path(result.audio)
+        rows.append(dict(common, subset="audio", status="ok", path=str(p.relative_to(out_dir)), blur_level="none",
+                         duration_s=result.duration, has_audio=True, bytes=p.stat().st_size, sha256=sha256_file(p)))
+    return rows
+
+
+def _failed_row(spec: ClipSpec, reason: str, run: str) -> dict[str, Any]:
+    return {"clip_id": spec.clip_id, "subset": None, "path": str(spec.path), "status": "failed", "reason": reason,
+            "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
+
+
+def _build_one(spec: ClipSpec, out_dir: Path, subsets: list[str], settings: dict[str, Any]):
+    from .subsets import build_subsets
+
+    return build_subsets(spec.path, out_dir, landmarks=spec.landmarks, subsets=subsets, clip_id=spec.clip_id,
+                         **settings)
+
+
+def _fmt_eta(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def run_corpus(
+    specs: list[ClipSpec],
+    out_dir: str | os.PathLike,
+    *,
+    subsets: Iterable[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    **settings: Any,
+) -> CorpusSummary:
+    """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
+    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`.
+    ``progress`` receives one line per clip (default: stderr)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    codes = [str(c).upper() for c in (subsets or ALL_SUBSETS)]
+    for c in codes:
+        if c not in ALL_SUBSETS:
+            raise ValueError(f"unknown subset {c!r}; expected some of {ALL_SUBSETS}")
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
+    clean_stale_temporaries(out_dir)
+    previous = compact(read_rows(out_dir))
+    prev_by_clip: dict[str, list[dict[str, Any]]] = {}
+    for r in previous:
+        prev_by_clip.setdefault(r["clip_id"], []).append(r)
+
+    summary = CorpusSummary()
+    t0 = time.perf_counter()
+    with ManifestWriter(out_dir) as writer:
+        for n, spec in enumerate(specs, 1):
+            head = f"[{n}/{len(specs)}] {spec.clip_id}"
+            if spec.error:
+                writer.append([_failed_row(spec, spec.error, run)])
+                summary.failed[spec.clip_id] = spec.error
+                say(f"{head}: failed: {spec.error}")
+                continue
+            if spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
+                summary.skipped.append(spec.clip_id)
+                say(f"{head}: already complete, skipped")
+                continue
+            t = time.perf_counter()
+            try:
+                result = _build_one(spec, out_dir, codes, settings)
+            except Exception as exc:  # one bad clip never stops the batch
+                reason = str(exc) or type(exc).__name__
+                writer.append([_failed_row(spec, reason, run)])
+                summary.failed[spec.clip_id] = reason
+                say(f"{head}: failed: {reason}")
+                continue
+            writer.append(_rows_for(spec, result, out_dir, run))
+            summary.done.append(spec.clip_id)
+            summary.frames += result.source_frames
+            elapsed = time.perf_counter() - t0
+            rate = n / elapsed
+            say(f"{head}: ok in {time.perf_counter() - t:.1f} s | {rate:.2f} clips/s, "
+                f"{summary.frames / elapsed:.0f} frames/s, ETA {_fmt_eta((len(specs) - n) / rate)}")
+    write_compacted(out_dir, compact(read_rows(out_dir)))
+    summary.elapsed_s = time.perf_counter() - t0
+    return summary

@@ -1,0 +1,190 @@
+"""The corpus manifest: one row per output file, read by the Chain-of-Emotion pipeline.
+
+Files in the output folder:
+
+- ``manifest.jsonl``: one JSON object per line. During a run rows are *appended* (and flushed to
+  disk) as each clip finishes, so a run killed at any moment loses at most the clip in progress; a
+  torn last line is ignored when reading. At the end of a run the file is rewritten, atomically,
+  with one row per ``(clip_id, subset)`` (the latest wins), so reruns never duplicate rows.
+- ``manifest.parquet``: the same compacted rows (written atomically at the end of each run).
+
+Both load as they are with ``pandas.read_json(path, lines=True)``, ``pandas.read_parquet(path)`` or
+Hugging Face ``datasets.load_dataset("json" | "parquet", data_files=path)``.
+
+Columns (:data:`COLUMNS`; ``None`` where not applicable):
+
+=====================  =========================================================================
+clip_id                the clip's id (unique within a corpus)
+subset                 FM, FDM, FSM, VMM, FDAM, FSAM or AMM; ``"audio"`` for the 16 kHz wav;
+                       ``None`` for a clip that failed before any output was written
+path                   the output file, relative to the output folder (for a failed clip: the
+                       input file as given)
+clear_path             for the face-blurred subsets (FDM, FSM, FDAM, FSAM): the clip's clear
+                       version, FM (the original clear video with audio: what the CoE pipeline's
+                       stage I reads); ``None`` otherwise
+blur_level             ``"none"``, ``"light"`` (FDM, FDAM) or ``"heavy"`` (FSM, FSAM)
+kernel                 Gaussian kernel size of the face blur (15, 35 or 55), else ``None``
+duration_s, fps        output duration (seconds) and frame rate
+frames                 output frames
+width, height          output frame size
+has_audio              whether the file carries an audio track (16 kHz)
+bytes, sha256          size and SHA-256 of the file (used to verify completed clips on resume)
+label                  emotion label (Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise) or None
+dataset                source dataset name (e.g. DFEW, MAFW, FERV39k, CAER) or None
+source                 the input file
+tracking_*             subject tracking statistics of the clip (frames detected / held /
+                       without subject, and the subject status), when detection was used
+status                 ``"ok"``, ``"skipped"`` or ``"failed"``
+reason                 why, for anything but a plain success
+run                    id of the run that wrote the row (UTC time and process id)
+=====================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = [
+    "BLUR_LEVEL",
+    "COLUMNS",
+    "EMOTIONS",
+    "MANIFEST_JSONL",
+    "MANIFEST_PARQUET",
+    "ManifestWriter",
+    "compact",
+    "read_rows",
+    "write_compacted",
+]
+
+MANIFEST_JSONL = "manifest.jsonl"
+MANIFEST_PARQUET = "manifest.parquet"
+
+#: The seven emotion categories of MIME.
+EMOTIONS = ("Anger", "Disgust", "Fear", "Happy", "Neutral", "Sad", "Surprise")
+
+#: Blur level of each subset, as the CoE pipeline's Get_Blur_Level reads it.
+BLUR_LEVEL = {"FM": "none", "VMM": "none", "AMM": "none", "FDM": "light", "FDAM": "light", "FSM": "heavy",
+              "FSAM": "heavy", "audio": "none"}
+
+COLUMNS: tuple[str, ...] = (
+    "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
+    "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
+    "tracking_frames_detected", "tracking_frames_held", "tracking_frames_without_subject", "status", "reason",
+    "run",
+)
+
+
+def _row(values: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"unknown manifest columns {sorted(unknown)}")
+    return {c: values.get(c) for c in COLUMNS}
+
+
+class ManifestWriter:
+    """Appends rows to ``out_dir/manifest.jsonl``, flushed and fsynced per clip."""
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / MANIFEST_JSONL
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._repair_torn_tail()
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def _repair_torn_tail(self) -> None:
+        # A run killed mid-write can leave a last line without its newline: end it so the next
+        # appended row starts on a line of its own (the torn line is then skipped by read_rows).
+        if self.path.exists() and self.path.stat().st_size:
+            with open(self.path, "rb+") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(_row(r), ensure_ascii=False) + "\n" for r in rows)
+        self._f.write(text)
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "ManifestWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_rows(out_dir: Path) -> list[dict[str, Any]]:
+    """Every well-formed row of ``out_dir/manifest.jsonl`` in file order (torn lines skipped)."""
+    path = Path(out_dir) / MANIFEST_JSONL
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # torn by a kill during a write
+        if isinstance(obj, dict) and "clip_id" in obj:
+            rows.append(_row({k: v for k, v in obj.items() if k in COLUMNS}))
+    return rows
+
+
+def compact(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of each clip's latest run (a rerun, failed or not, supersedes older rows of that
+    clip), one per subset, ordered by clip_id and then the MIME subset order."""
+    rows = list(rows)
+    last_run = {r["clip_id"]: r["run"] for r in rows}
+    latest: dict[tuple[str, Any], dict[str, Any]] = {}
+    for r in rows:
+        if r["run"] == last_run[r["clip_id"]]:
+            latest[(r["clip_id"], r["subset"])] = r
+    order = {s: i for i, s in enumerate(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM", "audio"))}
+    return sorted(latest.values(), key=lambda r: (r["clip_id"], order.get(r["subset"], -1)))
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
+    """Rewrite manifest.jsonl with exactly ``rows`` and write manifest.parquet, both atomically."""
+    out_dir = Path(out_dir)
+
+    def jsonl(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(_row(r), ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def parquet(tmp: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pa.schema([
+            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_frames_detected",
+                                    "tracking_frames_held", "tracking_frames_without_subject")
+             else pa.float64() if c in ("duration_s", "fps")
+             else pa.bool_() if c == "has_audio"
+             else pa.string())
+            for c in COLUMNS
+        ])
+        table = pa.Table.from_pylist([_row(r) for r in rows], schema=schema)
+        pq.write_table(table, tmp)
+
+    _atomic_write(out_dir / MANIFEST_JSONL, jsonl)
+    _atomic_write(out_dir / MANIFEST_PARQUET, parquet)

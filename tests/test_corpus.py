@@ -1,0 +1,194 @@
+"""Corpus runs through the `mime-fast build` command: manifest rows, bad clips, resume, kill -9."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mime_fast import samples
+from mime_fast.cli import main
+from mime_fast.manifest import COLUMNS, read_rows
+
+SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+SMALL = ["--min-height", "0"]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """A folder of clips: two with faces (landmarks beside them), one whose subject is never
+    present (all-NaN landmarks), one corrupt file, one zero-byte file."""
+    root = tmp_path_factory.mktemp("corpus") / "in"
+    samples.make_clip(root / "a" / "happy01.mp4", duration=1.0, fps=25, size=(320, 240), seed=1)
+    samples.make_clip(root / "b" / "sad02.mp4", duration=0.8, fps=30, size=(320, 240), seed=2)
+    empty = samples.make_clip(root / "noface.mp4", duration=0.6, fps=25, size=(320, 240), seed=3)
+    np.savez(root / "noface.npz", landmarks=np.full_like(empty.landmarks, np.nan))
+    (root / "corrupt.mp4").write_bytes(os.urandom(4096))
+    (root / "empty.mp4").write_bytes(b"")
+    return root
+
+
+def manifest_rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+
+
+def test_build_folder_writes_layout_and_manifest_row_by_row(corpus: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code = main(["build", str(corpus), "--out", str(out), *SMALL])
+    printed = capsys.readouterr()
+    assert code == 1  # two clips failed
+    assert "failed 2" in printed.out and "corrupt" in printed.out and "empty" in printed.out
+    rows = manifest_rows(out)
+    assert all(list(r) == list(COLUMNS) for r in rows)
+    by = {(r["clip_id"], r["subset"]): r for r in rows}
+    assert len(by) == len(rows)  # one row per (clip, subset)
+    for clip, frames in (("happy01", 30), ("sad02", 24)):
+        for s in SUBSETS:
+            r = by[(clip, s)]
+            assert r["status"] == "ok" and r["reason"] is None
+            p = out / r["path"]
+            assert r["path"] == f"{s}/{clip}.mp4" and p.is_file()
+            assert r["bytes"] == p.stat().st_size and r["sha256"] == sha256(p)
+            assert r["frames"] == frames and r["fps"] == 30.0
+            assert abs(r["duration_s"] - frames / 30) < 1e-9
+            assert (r["width"], r["height"]) == (320, 240)
+            assert r["has_audio"] == (s in ("FM", "FDM", "FSM", "VMM"))
+            assert r["blur_level"] == {"FDM": "light", "FDAM": "light", "FSM": "heavy", "FSAM": "heavy"}.get(s, "none")
+            assert r["kernel"] == {"FDM": 15, "FDAM": 15}.get(s, r["kernel"])
+            if s in ("FSM", "FSAM"):
+                assert r["kernel"] in (35, 55)
+            assert r["clear_path"] == (f"FM/{clip}.mp4" if s in ("FDM", "FSM", "FDAM", "FSAM") else None)
+            assert r["source"].endswith(f"{clip}.mp4")
+        audio = by[(clip, "audio")]
+        assert audio["path"] == f"audio/{clip}.wav" and audio["sha256"] == sha256(out / audio["path"])
+    for clip in ("corrupt", "empty"):
+        r = by[(clip, None)]
+        assert r["status"] == "failed" and r["reason"] and r["path"].endswith(f"{clip}.mp4")
+        assert not list(out.glob(f"*/{clip}.*"))
+    assert by[("noface", "FM")]["status"] == "ok"
+    # No temporary is left anywhere, and the inputs are untouched.
+    assert not [p for p in out.rglob(".*")]
+    assert sorted(p.name for p in corpus.rglob("*") if p.is_file()) == sorted(
+        ["happy01.mp4", "happy01.npz", "sad02.mp4", "sad02.npz", "noface.mp4", "noface.npz", "corrupt.mp4", "empty.mp4"])
+
+
+def test_manifest_loads_with_pandas_and_parquet(corpus: Path, tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "out"
+    main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FDM", *SMALL])
+    a = pd.read_json(out / "manifest.jsonl", lines=True)
+    b = pd.read_parquet(out / "manifest.parquet")
+    assert list(b.columns) == list(COLUMNS) and len(a) == len(b) > 0
+    assert set(b.loc[b.status == "ok", "subset"]) == {"FM", "FDM", "audio"}
+
+
+def test_rerun_skips_complete_clips_and_redoes_damaged_ones(corpus: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL])
+    first = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    capsys.readouterr()
+    main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL])
+    err = capsys.readouterr().err
+    assert err.count("already complete") == 3  # happy01, sad02, noface; failures are retried
+    # Damage one output: the next run must notice (size/hash) and rebuild only that clip.
+    damaged = out / "FSM" / "sad02.mp4"
+    damaged.write_bytes(damaged.read_bytes()[:-100])
+    main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL])
+    err = capsys.readouterr().err
+    assert "sad02: ok" in err and err.count("already complete") == 2
+    rows = read_rows(out)
+    keys = [(r["clip_id"], r["subset"]) for r in rows]
+    assert len(keys) == len(set(keys)) and set(keys) == set(first)
+    assert sha256(damaged) == {(r["clip_id"], r["subset"]): r for r in rows}[("sad02", "FSM")]["sha256"]
+
+
+def test_list_input_with_labels_and_per_clip_errors(corpus: Path, tmp_path: Path) -> None:
+    lst = tmp_path / "clips.csv"
+    with open(lst, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "clip_id", "emotion", "dataset", "landmarks"])
+        w.writerow([corpus / "a" / "happy01.mp4", "dfew_0001", "happy", "DFEW", corpus / "a" / "happy01.npz"])
+        w.writerow([corpus / "b" / "sad02.mp4", "dfew_0001", "Sad", "DFEW", ""])  # duplicate id
+        w.writerow([corpus / "b" / "sad02.mp4", "mafw_0002", "Contempt", "MAFW", ""])  # unknown emotion
+        w.writerow([tmp_path / "missing.mp4", "caer_0003", "Fear", "CAER", ""])  # missing file
+    out = tmp_path / "out"
+    assert main(["build", str(lst), "--out", str(out), "--subsets", "FM,FDM", *SMALL]) == 1
+    rows = read_rows(out)
+    ok = [r for r in rows if r["clip_id"] == "dfew_0001" and r["status"] == "ok"]
+    assert {r["subset"] for r in ok} == {"FM", "FDM", "audio"}
+    assert all(r["label"] == "Happy" and r["dataset"] == "DFEW" for r in ok)
+    assert (out / "FDM" / "dfew_0001.mp4").is_file()
+    reasons = {r["clip_id"]: r["reason"] for r in rows if r["status"] == "failed"}
+    assert "duplicate clip id" in reasons["dfew_0001"]
+    assert "unknown emotion" in reasons["mafw_0002"] and "Contempt" in reasons["mafw_0002"]
+    assert "not found" in reasons["caer_0003"]
+
+
+def test_kill_and_resume(corpus: Path, tmp_path: Path) -> None:
+    # kill -9 the build in the middle of a clip, then rerun: complete, no duplicated rows, no
+    # temporaries, every file matching its row.
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(corpus), "--out", str(out), *SMALL]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    killed_mid_clip = False
+    while time.time() < deadline and proc.poll() is None:
+        # After the first finished clip, kill while the next one has temporary outputs on disk.
+        done = (out / "manifest.jsonl").exists() and '"ok"' in (out / "manifest.jsonl").read_text()
+        if done and any(".tmp-" in p.name for p in out.rglob(".*")):
+            proc.send_signal(signal.SIGKILL)
+            killed_mid_clip = True
+            break
+        time.sleep(0.005)
+    proc.wait()
+    assert killed_mid_clip, "the build finished before it could be killed mid-clip"
+    assert any(".tmp-" in p.name for p in out.rglob(".*"))  # the kill left temporaries behind
+    assert main(["build", str(corpus), "--out", str(out), *SMALL]) == 1  # corrupt/empty still fail
+    rows = read_rows(out)
+    keys = [(r["clip_id"], r["subset"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert {r["clip_id"] for r in ok} == {"happy01", "sad02", "noface"}
+    for r in ok:
+        assert sha256(out / r["path"]) == r["sha256"]
+    assert not [p for p in out.rglob(".*")]
+
+
+def test_summary_table(corpus: Path, tmp_path: Path, capsys) -> None:
+    lst = tmp_path / "clips.jsonl"
+    lst.write_text("\n".join(json.dumps(r) for r in [
+        {"path": str(corpus / "a" / "happy01.mp4"), "emotion": "Happy"},
+        {"path": str(corpus / "b" / "sad02.mp4"), "emotion": "Sad"},
+    ]) + "\n")
+    out = tmp_path / "out"
+    assert main(["build", str(lst), "--out", str(out), *SMALL]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    header = table[0].split()
+    assert header == ["emotion", *SUBSETS]
+    happy = dict(zip(header[1:], table[1].split()[1:]))
+    assert table[1].startswith("Happy") and all(v == "1" for v in happy.values())
+    assert table[2].startswith("Sad")
+    total = table[3].split()
+    assert total[0] == "total" and all(v == "2" for v in total[1:])
+    means = table[4].split()
+    assert means[:2] == ["mean", "s"] and float(means[2]) == pytest.approx((1.0 + 0.8) / 2, abs=0.02)
+
+
+def test_bad_input_argument(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["build", str(tmp_path / "nothing.txt"), "--out", str(tmp_path / "o")])

@@ -29,6 +29,9 @@ def _build(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=2, help="libx264 threads per output")
     ap.add_argument("--feather", type=float, default=None, help="mask feather in px (default: automatic)")
     ap.add_argument("--margin", type=float, default=0.0, help="grow the face hull by this many px")
+    ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
+    ap.add_argument("--ray-address", default=None, help="Ray cluster address (default: ray.init()'s choice)")
+    ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, help="CPUs each clip task reserves")
     args = ap.parse_args(argv)
     try:
         specs = discover(args.input, exclude=args.out)
@@ -41,6 +44,7 @@ def _build(argv: list[str]) -> int:
                     fdm_kernel=args.fdm_kernel, min_height=args.min_height, crf=args.crf, preset=args.preset,
                     threads=args.threads, feather=args.feather, margin=args.margin)
     summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
+                         use_ray=args.ray, ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
                          **settings)
     print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
           f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")

@@ -262,11 +262,21 @@ def _failed_row(spec: ClipSpec, reason: str, run: str) -> dict[str, Any]:
             "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
-def _build_one(spec: ClipSpec, out_dir: Path, subsets: list[str], settings: dict[str, Any]):
+def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
+                  run: str) -> tuple[list[dict[str, Any]], str | None, int]:
+    """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
+    bad clip. Runs in the driver (local runs) or in a Ray worker."""
+    if spec.error:
+        return [_failed_row(spec, spec.error, run)], spec.error, 0
     from .subsets import build_subsets
 
-    return build_subsets(spec.path, out_dir, landmarks=spec.landmarks, subsets=subsets, clip_id=spec.clip_id,
-                         **settings)
+    try:
+        result = build_subsets(spec.path, out_dir, landmarks=spec.landmarks, subsets=codes, clip_id=spec.clip_id,
+                               **settings)
+    except Exception as exc:  # one bad clip never stops the batch
+        reason = str(exc) or type(exc).__name__
+        return [_failed_row(spec, reason, run)], reason, 0
+    return _rows_for(spec, result, out_dir, run), None, result.source_frames
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -280,11 +290,20 @@ def run_corpus(
     *,
     subsets: Iterable[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    use_ray: bool = False,
+    ray_address: str | None = None,
+    ray_cpus_per_clip: float = 1.0,
     **settings: Any,
 ) -> CorpusSummary:
     """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
     compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`.
-    ``progress`` receives one line per clip (default: stderr)."""
+    ``progress`` receives one line per clip (default: stderr).
+
+    With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
+    (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task
+    reserving ``ray_cpus_per_clip`` CPUs. Workers write the outputs, so ``out_dir`` must be a path
+    every worker sees (a shared filesystem on a multi-machine cluster); the driver writes the
+    manifest. Outputs and manifest are the same as a local run's."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     codes = [str(c).upper() for c in (subsets or ALL_SUBSETS)]
@@ -294,41 +313,66 @@ def run_corpus(
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     clean_stale_temporaries(out_dir)
-    previous = compact(read_rows(out_dir))
     prev_by_clip: dict[str, list[dict[str, Any]]] = {}
-    for r in previous:
+    for r in compact(read_rows(out_dir)):
         prev_by_clip.setdefault(r["clip_id"], []).append(r)
 
     summary = CorpusSummary()
+    pending = []
+    for spec in specs:
+        if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
+            summary.skipped.append(spec.clip_id)
+            say(f"{spec.clip_id}: already complete, skipped")
+        else:
+            pending.append(spec)
     t0 = time.perf_counter()
+    results = (_ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip) if use_ray
+               else (_process_clip(spec, out_dir, codes, settings, run) for spec in pending))
     with ManifestWriter(out_dir) as writer:
-        for n, spec in enumerate(specs, 1):
-            head = f"[{n}/{len(specs)}] {spec.clip_id}"
-            if spec.error:
-                writer.append([_failed_row(spec, spec.error, run)])
-                summary.failed[spec.clip_id] = spec.error
-                say(f"{head}: failed: {spec.error}")
-                continue
-            if spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
-                summary.skipped.append(spec.clip_id)
-                say(f"{head}: already complete, skipped")
-                continue
-            t = time.perf_counter()
-            try:
-                result = _build_one(spec, out_dir, codes, settings)
-            except Exception as exc:  # one bad clip never stops the batch
-                reason = str(exc) or type(exc).__name__
-                writer.append([_failed_row(spec, reason, run)])
-                summary.failed[spec.clip_id] = reason
+        for n, (rows, reason, frames) in enumerate(results, 1):
+            clip_id = rows[0]["clip_id"]
+            writer.append(rows)
+            head = f"[{n}/{len(pending)}] {clip_id}"
+            if reason is not None:
+                summary.failed[clip_id] = reason
                 say(f"{head}: failed: {reason}")
                 continue
-            writer.append(_rows_for(spec, result, out_dir, run))
-            summary.done.append(spec.clip_id)
-            summary.frames += result.source_frames
+            summary.done.append(clip_id)
+            summary.frames += frames
             elapsed = time.perf_counter() - t0
             rate = n / elapsed
-            say(f"{head}: ok in {time.perf_counter() - t:.1f} s | {rate:.2f} clips/s, "
-                f"{summary.frames / elapsed:.0f} frames/s, ETA {_fmt_eta((len(specs) - n) / rate)}")
+            say(f"{head}: ok | {rate:.2f} clips/s, {summary.frames / elapsed:.0f} frames/s, "
+                f"ETA {_fmt_eta((len(pending) - n) / rate)}")
     write_compacted(out_dir, compact(read_rows(out_dir)))
     summary.elapsed_s = time.perf_counter() - t0
     return summary
+
+
+def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+                 address: str | None, cpus_per_clip: float):
+    """Yield _process_clip results computed by Ray Data tasks, as they complete."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RuntimeError("use_ray needs Ray: pip install 'mime_fast[ray]'") from exc
+    if not pending:
+        return
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    items = [{"spec": json.dumps({"clip_id": s.clip_id, "path": str(s.path), "label": s.label, "dataset": s.dataset,
+                                  "landmarks": str(s.landmarks) if s.landmarks else None, "error": s.error})}
+             for s in pending]
+    out = str(out_dir.resolve())
+
+    def task(item: dict[str, Any]) -> dict[str, Any]:
+        d = json.loads(item["spec"])
+        spec = ClipSpec(d["clip_id"], Path(d["path"]), d["label"], d["dataset"],
+                        Path(d["landmarks"]) if d["landmarks"] else None, d["error"])
+        rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run)
+        return {"rows": json.dumps(rows), "reason": reason or "", "frames": frames}
+
+    import ray.data
+
+    ds = ray.data.from_items(items, override_num_blocks=len(items)).map(task, num_cpus=cpus_per_clip)
+    for r in ds.iter_rows():
+        yield json.loads(r["rows"]), (r["reason"] or None), int(r["frames"])

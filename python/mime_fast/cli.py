@@ -3,6 +3,7 @@
     mime-fast demo [--out DIR]                   the seven MIME subsets of a sample clip, offline
     mime-fast build INPUT --out DIR [options]    a corpus: folder or CSV/JSONL list -> subsets + manifest
     mime-fast summary DIR                        clips per emotion x subset, mean durations per subset
+    mime-fast preview CLIP_ID --dir DIR          PNG contact sheet of a clip's subsets
     mime-fast info                               version, CUDA status, CPU threads
 """
 
@@ -83,10 +84,34 @@ def _summary(argv: list[str]) -> int:
     return 0
 
 
+def _preview(argv: list[str]) -> int:
+    from .preview import SUBSETS, write_contact_sheet
+
+    ap = argparse.ArgumentParser(prog="mime-fast preview", description="PNG contact sheet of a clip's seven subsets.")
+    ap.add_argument("clip", help="clip id (with --dir) or the path of one of its outputs, e.g. OUT/FSM/<id>.mp4")
+    ap.add_argument("--dir", type=Path, default=None, help="output folder of mime-fast build")
+    ap.add_argument("--times", type=int, default=4, help="time points (columns)")
+    ap.add_argument("--out", type=Path, default=None, help="PNG to write (default: DIR/previews/<id>.png)")
+    args = ap.parse_args(argv)
+    clip, out_dir = args.clip, args.dir
+    p = Path(clip)
+    if out_dir is None and p.suffix == ".mp4" and p.parent.name in SUBSETS:
+        out_dir, clip = p.parent.parent, p.stem
+    if out_dir is None:
+        ap.error("give --dir OUT with a clip id, or the path of an output file")
+    try:
+        png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"mime-fast preview: {exc}", file=sys.stderr)
+        return 2
+    print(png)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="mime-fast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["demo", "build", "summary", "info"])
+    ap.add_argument("command", choices=["demo", "build", "summary", "preview", "info"])
     args, rest = ap.parse_known_args(argv)
     if args.command == "demo":
         from .demo import main as demo_main
@@ -96,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return _build(rest)
     if args.command == "summary":
         return _summary(rest)
+    if args.command == "preview":
+        return _preview(rest)
     import mime_fast
 
     print(f"mime_fast {mime_fast.__version__}")

@@ -1,0 +1,167 @@
+"""Contact sheets for looking rather than reading: one row per MIME subset (FM, FDM, FSM, VMM,
+FDAM, FSAM, AMM), one column per time point, each tile labelled, with the outline of the blurred
+face region drawn in yellow (found where the FSM frame differs from the FM frame) and a bar under the
+label that is green when the subset has audio and grey when it has none.
+
+    mime-fast preview CLIP_ID --dir OUT [--times 4] [--out sheet.png]
+    mime-fast preview OUT/FSM/CLIP_ID.mp4
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["contact_sheet", "write_contact_sheet"]
+
+SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+
+# 5 x 7 bitmap glyphs for the labels (rows top to bottom, bit 4 = leftmost column).
+_GLYPHS = {
+    "A": (0x0E, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11), "D": (0x1E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1E),
+    "F": (0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x10), "M": (0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11),
+    "S": (0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E), "V": (0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04),
+    "0": (0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E), "1": (0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E),
+    "2": (0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F), "3": (0x1E, 0x01, 0x01, 0x0E, 0x01, 0x01, 0x1E),
+    "4": (0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02), "5": (0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E),
+    "6": (0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E), "7": (0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08),
+    "8": (0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E), "9": (0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C),
+    ".": (0, 0, 0, 0, 0, 0x0C, 0x0C), "s": (0, 0, 0x0F, 0x10, 0x0E, 0x01, 0x1E), " ": (0,) * 7,
+}
+
+
+def _draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:
+    for ch in text:
+        glyph = _GLYPHS.get(ch, _GLYPHS[" "])
+        for r, bits in enumerate(glyph):
+            for c in range(5):
+                if bits & (0x10 >> c):
+                    img[y + r * scale : y + (r + 1) * scale, x + c * scale : x + (c + 1) * scale] = color
+        x += 6 * scale
+
+
+def _frames_at(path: Path, n: int) -> tuple[list[np.ndarray], list[float], bool]:
+    import av
+
+    with av.open(str(path)) as c:
+        has_audio = len(c.streams.audio) > 0
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    if not frames:
+        raise ValueError(f"{path}: no video frames")
+    idx = np.linspace(0, len(frames) - 1, n).round().astype(int) if n > 1 else np.array([len(frames) // 2])
+    return [frames[i] for i in idx], [i / 30.0 for i in idx], has_audio
+
+
+def _dense(changed: np.ndarray, r: int = 6, share: float = 0.35) -> np.ndarray:
+    """Pixels whose (2r+1)^2 neighbourhood is mostly changed: drops the isolated differences that
+    coding noise leaves outside the blurred region."""
+    c = np.pad(changed.astype(np.int32), ((r + 1, r), (r + 1, r))).cumsum(0).cumsum(1)
+    k = 2 * r + 1
+    box = c[k:, k:] - c[:-k, k:] - c[k:, :-k] + c[:-k, :-k]
+    return box >= share * k * k
+
+
+def _largest_blob(mask: np.ndarray, cell: int = 4) -> np.ndarray:
+    """``mask`` restricted to its largest 8-connected component, found on a ``cell``-times coarser
+    grid (a flood fill over the set cells only)."""
+    from collections import deque
+
+    h, w = mask.shape
+    gh, gw = -(-h // cell), -(-w // cell)
+    grid = np.zeros((gh * cell, gw * cell), bool)
+    grid[:h, :w] = mask
+    grid = grid.reshape(gh, cell, gw, cell).any(axis=(1, 3))
+    label = np.zeros(grid.shape, np.int32)
+    sizes = [0]
+    for start in zip(*np.nonzero(grid)):
+        if label[start]:
+            continue
+        sizes.append(0)
+        n = len(sizes) - 1
+        label[start] = n
+        todo = deque([start])
+        while todo:
+            y, x = todo.popleft()
+            sizes[n] += 1
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    yy, xx = y + dy, x + dx
+                    if 0 <= yy < gh and 0 <= xx < gw and grid[yy, xx] and not label[yy, xx]:
+                        label[yy, xx] = n
+                        todo.append((yy, xx))
+    if len(sizes) == 1:
+        return mask
+    keep = np.repeat(np.repeat(label == int(np.argmax(sizes)), cell, 0), cell, 1)[:h, :w]
+    return mask & keep
+
+
+def _filled(changed: np.ndarray) -> np.ndarray:
+    """The region between the first and last changed pixel of every row and of every column (the
+    blurred face hull is convex, while smooth skin barely changes under blur)."""
+    h, w = changed.shape
+    out = np.ones_like(changed)
+    for axis, n in ((1, w), (0, h)):
+        any_ = changed.any(axis=axis)
+        first = changed.argmax(axis=axis)
+        last = n - 1 - np.flip(changed, axis=axis).argmax(axis=axis)
+        pos = np.arange(n)
+        fill = (pos[None, :] >= first[:, None]) & (pos[None, :] <= last[:, None]) & any_[:, None]
+        out &= fill if axis == 1 else fill.T
+    return out
+
+
+def _outline(changed: np.ndarray) -> np.ndarray:
+    """Boundary pixels of a boolean region (pixels of the region with a 4-neighbour outside it)."""
+    inner = changed.copy()
+    inner[1:] &= changed[:-1]
+    inner[:-1] &= changed[1:]
+    inner[:, 1:] &= changed[:, :-1]
+    inner[:, :-1] &= changed[:, 1:]
+    edge = changed & ~inner
+    thick = edge.copy()  # two pixels wide, visible after downscaling
+    thick[1:] |= edge[:-1]
+    thick[:, 1:] |= edge[:, :-1]
+    return thick
+
+
+def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_width: int = 320) -> np.ndarray:
+    """The sheet as an RGB array (rows: subsets present on disk, columns: ``times`` time points)."""
+    out_dir = Path(out_dir)
+    present = [s for s in SUBSETS if (out_dir / s / f"{clip_id}.mp4").is_file()]
+    if not present:
+        raise FileNotFoundError(f"no subset of clip {clip_id!r} under {out_dir}")
+    decoded = {s: _frames_at(out_dir / s / f"{clip_id}.mp4", times) for s in present}
+    region = None
+    if "FM" in decoded and "FSM" in decoded:  # the blurred face region, per time point
+        region = [_filled(_largest_blob(_dense(np.abs(a.astype(np.int16) - b).max(axis=2) > 8)))
+                  for a, b in zip(decoded["FM"][0], decoded["FSM"][0])]
+    h, w = decoded[present[0]][0][0].shape[:2]
+    step = max(1, int(np.ceil(w / tile_width)))
+    th, tw = -(-h // step), -(-w // step)
+    label_w, pad, header = 90, 4, 24
+    sheet = np.full((header + len(present) * (th + pad), label_w + times * (tw + pad), 3), 24, np.uint8)
+    for j, t in enumerate(decoded[present[0]][1]):
+        _draw_text(sheet, f"{t:.1f}s", label_w + j * (tw + pad) + 4, 5)
+    for i, s in enumerate(present):
+        frames, _, has_audio = decoded[s]
+        y = header + i * (th + pad)
+        _draw_text(sheet, s, 6, y + th // 2 - 10)
+        sheet[y + th // 2 + 8 : y + th // 2 + 14, 6:60] = (60, 200, 80) if has_audio else (90, 90, 90)
+        for j, f in enumerate(frames):
+            tile = f[::step, ::step].copy()
+            if region is not None and s != "VMM" and j < len(region):
+                tile[_outline(region[j][::step, ::step])] = (255, 220, 0)
+            x = label_w + j * (tw + pad)
+            sheet[y : y + tile.shape[0], x : x + tile.shape[1]] = tile
+    return sheet
+
+
+def write_contact_sheet(out_dir: str | Path, clip_id: str, png: str | Path | None = None, *, times: int = 4) -> Path:
+    """Write the contact sheet of ``clip_id`` (default: ``out_dir/previews/<clip_id>.png``)."""
+    from .demo import write_png
+
+    png = Path(png) if png is not None else Path(out_dir) / "previews" / f"{clip_id}.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    write_png(png, contact_sheet(out_dir, clip_id, times=times))
+    return png

@@ -1,0 +1,63 @@
+"""`mime-fast preview`: the contact sheet shows every subset, the blurred region and audio presence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mime_fast import build_subsets, samples
+from mime_fast.cli import main
+from mime_fast.preview import SUBSETS, contact_sheet
+
+YELLOW = np.array([255, 220, 0], np.uint8)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    d = tmp_path_factory.mktemp("preview")
+    clip = samples.make_clip(d / "src" / "p1.mp4", duration=1.0, fps=25, size=(320, 240), seed=4)
+    build_subsets(clip.path, d / "out", landmarks=clip.landmarks, min_height=0)
+    return d / "out", clip
+
+
+def tile(sheet: np.ndarray, row: int, col: int, h: int = 240, w: int = 320) -> np.ndarray:
+    y, x = 24 + row * (h + 4), 90 + col * (w + 4)
+    return sheet[y : y + h, x : x + w]
+
+
+def test_sheet_layout_outline_and_audio_bars(built) -> None:
+    out, clip = built
+    sheet = contact_sheet(out, "p1", times=3)
+    assert sheet.shape == (24 + 7 * 244, 90 + 3 * 324, 3)
+    for row, code in enumerate(SUBSETS):
+        bar = sheet[24 + row * 244 + 120 + 8, 10]
+        assert tuple(bar) == ((60, 200, 80) if code in ("FM", "FDM", "FSM", "VMM") else (90, 90, 90)), code
+        for col in range(3):
+            t = tile(sheet, row, col)
+            yellow = np.all(t == YELLOW, axis=2)
+            if code == "VMM":
+                assert t.max() <= 8 and not yellow.any()
+                continue
+            # The outline surrounds the true face box (a few stray pixels from coding noise may
+            # appear elsewhere: the bulk of the outline is checked).
+            i = (int(np.linspace(0, 29, 3).round()[col]) * 25) // 30
+            x, y, w, h = clip.boxes[i]
+            ys, xs = np.nonzero(yellow)
+            assert len(xs) > 50, (code, col)
+            x5, x95 = np.percentile(xs, [5, 95])
+            y5, y95 = np.percentile(ys, [5, 95])
+            assert x - 0.3 * w <= x5 < x + 0.3 * w and x + 0.7 * w < x95 <= x + 1.3 * w, (code, col)
+            assert y - 0.3 * h <= y5 < y + 0.4 * h and y + 0.6 * h < y95 <= y + 1.3 * h, (code, col)
+
+
+def test_cli_preview_from_output_path_and_errors(built, tmp_path: Path, capsys) -> None:
+    out, _ = built
+    png = tmp_path / "sheet.png"
+    assert main(["preview", str(out / "FSM" / "p1.mp4"), "--out", str(png)]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG") and str(png) in capsys.readouterr().out
+    assert main(["preview", "p1", "--dir", str(out)]) == 0
+    assert (out / "previews" / "p1.png").is_file()
+    assert main(["preview", "nope", "--dir", str(out)]) == 2
+    assert "no subset of clip 'nope'" in capsys.readouterr().err

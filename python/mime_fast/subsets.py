@@ -107,6 +107,13 @@ class Settings:
     feather, margin
         Passed to :func:`mime_fast.ops.hull_mask` (``feather=None``: the op's automatic feather,
         proportional to the face size; ``margin`` px grows the hull).
+    device
+        Where the mask and blur operators run: ``"cpu"`` or ``"cuda"`` (:mod:`mime_fast.ops`; the
+        outputs are the same bytes on both).
+    hold_s, detect_size
+        Only without ``landmarks=`` (automatic detection, :func:`mime_fast.landmarks.detect_subject`):
+        how long (s) an undetected subject stays masked next to a detection (0.5), and the longer
+        side of the frame given to the face detector (384 px).
     """
 
     fps: int = 30
@@ -121,6 +128,9 @@ class Settings:
     feather: float | None = None
     margin: float = 0.0
     queue_size: int = 4
+    hold_s: float = 0.5
+    detect_size: int | None = 384
+    device: str = "cpu"
 
     def __post_init__(self):
         if int(self.fps) <= 0:
@@ -131,6 +141,13 @@ class Settings:
             raise ValueError(f'fsm_kernel must be 55, 35 or "auto", got {self.fsm_kernel!r}')
         if int(self.fdm_kernel) < 1 or int(self.fdm_kernel) % 2 == 0:
             raise ValueError("fdm_kernel must be a positive odd integer")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f'device must be "cpu" or "cuda", got {self.device!r}')
+        if self.device == "cuda":
+            from . import cuda_available, cuda_status
+
+            if not cuda_available():
+                raise RuntimeError(f"device='cuda' requested but {cuda_status()}")
         if int(self.queue_size) < 0:
             raise ValueError("queue_size must be >= 0")
         if int(self.threads) < 1:
@@ -175,6 +192,10 @@ class ClipResult:
     fdm_kernel: int | None = None
     settings: Settings | None = None
     elapsed_s: float = 0.0
+    #: :class:`mime_fast.detect.TrackingStats` when the subject was found automatically (no
+    #: ``landmarks=``): frames detected / interpolated / held / without the subject, status
+    #: ``"ok"`` or ``"no subject"``; ``None`` with given landmarks.
+    tracking: object | None = None
 
     @property
     def ok(self) -> bool:
@@ -223,11 +244,11 @@ def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings) 
     """One mask, one fused blur call -> one frame per kernel (the source itself when no face)."""
     if pts is None or not kernels:
         return [rgb] * len(kernels)
-    mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin)
+    mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin, device=st.device)
     if bbox[2] == 0 or bbox[3] == 0:
         return [rgb] * len(kernels)
     uniq = sorted(set(kernels))
-    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=tuple(int(v) for v in bbox))
+    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=tuple(int(v) for v in bbox), device=st.device)
     by_k = dict(zip(uniq, outs))
     return [by_k[k] for k in kernels]
 
@@ -374,13 +395,15 @@ def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fd
 def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, Settings]:
     st = settings if isinstance(settings, Settings) else Settings.from_kwargs(**settings)
     src = Path(src)
-    if landmarks is None:
-        raise ValueError("automatic subject detection is not available yet; pass landmarks=")
-    provider = as_provider(landmarks)
+    provider = None if landmarks is None else as_provider(landmarks)
     info = probe(src)
     if min(info.width, info.height) < st.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
                              f"shorter side < min_height={st.min_height}")
+    if provider is None:  # automatic: detection + tracking with the offline model stack
+        from .landmarks import detect_subject
+
+        provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size)
     nf = getattr(provider, "num_frames", None)
     if nf is not None and nf != info.video_frames:
         raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "
@@ -397,7 +420,11 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
 
     ``landmarks``: ``(decoded source frames, N, 2)`` array of ``(x, y)`` points in displayed-frame
     pixels (NaN rows where the subject is absent), a ``.npz``/``.json`` path, or a provider
-    (:mod:`mime_fast.landmarks`).  ``None`` raises ``ValueError``: automatic detection comes later.
+    (:mod:`mime_fast.landmarks`).  ``None`` (default): the subject is detected and tracked with the
+    offline model stack (:func:`mime_fast.landmarks.detect_subject`, a first decode pass) and
+    :attr:`ClipResult.tracking` reports the frames detected / interpolated / held / without the
+    subject; a clip without any face gets status ``"no subject"``: FM, VMM and AMM are written,
+    FDM, FSM, FDAM and FSAM are skipped with that reason.
     ``subsets``: codes among FM, FDM, FSM, VMM, FDAM, FSAM, AMM (default all).  ``settings``: see
     :class:`Settings`.
 
@@ -417,10 +444,17 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
         if p.resolve() == src.resolve():
             raise ValueError(f"output {p} would overwrite the input")
     fsm_k = choose_fsm_kernel(st.fsm_kernel, provider)
+    tracking = getattr(provider, "stats", None)
     result = ClipResult(clip_id=clip_id, source=info, settings=st, fsm_kernel=fsm_k,
-                        fdm_kernel=int(st.fdm_kernel))
-    _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav",
-         int(st.fdm_kernel), fsm_k, result)
+                        fdm_kernel=int(st.fdm_kernel), tracking=tracking)
+    if tracking is not None and tracking.status == "no subject":
+        for c in [c for c in codes if REMUXED_FROM.get(c, c) in ("FDM", "FSM")]:
+            result.status[c] = SubsetStatus(c, "skipped", "no subject: no face found in any frame")
+            codes.remove(c)
+            del finals[c]
+    if codes:
+        _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav",
+             int(st.fdm_kernel), fsm_k, result)
     result.elapsed_s = time.perf_counter() - t_start
     return result
 
@@ -445,6 +479,9 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
             raise ValueError(f"kernel must be a positive odd integer, got {k}")
     if code == "VMM" and not info.has_audio:
         raise ClipError(src, "VMM needs audio and the source has no audio")
+    tracking = getattr(provider, "stats", None)
+    if tracking is not None and tracking.status == "no subject" and base in ("FDM", "FSM"):
+        raise ClipError(src, f"{code} needs a subject and no face was found in any frame")
     result = ClipResult(clip_id=src.stem, source=info, settings=st, fsm_kernel=fsm_k, fdm_kernel=fdm_k)
     _run(src, info, provider, st, [code], {code: dst}, None, fdm_k, fsm_k, result)
     return dst

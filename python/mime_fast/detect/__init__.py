@@ -12,8 +12,9 @@ Quick use::
 
 from __future__ import annotations
 
-from . import models, selection
+from . import models, selection, tracking
 from .models import *  # noqa: F403 - the interface, result types and the offline stack
 from .selection import *  # noqa: F403 - the score terms and select_primary_subject
+from .tracking import *  # noqa: F403 - SubjectTracker, fill_gaps, TrackingStats
 
-__all__ = [*models.__all__, *selection.__all__]
+__all__ = [*models.__all__, *selection.__all__, *tracking.__all__]

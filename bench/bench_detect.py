@@ -1,0 +1,116 @@
+"""Automatic subject detection on a 10 s 720p clip (the astronaut composite, 25 fps, audio) with
+the offline model stack: source frames per second of the detection + tracking pass alone
+(decode, detect, landmarks, embeddings; :func:`mime_fast.landmarks.detect_subject`), and of
+end-to-end ``build_subsets`` with all seven subsets and no ``landmarks=`` (detection pass, then the
+one-pass pipeline), with the share of time per stage.  Writes bench/results/detect-cpu.json.
+
+Stage times: detect / landmarks / embed / persons are summed inside the tracker (perf_counter
+around each model call); decode is the detection pass minus the model time; mask+blur and encode
+come from a second run of the pipeline with the detected hulls given as landmarks, where the
+masking (ops.hull_mask + ops.blur_in_mask) is timed and encode is the rest (decode, standardise,
+libx264 x 3 + AAC, remux).
+
+    python bench/bench_detect.py [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from _harness import parse_args, save
+
+import mime_fast
+from mime_fast import build_subsets, ops
+from mime_fast.landmarks import default_stack, detect_subject
+from mime_fast.samples import make_clip
+
+
+def main() -> None:
+    args = parse_args(__doc__, repeats=2)
+    stack = default_stack()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        clip = make_clip(tmp / "face10.mp4", duration=10.0, fps=25, size=(1280, 720), audio=True)
+        detect_s, e2e_s, timers_all, stats = [], [], [], None
+        masked_s, pipeline_s = [], []
+        n_src = 0
+        for rep in range(args.repeats):
+            timers: dict = {}
+            t = time.perf_counter()
+            prov = detect_subject(clip.path, stack=stack, timers=timers)
+            detect_s.append(time.perf_counter() - t)
+            timers_all.append(timers)
+            stats = prov.stats
+            n_src = prov.num_frames
+
+            t = time.perf_counter()
+            r = build_subsets(clip.path, tmp / f"e2e{rep}")
+            e2e_s.append(time.perf_counter() - t)
+            assert r.tracking.status == "ok" and len(r.outputs) == 7
+
+            # the pipeline alone with the same hulls, timing the masking calls
+            acc = {"t": 0.0}
+            hm, bm = ops.hull_mask, ops.blur_in_mask
+
+            def timed(fn):
+                def w(*a, **k):
+                    t0 = time.perf_counter()
+                    try:
+                        return fn(*a, **k)
+                    finally:
+                        acc["t"] += time.perf_counter() - t0
+                return w
+
+            ops.hull_mask, ops.blur_in_mask = timed(hm), timed(bm)
+            try:
+                t = time.perf_counter()
+                build_subsets(clip.path, tmp / f"pipe{rep}", landmarks=prov)
+                pipeline_s.append(time.perf_counter() - t)
+            finally:
+                ops.hull_mask, ops.blur_in_mask = hm, bm
+            masked_s.append(acc["t"])
+            print(f"repeat {rep}: detection pass {detect_s[-1]:.1f} s ({n_src / detect_s[-1]:.1f} fps), "
+                  f"end to end {e2e_s[-1]:.1f} s ({n_src / e2e_s[-1]:.1f} fps), pipeline alone {pipeline_s[-1]:.1f} s")
+
+    def med(v):
+        return sorted(v)[len(v) // 2]
+
+    i = detect_s.index(med(detect_s))
+    tm = timers_all[i]
+    model_s = sum(tm.values())
+    stages = {
+        "decode (detection pass)": max(0.0, med(detect_s) - model_s),
+        "detect": tm.get("detect", 0.0),
+        "landmarks": tm.get("landmarks", 0.0),
+        "embed": tm.get("embed", 0.0),
+        "persons (selection only)": tm.get("persons", 0.0),
+        "mask+blur": med(masked_s),
+        "encode (decode, standardise, 3 x libx264, AAC, remux)": max(0.0, med(pipeline_s) - med(masked_s)),
+    }
+    total = sum(stages.values())
+    payload = {
+        "clip": {"size": [1280, 720], "fps_in": 25, "seconds": 10.0, "source_frames": n_src, "audio": "48 kHz stereo"},
+        "detect_size": 384,
+        "threads": {"mime_fast": mime_fast.num_threads()},
+        "detection_pass_s": detect_s,
+        "end_to_end_s": e2e_s,
+        "pipeline_with_given_hulls_s": pipeline_s,
+        "source_fps_detection": n_src / med(detect_s),
+        "source_fps_end_to_end": n_src / med(e2e_s),
+        "source_fps_pipeline_alone": n_src / med(pipeline_s),
+        "target_source_fps_end_to_end": 30.0,
+        "stage_seconds": stages,
+        "stage_share": {k: v / total for k, v in stages.items()},
+        "per_frame_ms": {k: 1e3 * v / n_src for k, v in stages.items()},
+        "tracking": stats.as_dict() if stats is not None else None,
+    }
+    path = save("detect", payload, args.device)
+    print(f"detection {payload['source_fps_detection']:.1f} fps, end to end {payload['source_fps_end_to_end']:.1f} fps "
+          f"(target 30); shares: " + ", ".join(f"{k.split(' ')[0]} {100 * v:.0f}%" for k, v in payload["stage_share"].items()))
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

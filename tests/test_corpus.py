@@ -95,6 +95,21 @@ def test_manifest_loads_with_pandas_and_parquet(corpus: Path, tmp_path: Path) ->
     assert set(b.loc[b.status == "ok", "subset"]) == {"FM", "FDM", "audio"}
 
 
+def test_manifest_loads_with_hugging_face_datasets(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    out = tmp_path / "out"
+    main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL])
+    cache = str(tmp_path / "hf-cache")
+    a = datasets.load_dataset("json", data_files=str(out / "manifest.jsonl"), split="train", cache_dir=cache)
+    b = datasets.load_dataset("parquet", data_files=str(out / "manifest.parquet"), split="train", cache_dir=cache)
+    rows = read_rows(out)
+    assert len(a) == len(b) == len(rows) and b.column_names == list(COLUMNS)
+    fsm = [r for r in b if r["subset"] == "FSM" and r["status"] == "ok"]
+    assert fsm and all(r["blur_level"] == "heavy" and r["clear_path"].startswith("FM/") for r in fsm)
+
+
 def test_rerun_skips_complete_clips_and_redoes_damaged_ones(corpus: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     main(["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL])

@@ -12,27 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
-
-
-def write_png(path: Path, img: np.ndarray) -> None:
-    """Minimal PNG writer (RGB or gray uint8), written to a temporary name and renamed."""
-    h = img.shape[0]
-    color = 2 if img.ndim == 3 else 0
-    raw = b"".join(b"\x00" + np.ascontiguousarray(img[y]).tobytes() for y in range(h))
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", img.shape[1], h, 8, color, 0, 0, 0))
-    png += chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(png)
-    tmp.replace(path)
 
 
 def middle_frame(path: Path) -> np.ndarray:
@@ -49,6 +31,7 @@ def run(out: Path, seconds: float = 3.0) -> int:
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise SystemExit(f"the demo needs scikit-image for its sample face: pip install 'mime_fast[demo]' ({exc})")
     from .corpus import discover, run_corpus
+    from .preview import write_png
     from .manifest import compact, read_rows
 
     src_dir = out / "sources"

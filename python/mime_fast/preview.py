@@ -9,11 +9,13 @@ label that is green when the subset has audio and grey when it has none.
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["contact_sheet", "write_contact_sheet"]
+__all__ = ["contact_sheet", "write_contact_sheet", "write_png"]
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 
@@ -29,6 +31,22 @@ _GLYPHS = {
     "8": (0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E), "9": (0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C),
     ".": (0, 0, 0, 0, 0, 0x0C, 0x0C), "s": (0, 0, 0x0F, 0x10, 0x0E, 0x01, 0x1E), " ": (0,) * 7,
 }
+
+
+def write_png(path: Path, img: np.ndarray) -> None:
+    """Minimal PNG writer (RGB or gray uint8), written to a temporary name and renamed."""
+    h = img.shape[0]
+    color = 2 if img.ndim == 3 else 0
+    raw = b"".join(b"\x00" + np.ascontiguousarray(img[y]).tobytes() for y in range(h))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", img.shape[1], h, 8, color, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(png)
+    tmp.replace(path)
 
 
 def _draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:
@@ -159,8 +177,6 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
 
 def write_contact_sheet(out_dir: str | Path, clip_id: str, png: str | Path | None = None, *, times: int = 4) -> Path:
     """Write the contact sheet of ``clip_id`` (default: ``out_dir/previews/<clip_id>.png``)."""
-    from .demo import write_png
-
     png = Path(png) if png is not None else Path(out_dir) / "previews" / f"{clip_id}.png"
     png.parent.mkdir(parents=True, exist_ok=True)
     write_png(png, contact_sheet(out_dir, clip_id, times=times))

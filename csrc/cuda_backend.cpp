@@ -12,6 +12,7 @@
 #include "../kernels/launch.hpp"
 #include "ops/blur_in_mask.hpp"
 #include "ops/gaussian_blur.hpp"
+#include "ops/rgb_to_yuv420.hpp"
 
 namespace mf::cuda {
 namespace {
@@ -166,6 +167,29 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
         sync("blur_in_mask kernel");
     }
     for (size_t l = 0; l < ksizes.size(); ++l) d_out.download(outs[l].data, frame, l * frame);
+}
+
+void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
+    require();
+    const Rect r = check_rgb_to_yuv420_args(src, roi, out);
+    int cx0, cx1, cy0, cy1;
+    yuv420_block_range(r, cx0, cx1, cy0, cy1);
+    const int cw = (src.width + 1) / 2, ch = (src.height + 1) / 2;
+    const size_t luma = static_cast<size_t>(src.height) * src.width, chroma = static_cast<size_t>(ch) * cw;
+    DeviceBuffer d_src(image_bytes(src)), d_planes(luma + 2 * chroma);
+    upload_image(d_src, src);
+    uint8_t* base = d_planes.as<uint8_t>();
+    const Yuv420Planes p{base, base + luma, base + luma + chroma, src.width, cw, cw};
+    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, nullptr);
+    sync("rgb_to_yuv420 kernel");
+    // Only the converted blocks go back: the rest of the caller's planes stays as it was.
+    const int lx0 = 2 * cx0, ly0 = 2 * cy0, lx1 = imin(2 * cx1, src.width), ly1 = imin(2 * cy1, src.height);
+    check(cudaMemcpy2D(out.y.row(ly0) + lx0, out.y.row_stride, p.y + static_cast<size_t>(ly0) * src.width + lx0,
+                       src.width, lx1 - lx0, ly1 - ly0, cudaMemcpyDeviceToHost), "download y");
+    check(cudaMemcpy2D(out.u.row(cy0) + cx0, out.u.row_stride, p.u + static_cast<size_t>(cy0) * cw + cx0, cw,
+                       cx1 - cx0, cy1 - cy0, cudaMemcpyDeviceToHost), "download u");
+    check(cudaMemcpy2D(out.v.row(cy0) + cx0, out.v.row_stride, p.v + static_cast<size_t>(cy0) * cw + cx0, cw,
+                       cx1 - cx0, cy1 - cy0, cudaMemcpyDeviceToHost), "download v");
 }
 
 }  // namespace mf::cuda

@@ -22,6 +22,8 @@ def test_cuda_unavailable_is_a_clear_error() -> None:
         ops.hull_mask(np.array([[1.0, 1.0], [20.0, 2.0], [5.0, 25.0]]), (32, 32), device="cuda")
     with pytest.raises(RuntimeError, match="CUDA|cuda"):
         ops.blur_in_mask(img, np.zeros((32, 32), np.uint8), 15, device="cuda")
+    with pytest.raises(RuntimeError, match="CUDA|cuda"):
+        ops.rgb_to_yuv420(img, device="cuda")
     assert mime_fast.cuda_status()
 
 
@@ -54,3 +56,17 @@ def test_cuda_blur_in_mask_equals_cpu(astronaut: np.ndarray, astronaut_face_poin
     cpu = ops.blur_in_mask(astronaut, mask, [15, 35, 55], bbox=bbox)
     for g, c in zip(gpu, cpu):
         assert_images_equal(g, c, "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_rgb_to_yuv420_equals_cpu(astronaut: np.ndarray) -> None:
+    for img in (astronaut, np.ascontiguousarray(astronaut[:301, :257])):
+        for g, c in zip(ops.rgb_to_yuv420(img, device="cuda"), ops.rgb_to_yuv420(img)):
+            assert_images_equal(g, c, "cuda")
+        # region: only the covering 2x2 blocks are written, the rest of the planes is kept
+        cpu = [np.full(p.shape, 7, np.uint8) for p in ops.rgb_to_yuv420(img)]
+        gpu = [p.copy() for p in cpu]
+        ops.rgb_to_yuv420(img, cpu, roi=(31, 17, 101, 77))
+        ops.rgb_to_yuv420(img, gpu, roi=(31, 17, 101, 77), device="cuda")
+        for g, c in zip(gpu, cpu):
+            assert_images_equal(g, c, "cuda")

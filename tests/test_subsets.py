@@ -17,11 +17,13 @@ from mime_fast.landmarks import ArrayLandmarks, load_landmarks
 from mime_fast.subsets import ClipError, ClipResult, build_subsets, choose_fsm_kernel, degrade
 
 try:
-    from video_fixtures import (decode_audio, decode_video, dominant_freqs, expected_source_index,
+    from video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
+                                dominant_freqs, expected_source_index,
                                 gradient_energy, psnr, sha256, source_display_frames, tree_files,
                                 video_packets)
 except ImportError:  # tests/ imported as a package
-    from .video_fixtures import (decode_audio, decode_video, dominant_freqs, expected_source_index,
+    from .video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
+                                 dominant_freqs, expected_source_index,
                                  gradient_energy, psnr, sha256, source_display_frames, tree_files,
                                  video_packets)
 
@@ -366,8 +368,8 @@ def test_failure_leaves_no_temporaries(tmp_path, monkeypatch, where):
         orig = ops.blur_in_mask
         monkeypatch.setattr(ops, "blur_in_mask", boom)
     elif where == "encode":
-        orig = video.Mp4Writer.write_rgb
-        monkeypatch.setattr(video.Mp4Writer, "write_rgb", boom)
+        orig = video.Mp4Writer.write_frame
+        monkeypatch.setattr(video.Mp4Writer, "write_frame", boom)
     else:
         orig = None
         monkeypatch.setattr(subsets_mod, "remux_video", boom)
@@ -455,32 +457,27 @@ def test_only_vmm_without_audio_is_skipped_without_writing(tmp_path):
 
 
 def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkeypatch):
-    # Capture what the pipeline hands each encoder and recompute FDM/FSM from the FM frame with the
-    # public operators: the pipeline adds nothing of its own to the degradation.
+    # Capture the yuv420p frames the pipeline hands each encoder and recompute them from the decoded
+    # source with the public operators (mask, fused blur, whole-frame RGB -> YUV): the pipeline adds
+    # nothing of its own to the degradation, and converting only the blurred box of a copy of the
+    # source's planes gives exactly the whole-frame conversion.
     from mime_fast import ops
 
     clip = samples.make_clip(tmp_path / "src" / "c.mp4", duration=0.5, fps=25, size=(640, 480), audio=False, seed=3)
-    captured: dict[str, dict[int, np.ndarray]] = {}
-    original = video.Mp4Writer.write_rgb
-
-    def capture(self, rgb, pts):
-        code = self.path.parent.name if hasattr(self, "path") else None
-        captured.setdefault(code, {})[pts] = np.array(rgb, copy=True)
-        return original(self, rgb, pts)
-
-    monkeypatch.setattr(video.Mp4Writer, "write_rgb", capture)
+    captured = capture_encoder_frames(monkeypatch)
     res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM", "FSM"],
                         min_height=0, fsm_kernel=35)
     assert set(captured) >= {"FM", "FDM", "FSM"}, sorted(captured)
     assert len(captured["FM"]) == res.frames >= 12
-    _, times, _ = source_display_frames(clip.path)
+    _, times, frames = source_display_frames(clip.path)
     for i, fm in captured["FM"].items():
         j = expected_source_index(times, i)
-        mask, bbox = ops.hull_mask(clip.landmarks[j], fm.shape)
-        fdm, fsm = ops.blur_in_mask(fm, mask, [15, 35], bbox=bbox)
-        assert np.array_equal(captured["FDM"][i], fdm), i
-        assert np.array_equal(captured["FSM"][i], fsm), i
-        assert not np.array_equal(fdm, fm)
+        mask, bbox = ops.hull_mask(clip.landmarks[j], frames[j].shape[:2])
+        fdm, fsm = ops.blur_in_mask(frames[j], mask, [15, 35], bbox=bbox)
+        assert_planes_equal(fm, ops.rgb_to_yuv420(frames[j]), i)
+        assert_planes_equal(captured["FDM"][i], ops.rgb_to_yuv420(fdm), i)
+        assert_planes_equal(captured["FSM"][i], ops.rgb_to_yuv420(fsm), i)
+        assert not np.array_equal(fdm, frames[j])
 
 
 def test_ten_bit_input(tmp_path):

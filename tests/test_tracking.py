@@ -24,9 +24,11 @@ from mime_fast.subsets import ClipError, build_subsets, degrade
 from conftest import models_unavailable
 
 try:
-    from video_fixtures import expected_source_index, source_display_frames, tree_files
+    from video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_source_index,
+                                source_display_frames, tree_files)
 except ImportError:  # tests/ imported as a package
-    from .video_fixtures import expected_source_index, source_display_frames, tree_files
+    from .video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_source_index,
+                                 source_display_frames, tree_files)
 
 T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/test_detect_models.py)
 
@@ -153,15 +155,8 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
         points[i] = None if p is None else p.copy()
         return p
 
-    captured: dict[str, dict[int, np.ndarray]] = {}
-    orig_write = video.Mp4Writer.write_rgb
-
-    def capture(self, rgb, pts):
-        captured.setdefault(self.path.parent.name, {})[pts] = np.array(rgb, copy=True)
-        return orig_write(self, rgb, pts)
-
     monkeypatch.setattr(DetectedLandmarks, "points", record)
-    monkeypatch.setattr(video.Mp4Writer, "write_rgb", capture)
+    captured = capture_encoder_frames(monkeypatch)
     res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM", "FSM"], min_height=0)
     st = res.tracking
     assert isinstance(st, TrackingStats) and st.status == "ok" and st.selected_frame == 0
@@ -173,13 +168,14 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
         ys, xs = _box_slices(clip.boxes[i])
         cov = (_mask(points[i], (360, 640))[ys, xs] >= 128).mean()
         assert cov >= 0.95, (i, cov)
-    _, times, _ = source_display_frames(clip.path)
+    _, times, frames = source_display_frames(clip.path)
     assert len(captured["FM"]) == res.frames == 30
-    for i, fm in captured["FM"].items():
+    for i in captured["FM"]:
         j = expected_source_index(times, i)
-        mask, bbox = ops.hull_mask(points[j], fm.shape)
-        fdm, fsm = ops.blur_in_mask(fm, mask, [15, 35], bbox=bbox)
-        assert np.array_equal(captured["FDM"][i], fdm) and np.array_equal(captured["FSM"][i], fsm), i
+        mask, bbox = ops.hull_mask(points[j], frames[j].shape[:2])
+        fdm, fsm = ops.blur_in_mask(frames[j], mask, [15, 35], bbox=bbox)
+        assert_planes_equal(captured["FDM"][i], ops.rgb_to_yuv420(fdm), i)
+        assert_planes_equal(captured["FSM"][i], ops.rgb_to_yuv420(fsm), i)
 
 
 def test_hd_face_box_covered_and_face_heights_for_fsm_policy(tmp_path, stack):

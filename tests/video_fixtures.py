@@ -110,3 +110,24 @@ def source_display_frames(path):
 def gradient_energy(img: np.ndarray) -> float:
     g = img.astype(np.float64).mean(axis=2)
     return float(np.mean(np.abs(np.diff(g, axis=0))) + np.mean(np.abs(np.diff(g, axis=1))))
+
+
+def capture_encoder_frames(monkeypatch) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Record a copy of the (y, u, v) planes of every frame handed to an encoder during the test,
+    by subset folder name and pts: ``captured[code][pts]``."""
+    from mime_fast import video
+
+    captured: dict[str, dict[int, tuple]] = {}
+    original = video.Mp4Writer.write_frame
+
+    def capture(self, vf, pts):
+        captured.setdefault(self.path.parent.name, {})[int(pts)] = tuple(p.copy() for p in video.yuv420_planes(vf))
+        return original(self, vf, pts)
+
+    monkeypatch.setattr(video.Mp4Writer, "write_frame", capture)
+    return captured
+
+
+def assert_planes_equal(got, expected, where="") -> None:
+    for name, g, e in zip("yuv", got, expected):
+        assert g.shape == e.shape and np.array_equal(g, e), (where, name, int(np.abs(g.astype(int) - e).max()))

@@ -31,6 +31,8 @@ __all__ = [
     "gaussian_blur_levels",
     "gaussian_weights",
     "hull_mask",
+    "rgb_to_yuv420",
+    "yuv420_shapes",
 ]
 
 Device = Literal["cpu", "cuda"]
@@ -162,6 +164,47 @@ def blur_in_mask(
     b = None if bbox is None else _check_rect(bbox, "bbox")
     o = None if out is None else list(out)
     return list(_core.blur_in_mask(frame, mask, ks, b, o, device))
+
+
+def yuv420_shapes(height: int, width: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Shapes of the luma and of each chroma plane of a 4:2:0 frame of ``height x width``."""
+    return (height, width), ((height + 1) // 2, (width + 1) // 2)
+
+
+def rgb_to_yuv420(
+    frame: np.ndarray,
+    out: Sequence[np.ndarray] | None = None,
+    *,
+    roi: Rect | None = None,
+    device: Device = "cpu",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Convert an RGB (or RGBX) frame to YUV 4:2:0 planes, BT.601 limited range (the colour model
+    of the H.264 outputs): ``Y = 16 + (16829 R + 33039 G + 6416 B) / 2^16`` and Cb, Cr from the
+    mean of each 2x2 block, rounded fixed point (exact formulas in ``kernels/rgb_to_yuv420.cuh``).
+
+    Returns ``(y, u, v)``: ``(H, W)`` and two ``(ceil(H/2), ceil(W/2))`` arrays.  ``out`` gives
+    the planes to write instead, e.g. the planes of an ``av.VideoFrame``; their rows may be padded
+    (row stride >= width).  ``roi`` ``(x, y, w, h)`` converts only the 2x2 blocks that cover that
+    rectangle and leaves the rest of ``out`` untouched (use it to patch a frame that differs from
+    an already converted one only there).
+    """
+    _check_array(frame, "frame")
+    if frame.ndim != 3:
+        raise ValueError(f"frame must be an (H, W, 3) RGB or (H, W, 4) RGBX array, got shape {frame.shape}")
+    r = None if roi is None else _check_rect(roi, "roi")
+    if out is None:
+        (yh, yw), (ch, cw) = yuv420_shapes(frame.shape[0], frame.shape[1])
+        planes = (np.empty((yh, yw), np.uint8), np.empty((ch, cw), np.uint8), np.empty((ch, cw), np.uint8))
+        if r is not None:
+            raise ValueError("roi needs out= (the planes to patch)")
+    else:
+        planes = tuple(out)
+        if len(planes) != 3:
+            raise ValueError("out must be the three planes (y, u, v)")
+        for name, p in zip("yuv", planes):
+            _check_array(p, name)
+    _core.rgb_to_yuv420(frame, planes[0], planes[1], planes[2], r, device)
+    return planes  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ from .video import (
     prefetch,
     probe,
     remux_video,
+    yuv420_frame,
 )
 
 __all__ = [
@@ -240,17 +241,19 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
     return 55 if float(np.median(heights)) >= FSM_AUTO_MIN_FACE_HEIGHT else 35
 
 
-def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings) -> list[np.ndarray]:
-    """One mask, one fused blur call -> one frame per kernel (the source itself when no face)."""
+def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings):
+    """One mask, one fused blur call -> one frame per kernel (the source itself when no face), and
+    the box ``(x, y, w, h)`` outside which every level equals the source (``None``: no blur)."""
     if pts is None or not kernels:
-        return [rgb] * len(kernels)
+        return [rgb] * len(kernels), None
     mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin, device=st.device)
     if bbox[2] == 0 or bbox[3] == 0:
-        return [rgb] * len(kernels)
+        return [rgb] * len(kernels), None
     uniq = sorted(set(kernels))
-    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=tuple(int(v) for v in bbox), device=st.device)
+    bbox = tuple(int(v) for v in bbox)
+    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=bbox, device=st.device)
     by_k = dict(zip(uniq, outs))
-    return [by_k[k] for k in kernels]
+    return [by_k[k] for k in kernels], bbox
 
 
 def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, codes: list[str],
@@ -358,15 +361,18 @@ def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fd
         if cache["idx"] != src_i:
             pts = provider.points(src_i)
             try:
-                levels = _masked_levels(ops, rgb, pts, kernels, st)
+                levels, roi = _masked_levels(ops, rgb, pts, kernels, st)
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
-            cache["idx"], cache["frames"] = src_i, dict(zip(kcodes, levels))
-        frames = cache["frames"]
-        if "FM" in writers:
-            writers["FM"].write_rgb(rgb, out_i)
-        for c in kcodes:
-            writers[c].write_rgb(frames[c], out_i)
+            # The source frame is converted to yuv420p once; each blur level copies it and converts
+            # only the blurred box (identical to converting the whole level, video.yuv420_frame).
+            base = yuv420_frame(rgb) if ("FM" in writers or kcodes) else None
+            frames = {"FM": base} if "FM" in writers else {}
+            for c, level in zip(kcodes, levels):
+                frames[c] = yuv420_frame(level, base=base, roi=roi)
+            cache["idx"], cache["frames"] = src_i, frames
+        for c, vf in cache["frames"].items():
+            writers[c].write_frame(vf, out_i)
         if vmm_frame is not None:
             writers["VMM"].write_frame(vmm_frame, out_i)
         if reader is not None:

@@ -1,0 +1,47 @@
+#include "../ops/rgb_to_yuv420.hpp"
+
+#include "../cuda_backend.hpp"
+#include "arrays.hpp"
+
+namespace mf::bind {
+
+namespace {
+
+void run_rgb_to_yuv420(const py::array& frame, const py::array& y, const py::array& u, const py::array& v,
+                       const py::object& roi_obj, const std::string& device, bool reference) {
+    const Device dev = parse_device(device);
+    const ImageU8 src = image_view(frame, "frame");
+    if (frame.ndim() != 3) throw py::value_error("frame must be an (H, W, 3) RGB or (H, W, 4) RGBX array");
+    const Yuv420Views out{plane_view(y, "y"), plane_view(u, "u"), plane_view(v, "v")};
+    for (const py::array* p : {&y, &u, &v})
+        if (overlaps(*p, frame)) throw py::value_error("output planes must not share memory with frame");
+    Rect roi{};
+    if (!roi_obj.is_none()) {
+        roi = rect_from_tuple(roi_obj, "roi");
+        if (roi.empty()) return;
+    }
+    py::gil_scoped_release release;
+    if (dev == Device::cuda) cuda::rgb_to_yuv420(as_const(src), roi, out);
+    else if (reference) rgb_to_yuv420_reference(as_const(src), roi, out);
+    else rgb_to_yuv420_cpu(as_const(src), roi, out);
+}
+
+}  // namespace
+
+void bind_rgb_to_yuv420(py::module_& m) {
+    m.def(
+        "rgb_to_yuv420",
+        [](const py::array& frame, const py::array& y, const py::array& u, const py::array& v, const py::object& roi,
+           const std::string& device) { run_rgb_to_yuv420(frame, y, u, v, roi, device, false); },
+        py::arg("frame"), py::arg("y"), py::arg("u"), py::arg("v"), py::arg("roi") = py::none(),
+        py::arg("device") = "cpu");
+    m.def(
+        "rgb_to_yuv420_reference",
+        [](const py::array& frame, const py::array& y, const py::array& u, const py::array& v, const py::object& roi) {
+            run_rgb_to_yuv420(frame, y, u, v, roi, "cpu", true);
+        },
+        py::arg("frame"), py::arg("y"), py::arg("u"), py::arg("v"), py::arg("roi") = py::none(),
+        "The CUDA kernel's per-block code run serially on the CPU (tests).");
+}
+
+}  // namespace mf::bind

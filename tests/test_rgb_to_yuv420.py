@@ -1,0 +1,144 @@
+"""ops.rgb_to_yuv420: BT.601 limited-range RGB -> YUV 4:2:0 in fixed point, checked against an
+independent numpy transcription of the formulas, the CUDA kernel's per-block code (run on the
+CPU), swscale (FFmpeg's converter) and the encoder path of the pipeline."""
+
+from __future__ import annotations
+
+import av
+import numpy as np
+import pytest
+
+from conftest import assert_images_equal
+from mime_fast import _core, ops, video
+
+
+def reference(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The documented formulas, in int64 numpy: luma per pixel, chroma over each 2x2 block with the
+    last row / column repeated at odd edges."""
+    h, w = rgb.shape[:2]
+    c = rgb[..., :3].astype(np.int64)
+    r, g, b = c[..., 0], c[..., 1], c[..., 2]
+    y = (16829 * r + 33039 * g + 6416 * b + (16 << 16) + (1 << 15)) >> 16
+    pad = np.pad(c, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
+    s = pad.reshape(pad.shape[0] // 2, 2, pad.shape[1] // 2, 2, 3).sum(axis=(1, 3))
+    r4, g4, b4 = s[..., 0], s[..., 1], s[..., 2]
+    u = (-9714 * r4 - 19070 * g4 + 28784 * b4 + (128 << 18) + (1 << 17)) >> 18
+    v = (28784 * r4 - 24103 * g4 - 4681 * b4 + (128 << 18) + (1 << 17)) >> 18
+    return tuple(a.astype(np.uint8) for a in (y, u, v))  # type: ignore[return-value]
+
+
+def assert_planes(got, expected) -> None:
+    for g, e in zip(got, expected):
+        assert_images_equal(g, e)
+
+
+SIZES = [(1, 1), (1, 7), (6, 1), (2, 2), (3, 5), (17, 33), (240, 320), (241, 319)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_equals_the_formulas_and_the_cuda_body(rng: np.random.Generator, size) -> None:
+    rgb = rng.integers(0, 256, (*size, 3), dtype=np.uint8)
+    got = ops.rgb_to_yuv420(rgb)
+    assert [p.shape for p in got] == [size, ((size[0] + 1) // 2, (size[1] + 1) // 2)] * 1 + [got[2].shape]
+    assert_planes(got, reference(rgb))
+    ref = [np.zeros_like(p) for p in got]
+    _core.rgb_to_yuv420_reference(rgb, *ref)
+    assert_planes(got, ref)
+
+
+def test_rgbx_ignores_the_fourth_channel(rng: np.random.Generator) -> None:
+    rgbx = rng.integers(0, 256, (45, 61, 4), dtype=np.uint8)
+    assert_planes(ops.rgb_to_yuv420(rgbx), reference(np.ascontiguousarray(rgbx[..., :3])))
+
+
+def test_extremes_and_grey() -> None:
+    # every 8-bit grey maps to Cb = Cr = 128 exactly (the chroma rows sum to zero); black and
+    # white to the ends of the limited range; the primaries to BT.601's values
+    grey = np.repeat(np.repeat(np.arange(256, dtype=np.uint8)[:, None, None], 2, 0), 6, 1).repeat(3, 2)
+    y, u, v = ops.rgb_to_yuv420(np.ascontiguousarray(grey))
+    assert np.all(u == 128) and np.all(v == 128)
+    assert y[0, 0] == 16 and y[-1, 0] == 235 and np.all(np.diff(y[::2, 0].astype(int)) >= 0)
+    prim = np.zeros((2, 6, 3), np.uint8)
+    prim[:, 0:2, 0] = 255
+    prim[:, 2:4, 1] = 255
+    prim[:, 4:6, 2] = 255
+    y, u, v = ops.rgb_to_yuv420(prim)
+    assert y[0].tolist() == [81, 81, 145, 145, 41, 41]  # 16 + 219 * (0.299, 0.587, 0.114), rounded
+    assert u[0].tolist() == [90, 54, 240] and v[0].tolist() == [240, 34, 110]
+
+
+def test_close_to_swscale(astronaut: np.ndarray) -> None:
+    # FFmpeg's converter (what PyAV uses) agrees within one level on luma; chroma differs only by
+    # its filter (swscale's chroma siting and vertical filter), a few levels on a natural image
+    y, u, v = ops.rgb_to_yuv420(astronaut)
+    sw = av.VideoFrame.from_ndarray(astronaut, format="rgb24").reformat(format="yuv420p")
+    ys, us, vs = (p.copy() for p in video.yuv420_planes(sw))
+    assert np.abs(y.astype(int) - ys).max() <= 1
+    for a, b in ((u, us), (v, vs)):
+        d = np.abs(a.astype(int) - b)
+        assert np.median(d) <= 1 and np.percentile(d, 99) <= 6
+
+
+def test_region_writes_only_its_blocks(rng: np.random.Generator) -> None:
+    rgb = rng.integers(0, 256, (73, 91, 3), dtype=np.uint8)
+    full = ops.rgb_to_yuv420(rgb)
+    for roi in [(0, 0, 1, 1), (5, 8, 20, 11), (30, 31, 61, 42), (90, 72, 1, 1), (0, 0, 91, 73)]:
+        planes = [np.full(p.shape, 3, np.uint8) for p in full]
+        ops.rgb_to_yuv420(rgb, planes, roi=roi)
+        x, y, w, h = roi
+        cx0, cy0, cx1, cy1 = x // 2, y // 2, (x + w + 1) // 2, (y + h + 1) // 2  # covering blocks
+        for i, (got, want) in enumerate(zip(planes, full)):
+            f = 1 if i else 2  # luma: two rows / columns per block
+            inside = np.zeros(want.shape, bool)
+            inside[cy0 * f : cy1 * f, cx0 * f : cx1 * f] = True
+            assert np.array_equal(got[inside], want[inside]), (roi, i)
+            assert np.all(got[~inside] == 3), (roi, i)
+        ref = [np.full(p.shape, 3, np.uint8) for p in full]
+        _core.rgb_to_yuv420_reference(rgb, *ref, roi=roi)
+        assert_planes(planes, ref)
+
+
+def test_padded_planes_of_a_video_frame(rng: np.random.Generator) -> None:
+    # av.VideoFrame planes have padded rows: written through strided views
+    rgb = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
+    vf = av.VideoFrame(70, 50, "yuv420p")
+    assert vf.planes[0].line_size > 70  # padded
+    ops.rgb_to_yuv420(rgb, video.yuv420_planes(vf))
+    assert_planes(video.yuv420_planes(vf), reference(rgb))
+
+
+def test_yuv420_frame_patch_equals_whole_conversion(astronaut: np.ndarray, astronaut_face_points) -> None:
+    # the pipeline's shortcut: copy the source's planes and convert only the blurred box
+    src = np.ascontiguousarray(astronaut[:511, :509])  # odd: cropped to 510 x 508 for the encoder
+    mask, bbox = ops.hull_mask(astronaut_face_points, src.shape[:2])
+    for k in (15, 55):
+        level = ops.blur_in_mask(src, mask, k, bbox=bbox)[0]
+        base = video.yuv420_frame(src)
+        patched = video.yuv420_frame(level, base=base, roi=bbox)
+        assert patched is not base and (patched.width, patched.height) == (508, 510)
+        assert_planes(video.yuv420_planes(patched), reference(level[:510, :508]))
+        assert_planes(video.yuv420_planes(base), reference(src[:510, :508]))
+    copy = video.yuv420_frame(src, base=base)  # no region: a copy
+    assert_planes(video.yuv420_planes(copy), video.yuv420_planes(base))
+
+
+def test_bad_arguments() -> None:
+    rgb = np.zeros((10, 12, 3), np.uint8)
+    y, u, v = ops.rgb_to_yuv420(rgb)
+    with pytest.raises(TypeError, match="uint8"):
+        ops.rgb_to_yuv420(rgb.astype(np.float32))
+    with pytest.raises(ValueError, match="RGB"):
+        ops.rgb_to_yuv420(np.zeros((10, 12), np.uint8))
+    with pytest.raises(ValueError, match="3 \\(RGB\\) or 4"):
+        ops.rgb_to_yuv420(np.zeros((10, 12, 2), np.uint8))
+    with pytest.raises(ValueError, match="u plane must be 5x6"):
+        ops.rgb_to_yuv420(rgb, (y, np.zeros((5, 5), np.uint8), v))
+    with pytest.raises(ValueError, match="roi"):
+        ops.rgb_to_yuv420(rgb, (y, u, v), roi=(8, 0, 5, 2))
+    with pytest.raises(ValueError, match="out="):
+        ops.rgb_to_yuv420(rgb, roi=(0, 0, 2, 2))
+    with pytest.raises(ValueError, match="share memory"):
+        ops.rgb_to_yuv420(rgb, (rgb.reshape(-1)[:120].reshape(10, 12), u, v))
+    with pytest.raises(ValueError, match="writeable"):
+        y.flags.writeable = False
+        ops.rgb_to_yuv420(rgb, (y, u, v))

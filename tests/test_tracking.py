@@ -280,3 +280,141 @@ def test_carphone_every_frame_with_the_face_is_masked(tmp_path, stack, carphone)
         assert cov >= 0.95, (i, cov)
         checked += 1
     assert checked >= 40
+
+
+# ------------------------------------------------------------------ tracking between detections
+
+
+class _SquareStack:
+    """A model stack that sees one bright square: the detector returns its box, the landmark model
+    its outline -- but only when the whole square lies inside the crop it is given (quality 0
+    otherwise, as a face mesh off its face).  Records which frames the detector ran on."""
+
+    def __init__(self, fail_landmarks_on=()):
+        from types import SimpleNamespace
+
+        self.detector = SimpleNamespace(detect=self.detect)
+        self.landmarks = SimpleNamespace(landmarks=self.mesh, num_points=16)
+        self.embedder = self.persons = None
+        self.detected_frames: list[int] = []
+        self.frame_index = -1
+        self.fail_on = set(fail_landmarks_on)
+
+    @staticmethod
+    def _box(frame):
+        ys, xs = np.nonzero(frame[..., 0] > 128)
+        return np.array([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1], np.float32) if len(xs) else None
+
+    def detect(self, frame):
+        from mime_fast.detect import Faces
+
+        self.detected_frames.append(self.frame_index)
+        b = self._box(frame)
+        if b is None:
+            return Faces(np.zeros((0, 4)), np.zeros(0), np.zeros((0, 5, 2)))
+        x0, y0, x1, y1 = b
+        w, h = x1 - x0, y1 - y0
+        kps = np.array([[x0 + 0.3 * w, y0 + 0.35 * h], [x0 + 0.7 * w, y0 + 0.35 * h], [x0 + 0.5 * w, y0 + 0.55 * h],
+                        [x0 + 0.35 * w, y0 + 0.75 * h], [x0 + 0.65 * w, y0 + 0.75 * h]])
+        return Faces(b[None], np.ones(1), kps[None])
+
+    def _outline(self, b):
+        x0, y0, x1, y1 = b
+        t = np.linspace(0, 1, 4, endpoint=False)
+        return np.concatenate([np.stack([x0 + t * (x1 - x0), np.full(4, y0)], 1),
+                               np.stack([np.full(4, x1), y0 + t * (y1 - y0)], 1),
+                               np.stack([x1 - t * (x1 - x0), np.full(4, y1)], 1),
+                               np.stack([np.full(4, x0), y1 - t * (y1 - y0)], 1)]).astype(np.float32)
+
+    def mesh(self, frame, faces):
+        from mime_fast.detect import Landmarks
+
+        pts = np.zeros((len(faces), 16, 2), np.float32)
+        q = np.zeros(len(faces), np.float32)
+        true = self._box(frame)
+        for i, (x0, y0, x1, y1) in enumerate(faces.boxes):
+            cx, cy, half = (x0 + x1) / 2, (y0 + y1) / 2, 0.75 * max(x1 - x0, y1 - y0)
+            inside = (true[0] >= cx - half and true[2] <= cx + half and true[1] >= cy - half and true[3] <= cy + half)
+            if inside and self.frame_index not in self.fail_on:
+                pts[i], q[i] = self._outline(true), 1.0
+        return Landmarks(pts, q)
+
+
+def _square_frames(n=30, step=2.0):
+    for i in range(n):
+        f = np.zeros((240, 320, 3), np.uint8)
+        x = int(round(60 + step * i))
+        f[80:140, x:x + 60] = 255
+        yield f
+
+
+def _run_square(stack, **kw):
+    from mime_fast.detect import SubjectTracker
+
+    tr = SubjectTracker(stack, detect_size=None, hold_frames=5, **kw)
+    out = []
+    for f in _square_frames():
+        stack.frame_index += 1
+        out.append((tr.update(f), f))
+    return tr, out
+
+
+def test_tracking_skips_the_detector_between_detections_and_masks_every_frame():
+    stack = _SquareStack()
+    tr, out = _run_square(stack, detect_every=3)
+    # detector on the selection frame, the frame that measures the velocity, then every 3rd frame
+    assert stack.detected_frames == [0, 1] + list(range(4, 30, 3))
+    assert tr.stats.detector_runs == len(stack.detected_frames)
+    assert tr.stats.tracked == 30 - len(stack.detected_frames) and tr.stats.detected == 30
+    for t, f in out:
+        assert t.kind == "detected"
+        m = ops.hull_mask(t.hull(), f.shape[:2])[0]
+        assert m[f[..., 0] > 128].min() == 255  # the whole square is inside every mask
+
+
+def test_every_frame_is_detected_with_detect_every_1():
+    stack = _SquareStack()
+    tr, _ = _run_square(stack, detect_every=1)
+    assert stack.detected_frames == list(range(30)) and tr.stats.tracked == 0
+
+
+def test_a_tracked_frame_whose_landmarks_fail_is_detected_at_once():
+    stack = _SquareStack(fail_landmarks_on={5, 6})
+    tr, out = _run_square(stack, detect_every=3)
+    # frame 5 would be tracked: its landmarks fail, so the detector runs (its landmarks fail too:
+    # box ellipse); frame 6 has no confident previous mesh, detected; tracking resumes after
+    assert {5, 6} <= set(stack.detected_frames)
+    assert tr.stats.mesh_fallbacks == 2
+    assert all(t.kind == "detected" for t, _ in out)
+    with pytest.raises(ValueError, match="detect_every"):
+        _run_square(_SquareStack(), detect_every=0)
+
+
+def test_fast_motion_is_not_tracked():
+    # 20 px per frame on a 60 px square is over TRACK_MAX_SPEED: the detector runs every frame
+    from mime_fast.detect import TRACK_MAX_SPEED, SubjectTracker
+
+    assert 20 / 60 > TRACK_MAX_SPEED
+    stack = _SquareStack()
+    tr = SubjectTracker(stack, detect_size=None, hold_frames=5, detect_every=3)
+    for f in _square_frames(n=10, step=20.0):
+        stack.frame_index += 1
+        tr.update(f)
+    assert stack.detected_frames == list(range(10)) and tr.stats.tracked == 0
+
+
+def test_tracked_landmarks_match_detected_ones_on_a_real_face(tmp_path, stack):
+    # a slowly moving astronaut (one path round in 4 s): most frames are tracked, every mask covers
+    # the true face box, and the tracked mesh lies within a few percent of the face height of the
+    # mesh found after a detection in the same frame
+    clip = samples.make_clip(tmp_path / "slow.mp4", duration=4.0, fps=25, size=(640, 360), audio=False, seed=6)
+    every = detect_subject(clip.path, stack=stack, detect_every=1)
+    tracked = detect_subject(clip.path, stack=stack, detect_every=3)
+    assert every.stats.tracked == 0 and every.stats.detector_runs == clip.frames
+    assert tracked.stats.tracked >= clip.frames // 2
+    assert tracked.stats.detector_runs + tracked.stats.tracked == clip.frames
+    for i in range(clip.frames):
+        ys, xs = _box_slices(clip.boxes[i])
+        assert (_mask(tracked.points(i), (360, 640))[ys, xs] >= 128).mean() >= 0.95, i
+        a, b = tracked.tracks[i].points, every.tracks[i].points
+        assert np.abs(a - b).mean() / every.tracks[i].height < 0.05, i

@@ -32,6 +32,8 @@ def _build(argv: list[str]) -> int:
     ap.add_argument("--feather", type=float, default=None, help="mask feather in px (default: automatic)")
     ap.add_argument("--margin", type=float, default=0.0, help="grow the face hull by this many px")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where masks and blur run")
+    ap.add_argument("--detect-every", type=int, default=3,
+                    help="run the face detector every N frames while the subject is tracked by its landmarks")
     ap.add_argument("--workers", type=int, default=1, help="clips built at once on this machine (processes)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, help="Ray cluster address (default: ray.init()'s choice)")
@@ -46,7 +48,8 @@ def _build(argv: list[str]) -> int:
         return 2
     settings = dict(fsm_kernel=args.fsm_kernel if args.fsm_kernel == "auto" else int(args.fsm_kernel),
                     fdm_kernel=args.fdm_kernel, min_height=args.min_height, crf=args.crf, preset=args.preset,
-                    threads=args.threads, feather=args.feather, margin=args.margin, device=args.device)
+                    threads=args.threads, feather=args.feather, margin=args.margin, device=args.device,
+                    detect_every=args.detect_every)
     summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
                          workers=args.workers, use_ray=args.ray, ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
                          **settings)

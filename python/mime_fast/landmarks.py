@@ -188,13 +188,13 @@ def default_stack():
 
 
 def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                   margin: float = 0.12, timers: dict | None = None) -> DetectedLandmarks:
+                   detect_every: int = 3, margin: float = 0.12, timers: dict | None = None) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
 
     ``stack``: model stack (default :func:`default_stack`); ``hold_s``: how long (seconds of source
     video, rounded up to frames) a subject that is present but not detected stays masked on each
     side of a detection (:func:`mime_fast.detect.fill_gaps`, default 0.5 s: 15 frames at 30 fps);
-    ``detect_size``, ``margin``: see :class:`mime_fast.detect.SubjectTracker`.
+    ``detect_size``, ``detect_every``, ``margin``: see :class:`mime_fast.detect.SubjectTracker`.
 
     Why a separate first pass rather than detecting while encoding: the masks of the whole clip are
     then known before the first frame is written, so (a) ``fsm_kernel="auto"`` keeps its rule (the
@@ -217,6 +217,6 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     if stack is None:
         stack = default_stack()
     frames = (rgb for _, _, rgb in iter_display_frames(src, info))
-    tracks, stats = track_clip(frames, stack, hold_frames=hold, detect_size=detect_size, margin=margin,
-                               timers=timers)
+    tracks, stats = track_clip(frames, stack, hold_frames=hold, detect_size=detect_size, detect_every=detect_every,
+                               margin=margin, timers=timers)
     return DetectedLandmarks(tracks, stats)

@@ -98,7 +98,8 @@ class Settings:
     fdm_kernel
         FDM kernel, default 15.
     crf, preset, threads
-        libx264 CRF (18), preset ("veryfast") and thread count (2).  A fixed thread count keeps
+        libx264 CRF (18), preset ("veryfast"; VMM, a constant black picture, always uses
+        "ultrafast", which gives the same picture) and thread count (2).  A fixed thread count keeps
         outputs byte-identical across runs and machines with the same FFmpeg build.
     queue_size
         Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
@@ -111,10 +112,11 @@ class Settings:
     device
         Where the mask and blur operators run: ``"cpu"`` or ``"cuda"`` (:mod:`mime_fast.ops`; the
         outputs are the same bytes on both).
-    hold_s, detect_size
+    hold_s, detect_size, detect_every
         Only without ``landmarks=`` (automatic detection, :func:`mime_fast.landmarks.detect_subject`):
-        how long (s) an undetected subject stays masked next to a detection (0.5), and the longer
-        side of the frame given to the face detector (384 px).
+        how long (s) an undetected subject stays masked next to a detection (0.5), the longer
+        side of the frame given to the face detector (384 px), and how often the detector runs while
+        the subject is tracked by its landmarks (every 3rd frame; 1: every frame).
     """
 
     fps: int = 30
@@ -131,6 +133,7 @@ class Settings:
     queue_size: int = 4
     hold_s: float = 0.5
     detect_size: int | None = 384
+    detect_every: int = 3
     device: str = "cpu"
 
     def __post_init__(self):
@@ -151,6 +154,8 @@ class Settings:
                 raise RuntimeError(f"device='cuda' requested but {cuda_status()}")
         if int(self.queue_size) < 0:
             raise ValueError("queue_size must be >= 0")
+        if int(self.detect_every) < 1:
+            raise ValueError("detect_every must be >= 1")
         if int(self.threads) < 1:
             raise ValueError("threads must be >= 1 (a fixed count keeps outputs deterministic)")
 
@@ -308,8 +313,10 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
             writers: dict[str, Mp4Writer] = {}
             try:
                 for c in bases:
-                    writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf, preset=st.preset,
-                                           threads=st.threads,
+                    # VMM is one constant black picture: every preset encodes it to the same
+                    # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
+                    writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
+                                           preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
                                            audio_rate=st.audio_rate if have_audio else None,
                                            audio_channels=st.audio_channels, queue_size=st.queue_size)
                 if writers:  # e.g. only VMM requested for a clip without audio: nothing to encode
@@ -409,7 +416,8 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, 
     if provider is None:  # automatic: detection + tracking with the offline model stack
         from .landmarks import detect_subject
 
-        provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size)
+        provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size,
+                                  detect_every=st.detect_every)
     nf = getattr(provider, "num_frames", None)
     if nf is not None and nf != info.video_frames:
         raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "

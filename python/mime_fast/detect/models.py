@@ -265,6 +265,8 @@ class RetinaFaceDetector:
         if isinstance(onnx_model, Path):
             onnx_model = str(onnx_model)
         so = ort.SessionOptions()
+        # no busy-waiting between the small per-frame inferences: the encoders need those cores
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if threads:
             so.intra_op_num_threads = int(threads)
         self._sess = ort.InferenceSession(onnx_model, so, providers=["CPUExecutionProvider"])

@@ -5,8 +5,24 @@
 1. **Selection** -- on the first frame where the detector finds a face, every face gets dense
    landmarks and the person detector runs once; :func:`~mime_fast.detect.select_primary_subject`
    picks the subject.  Its reference face embedding and body HSV histogram are stored.
-2. **Detection** -- every frame the face detector runs on the frame downscaled so that its longer
-   side is at most ``detect_size`` px (default 384; boxes are mapped back to full resolution).
+2. **Detection, and tracking between detections** -- the face detector runs on the frame downscaled
+   so that its longer side is at most ``detect_size`` px (default 384; boxes are mapped back to full
+   resolution) on every ``detect_every``-th frame (default 3).  On the frames between, when the
+   subject was found in the previous frame with a confident mesh, moves slowly (its measured
+   velocity at most ``TRACK_MAX_SPEED = 0.15`` of its face size per frame) and no other face came
+   near it during the last ``hold_frames`` frames, the detector is skipped and the subject is **tracked**:
+   the face region is predicted from the previous frame's landmarks (the detector box and keypoints
+   of the last detection moved by the least-squares similarity transform -- translation, rotation,
+   scale -- that takes that detection's landmarks onto the previous frame's, plus the subject's
+   velocity) and the landmark model runs on that crop alone, as MediaPipe's face mesh tracks; when
+   the landmarks found lie off the crop's centre by more than ``TRACK_RECENTRE = 0.08`` of the face
+   size (fast motion), it runs once more on the crop re-centred on them, and when they are off again,
+   or their shape differs from the last detection's (RMS residual of the best similarity fit above
+   ``TRACK_MAX_SHAPE_CHANGE = 0.04`` of the face height: a mesh fitted to part of a face, or to
+   another face), or its size changed by more than ``TRACK_MAX_SCALE_CHANGE = 0.08`` since the
+   previous frame, the frame is detected instead.  A tracked frame whose mesh confidence
+   falls below ``MIN_MESH_QUALITY`` is detected at once instead.  Frames near another face, or
+   before the subject is selected, or after it was missed, are detected every frame.
 3. **Matching** -- with ``s`` the subject's last face size (``max(w, h)``), ``k`` the frames since it
    was last matched, ``c_p`` its last box centre moved by its per-frame velocity times ``k + 1``,
    and ``d_j = |c_j - c_p| / s`` for each detected face ``j``:
@@ -74,6 +90,10 @@ __all__ = [
     "COMPETITOR_SCORE",
     "MIN_MESH_QUALITY",
     "HOLD_GROWTH",
+    "TRACK_RECENTRE",
+    "TRACK_MAX_SHAPE_CHANGE",
+    "TRACK_MAX_SPEED",
+    "TRACK_MAX_SCALE_CHANGE",
     "SubjectTracker",
     "TrackingStats",
     "FrameTrack",
@@ -95,6 +115,16 @@ COMPETITOR_SCORE = 0.9
 #: A detection smaller than this fraction of the subject's recent face size is "partial".
 PARTIAL = 0.9
 MIN_MESH_QUALITY = 0.5
+#: Tracked frames: re-run the landmarks on a re-centred crop when they lie off the crop's centre by
+#: more than this fraction of the face size.
+TRACK_RECENTRE = 0.08
+#: Tracked frames: largest RMS residual of the similarity fit of the anchor's landmarks onto the
+#: tracked ones, as a fraction of the face height (same face, same pose: under 0.01).
+TRACK_MAX_SHAPE_CHANGE = 0.04
+#: Tracking runs only while the subject moves at most this fraction of its face size per frame,
+#: and a tracked face may change size by at most TRACK_MAX_SCALE_CHANGE from the previous frame.
+TRACK_MAX_SPEED = 0.15
+TRACK_MAX_SCALE_CHANGE = 0.08
 #: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
 HOLD_GROWTH = 0.05
 
@@ -102,6 +132,10 @@ HOLD_GROWTH = 0.05
 @dataclass
 class TrackingStats:
     """Per-clip tracking outcome (source frames).
+
+    ``tracked``: frames where the subject's landmarks were found by tracking from the previous
+    frame, without running the face detector (counted in ``detected`` too); ``detector_runs``:
+    frames where the face detector ran.
 
     ``status``: ``"ok"`` or ``"no subject"`` (no face in any frame).  ``detected``: frames where the
     subject was matched by detection; ``interpolated`` / ``held``: frames masked from neighbouring
@@ -129,6 +163,8 @@ class TrackingStats:
     mesh_fallbacks: int = 0
     hold_frames: int = 0
     face_height: float | None = None
+    tracked: int = 0
+    detector_runs: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -216,15 +252,19 @@ class SubjectTracker:
 
     ``stack``: an :class:`~mime_fast.detect.OfflineStack` (or any object with ``detector``,
     ``landmarks``, ``embedder`` and optionally ``persons``).  ``detect_size``: longer side of the
-    frame given to the face detector (``None``: the detector's own setting).  ``margin``: hull
+    frame given to the face detector (``None``: the detector's own setting).  ``detect_every``:
+    run the detector at least every this many frames (1: every frame, no tracking).  ``margin``: hull
     margin as a fraction of the face size.  ``hold_frames``: see :func:`fill_gaps`; used here to
     decide when a lost subject must be re-acquired by appearance.
     """
 
     def __init__(self, stack, *, detect_size: int | None = 384, margin: float = 0.12, hold_frames: int = 15,
-                 timers: dict | None = None):
+                 detect_every: int = 3, timers: dict | None = None):
+        if int(detect_every) < 1:
+            raise ValueError("detect_every must be >= 1")
         self.stack = stack
         self.detect_size = detect_size
+        self.detect_every = int(detect_every)
         self.margin = float(margin)
         self.hold_frames = int(hold_frames)
         self.stats = TrackingStats(hold_frames=self.hold_frames)
@@ -239,6 +279,10 @@ class SubjectTracker:
         self._size_ref = None
         self._crowded_at = -(10**9)
         self._partial_run = 0
+        self._last_detect = -(10**9)  # index of the last frame the detector ran on
+        self._anchor = None  # (box, keypoints, landmarks) of the subject's last full detection
+        self._last_points = None  # the subject's landmarks in the previous frame (confident mesh)
+        self._vel_known = False  # the velocity has been measured (two matches)
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -268,7 +312,8 @@ class SubjectTracker:
             pts, q = lmk.points[0], float(lmk.quality[0])
         else:
             pts, q = lmk.points[i], float(lmk.quality[i])
-        if q < MIN_MESH_QUALITY:
+        self._mesh_ok = q >= MIN_MESH_QUALITY
+        if not self._mesh_ok:
             self.stats.mesh_fallbacks += 1
             pts = _box_ellipse(faces.boxes[i])
         self._height = float(pts[:, 1].max() - pts[:, 1].min())
@@ -282,6 +327,7 @@ class SubjectTracker:
         if self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref) and self._partial_run < self.hold_frames:
             self._partial_run += 1
             pts = self._hull(frame, faces, i, lmk)
+            self._last_points = None  # a partial face is not tracked: detect the next frame
             self.stats.partial += 1
             self.stats.detected += 1
             return FrameTrack(pts, box.astype(np.float32), "partial", None, self.margin * self._size_ref)
@@ -291,15 +337,85 @@ class SubjectTracker:
         if self._box is not None and self._last_seen is not None:
             gap = self._index - self._last_seen
             v = (_centre(box) - _centre(self._box)) / max(gap, 1)
-            self._vel = 0.5 * self._vel + 0.5 * v if gap == 1 else v
+            self._vel = 0.5 * self._vel + 0.5 * v if (gap == 1 and self._vel_known) else v
+            self._vel_known = True
         self._box, self._last_seen = box, self._index
         pts = self._hull(frame, faces, i, lmk)
         self.stats.detected += 1
+        if self._mesh_ok:
+            self._anchor = (box, faces.keypoints[i].astype(np.float64), pts.astype(np.float64))
+            self._last_points = pts
+        else:
+            self._anchor = self._last_points = None
         return FrameTrack(pts, box.astype(np.float32), "detected", self._height, self.margin * _size(box))
+
+    def _can_track(self) -> bool:
+        return (self._last_points is not None and self._anchor is not None and self._last_seen == self._index - 1
+                and self._vel_known and float(np.linalg.norm(self._vel)) <= TRACK_MAX_SPEED * _size(self._box)
+                and self._index - self._last_detect < self.detect_every
+                and self._index - self._crowded_at > self.hold_frames
+                and getattr(self.stack, "landmarks", None) is not None)
+
+    def _region(self, points: np.ndarray, shift=(0.0, 0.0)) -> Faces:
+        """Detector-like box and keypoints of the subject for landmarks ``points``: the last full
+        detection's box and keypoints moved by the similarity taking its landmarks onto ``points``,
+        then by ``shift`` px."""
+        box, kps, ref = self._anchor
+        k, m0, m1 = _similarity(ref, points)
+        m1 = m1 + np.asarray(shift, np.float64)
+
+        def move(p):
+            z = k * ((p[..., 0] - m0[0]) + 1j * (p[..., 1] - m0[1]))
+            return np.stack([z.real + m1[0], z.imag + m1[1]], -1)
+
+        c = move(_centre(box))
+        half = abs(k) * (np.asarray(box[2:]) - np.asarray(box[:2])) / 2
+        return Faces(np.concatenate([c - half, c + half])[None], np.ones(1), move(kps)[None])
+
+    def _track(self, frame) -> FrameTrack | None:
+        """Landmarks on the face region predicted from the previous frame's landmarks and the
+        subject's velocity (no detector); ``None`` when the mesh is not confident there.  When the
+        landmarks found lie off the crop's centre by more than ``TRACK_RECENTRE`` of the face size
+        (fast motion), the landmark model runs once more on the crop re-centred on them; if they are
+        still off, or their shape differs from the last detection's by more than
+        ``TRACK_MAX_SHAPE_CHANGE`` (:func:`_shape_change`), the frame is detected instead
+        (``None``)."""
+        region = self._region(self._last_points, self._vel)
+        for attempt in range(2):
+            lmk = self._t("landmarks", self.stack.landmarks.landmarks, frame, region)
+            if float(lmk.quality[0]) < MIN_MESH_QUALITY:
+                return None
+            pts = np.asarray(lmk.points[0], np.float32)
+            found = self._region(pts.astype(np.float64))
+            off = np.linalg.norm(_centre(found.boxes[0]) - _centre(region.boxes[0])) / _size(region.boxes[0])
+            if off <= TRACK_RECENTRE:
+                break
+            region = found
+        else:  # the landmarks do not settle on a crop centred on them: detect instead
+            return None
+        if _shape_change(self._anchor[2], pts) > TRACK_MAX_SHAPE_CHANGE:
+            return None  # not the face the detector last saw (or a mesh fitted to part of it)
+        if abs(_size(found.boxes[0]) / _size(self._box) - 1.0) > TRACK_MAX_SCALE_CHANGE:
+            return None  # faces do not grow or shrink this fast between two frames
+        pbox = found.boxes[0].astype(np.float64)
+        v = _centre(pbox) - _centre(self._box)
+        self._vel = 0.5 * self._vel + 0.5 * v
+        self._box, self._last_seen, self._last_points = pbox, self._index, pts
+        self._height = float(pts[:, 1].max() - pts[:, 1].min())
+        self.stats.detected += 1
+        self.stats.tracked += 1
+        return FrameTrack(pts, pbox.astype(np.float32), "detected", self._height, self.margin * _size(pbox))
 
     def update(self, frame: np.ndarray) -> FrameTrack:
         self._index += 1
         self.stats.frames += 1
+        if self._can_track():
+            tracked = self._track(frame)
+            if tracked is not None:
+                return tracked
+        self._last_points = None
+        self._last_detect = self._index
+        self.stats.detector_runs += 1
         faces = self._t("detect", self._detect, frame)
         if self._box is None:  # no subject selected yet
             if not len(faces):
@@ -354,6 +470,28 @@ class SubjectTracker:
         else:
             self.stats.ambiguous += 1
         return self._accept(frame, faces, int(cand[best]), emb=emb[best])
+
+
+def _similarity(src: np.ndarray, dst: np.ndarray) -> tuple[complex, np.ndarray, np.ndarray]:
+    """Least-squares similarity ``p -> k (p - m0) + m1`` (``k`` complex: scale and rotation) taking
+    the points ``src`` onto ``dst`` (same count and order)."""
+    m0, m1 = src.mean(0), dst.mean(0)
+    a = (src[:, 0] - m0[0]) + 1j * (src[:, 1] - m0[1])
+    b = (dst[:, 0] - m1[0]) + 1j * (dst[:, 1] - m1[1])
+    den = float(np.real(np.vdot(a, a)))
+    k = complex(np.vdot(a, b) / den) if den > 0 else 1.0 + 0j
+    return k, m0, m1
+
+
+def _shape_change(ref: np.ndarray, pts: np.ndarray) -> float:
+    """RMS distance between ``pts`` and the best similarity transform of ``ref`` onto them, over the
+    height of ``pts`` (0: the same shape moved, turned or scaled)."""
+    ref = np.asarray(ref, np.float64)
+    pts = np.asarray(pts, np.float64)
+    k, m0, m1 = _similarity(ref, pts)
+    z = k * ((ref[:, 0] - m0[0]) + 1j * (ref[:, 1] - m0[1]))
+    d2 = (z.real + m1[0] - pts[:, 0]) ** 2 + (z.imag + m1[1] - pts[:, 1]) ** 2
+    return float(np.sqrt(d2.mean()) / max(float(np.ptp(pts[:, 1])), 1.0))
 
 
 def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None) -> list[FrameTrack]:

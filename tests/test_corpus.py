@@ -263,3 +263,23 @@ def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack
     # A rerun treats the skipped subsets as complete: nothing is rebuilt.
     assert main(["build", str(root), "--out", str(out), *SMALL]) == 0
     assert {r["run"] for r in read_rows(out)} == {walker["run"]}
+
+
+def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, stack) -> None:
+    # Detection of the next clip runs on a thread while the current one encodes: the same rows and
+    # bytes as detecting clip by clip, and a bad clip between two good ones only fails itself.
+    from mime_fast.corpus import discover, run_corpus
+
+    root = tmp_path / "in"
+    samples.make_clip(root / "c1.mp4", duration=0.5, fps=25, size=(640, 360), seed=8, save_npz=False)
+    (root / "c2.mp4").write_bytes(os.urandom(2048))
+    samples.make_clip(root / "c3.mp4", duration=0.4, fps=25, size=(640, 360), seed=9, save_npz=False)
+    runs = {}
+    for ahead in (True, False):
+        out = tmp_path / f"out-{ahead}"
+        summary = run_corpus(discover(root), out, subsets=["FM", "FDM"], detect_ahead=ahead, min_height=0,
+                             progress=lambda line: None)
+        assert sorted(summary.done) == ["c1", "c3"] and list(summary.failed) == ["c2"]
+        runs[ahead] = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+    assert runs[True] == runs[False]
+    assert runs[True][("c1", "FDM")]["tracking_status"] == "ok" and runs[True][("c3", "FDM")]["sha256"]

@@ -34,6 +34,8 @@ def _build(argv: list[str]) -> int:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where masks and blur run")
     ap.add_argument("--detect-every", type=int, default=3,
                     help="run the face detector every N frames while the subject is tracked by its landmarks")
+    ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
+                    help="do not detect the next clip's subject while the current clip encodes (one worker)")
     ap.add_argument("--workers", type=int, default=1, help="clips built at once on this machine (processes)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, help="Ray cluster address (default: ray.init()'s choice)")
@@ -51,7 +53,8 @@ def _build(argv: list[str]) -> int:
                     threads=args.threads, feather=args.feather, margin=args.margin, device=args.device,
                     detect_every=args.detect_every)
     summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
-                         workers=args.workers, use_ray=args.ray, ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
+                         workers=args.workers, use_ray=args.ray, detect_ahead=args.detect_ahead,
+                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
                          **settings)
     print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
           f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")

@@ -70,6 +70,7 @@ __all__ = [
     "build_subsets",
     "degrade",
     "choose_fsm_kernel",
+    "locate_subject",
 ]
 
 ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
@@ -423,6 +424,16 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, 
         raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "
                          "decoded source frames")
     return src, info, provider, st
+
+
+def locate_subject(src, **settings) -> MaskProvider:
+    """What :func:`build_subsets` does first when no ``landmarks=`` are given: probe ``src``, apply
+    the quality gate and detect + track the subject (:func:`mime_fast.landmarks.detect_subject`).
+    The result can be passed as ``landmarks=`` to :func:`build_subsets` with the same settings,
+    e.g. computed for the next clip on another thread while this one encodes
+    (:func:`mime_fast.corpus.run_corpus` does so).  Raises :class:`ClipError` like
+    :func:`build_subsets`."""
+    return _prepare(src, None, settings)[2]
 
 
 def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | None = None,

@@ -169,7 +169,7 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
     for (size_t l = 0; l < ksizes.size(); ++l) d_out.download(outs[l].data, frame, l * frame);
 }
 
-void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
+void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
     require();
     const Rect r = check_rgb_to_yuv420_args(src, roi, out);
     int cx0, cx1, cy0, cy1;
@@ -180,7 +180,7 @@ void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
     upload_image(d_src, src);
     uint8_t* base = d_planes.as<uint8_t>();
     const Yuv420Planes p{base, base + luma, base + luma + chroma, src.width, cw, cw};
-    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, nullptr);
+    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, m, nullptr);
     sync("rgb_to_yuv420 kernel");
     // Only the converted blocks go back: the rest of the caller's planes stays as it was.
     const int lx0 = 2 * cx0, ly0 = 2 * cy0, lx1 = imin(2 * cx1, src.width), ly1 = imin(2 * cy1, src.height);

@@ -24,6 +24,6 @@ void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& 
 Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);
 void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
                   const std::vector<ImageU8>& outs);
-void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out);
+void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m);
 
 }  // namespace mf::cuda

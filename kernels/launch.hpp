@@ -35,6 +35,6 @@ void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int widt
 
 // The 2x2 blocks covering roi of src (interleaved RGB/RGBX) into the planes (device pointers).
 void launch_rgb_to_yuv420(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,
-                          const Yuv420Planes& planes, void* stream);
+                          const Yuv420Planes& planes, const YuvMatrix& m, void* stream);
 
 }  // namespace mf::cuda

@@ -1,10 +1,11 @@
-// RGB -> YUV 4:2:0 (BT.601, limited range: Y 16..235, Cb/Cr 16..240), the colour model of the
-// H.264 outputs, in 16-bit fixed point:
+// RGB -> YUV 4:2:0, limited range (Y 16..235, Cb/Cr 16..240), the colour model of the H.264
+// outputs, in 16-bit fixed point. BT.601:
 //     Y  = 16  + ( 16829 R + 33039 G +  6416 B) / 2^16            (rounded)
 //     Cb = 128 + ( -9714 R - 19070 G + 28784 B) / 2^16            over the mean of a 2x2 block
 //     Cr = 128 + ( 28784 R - 24103 G -  4681 B) / 2^16            over the mean of a 2x2 block
-// The coefficients are 219/255 (luma) and 224/255 (chroma) times the BT.601 matrix, scaled by 2^16
-// and rounded; each chroma row sums to 0, so grey maps to Cb = Cr = 128 exactly. Chroma uses the box
+// BT.709: Y (11966, 40254, 4064), Cb (-6596, -22188, 28784), Cr (28784, -26145, -2639).
+// The coefficients are 219/255 (luma) and 224/255 (chroma) times the standard's matrix, scaled by
+// 2^16 and rounded; each chroma row sums to 0, so grey maps to Cb = Cr = 128 exactly. Chroma uses the box
 // average of its 2x2 luma block (centre siting); at an odd right or bottom edge the last column or
 // row stands in for the missing one. Every intermediate is non-negative, so the shifts round.
 #pragma once
@@ -13,20 +14,22 @@
 
 namespace mf {
 
-constexpr int kYr = 16829, kYg = 33039, kYb = 6416;
-constexpr int kCbR = -9714, kCbG = -19070, kCbB = 28784;
-constexpr int kCrR = 28784, kCrG = -24103, kCrB = -4681;
+struct YuvMatrix {
+    int yr, yg, yb, cbr, cbg, cbb, crr, crg, crb;
+};
+constexpr YuvMatrix kBt601{16829, 33039, 6416, -9714, -19070, 28784, 28784, -24103, -4681};
+constexpr YuvMatrix kBt709{11966, 40254, 4064, -6596, -22188, 28784, 28784, -26145, -2639};
 
-MF_HD uint8_t luma601(int r, int g, int b) {
-    return static_cast<uint8_t>((kYr * r + kYg * g + kYb * b + (16 << 16) + (1 << 15)) >> 16);
+MF_HD uint8_t yuv_luma(const YuvMatrix& m, int r, int g, int b) {
+    return static_cast<uint8_t>((m.yr * r + m.yg * g + m.yb * b + (16 << 16) + (1 << 15)) >> 16);
 }
 
 // Chroma from the sums of the four pixels of a 2x2 block (each sum in [0, 1020]).
-MF_HD uint8_t cb601_sum4(int r4, int g4, int b4) {
-    return static_cast<uint8_t>((kCbR * r4 + kCbG * g4 + kCbB * b4 + (128 << 18) + (1 << 17)) >> 18);
+MF_HD uint8_t yuv_cb_sum4(const YuvMatrix& m, int r4, int g4, int b4) {
+    return static_cast<uint8_t>((m.cbr * r4 + m.cbg * g4 + m.cbb * b4 + (128 << 18) + (1 << 17)) >> 18);
 }
-MF_HD uint8_t cr601_sum4(int r4, int g4, int b4) {
-    return static_cast<uint8_t>((kCrR * r4 + kCrG * g4 + kCrB * b4 + (128 << 18) + (1 << 17)) >> 18);
+MF_HD uint8_t yuv_cr_sum4(const YuvMatrix& m, int r4, int g4, int b4) {
+    return static_cast<uint8_t>((m.crr * r4 + m.crg * g4 + m.crb * b4 + (128 << 18) + (1 << 17)) >> 18);
 }
 
 // Planes of a 4:2:0 frame: Y is height x width, Cb and Cr are ceil(height/2) x ceil(width/2);
@@ -41,7 +44,7 @@ struct Yuv420Planes {
 // The 2x2 block of chroma sample (cx, cy): its (up to four) luma samples and one Cb, Cr.
 // src: interleaved RGB (channels >= 3, the first three R, G, B), row stride in bytes.
 MF_HD void yuv420_block(const uint8_t* src, long stride, int channels, int width, int height, int cx, int cy,
-                        const Yuv420Planes& p) {
+                        const Yuv420Planes& p, const YuvMatrix& m) {
     const int x0 = 2 * cx, y0 = 2 * cy;
     const int x1 = imin(x0 + 1, width - 1), y1 = imin(y0 + 1, height - 1);
     const int xs[2] = {x0, x1}, ys[2] = {y0, y1};
@@ -54,11 +57,11 @@ MF_HD void yuv420_block(const uint8_t* src, long stride, int channels, int width
             r4 += r;
             g4 += g;
             b4 += b;
-            if (x0 + i < width && y0 + j < height) p.y[(y0 + j) * p.y_stride + x0 + i] = luma601(r, g, b);
+            if (x0 + i < width && y0 + j < height) p.y[(y0 + j) * p.y_stride + x0 + i] = yuv_luma(m, r, g, b);
         }
     }
-    p.u[cy * p.u_stride + cx] = cb601_sum4(r4, g4, b4);
-    p.v[cy * p.v_stride + cx] = cr601_sum4(r4, g4, b4);
+    p.u[cy * p.u_stride + cx] = yuv_cb_sum4(m, r4, g4, b4);
+    p.v[cy * p.v_stride + cx] = yuv_cr_sum4(m, r4, g4, b4);
 }
 
 // The chroma blocks that cover a luma rectangle (x, y, w, h): [cx0, cx1) x [cy0, cy1).

@@ -12,18 +12,25 @@ from conftest import assert_images_equal
 from mime_fast import _core, ops, video
 
 
-def reference(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+MATRICES = {  # Q16 coefficients: Y (R, G, B), Cb (R, G, B), Cr (R, G, B)
+    "bt601": ((16829, 33039, 6416), (-9714, -19070, 28784), (28784, -24103, -4681)),
+    "bt709": ((11966, 40254, 4064), (-6596, -22188, 28784), (28784, -26145, -2639)),
+}
+
+
+def reference(rgb: np.ndarray, matrix: str = "bt601") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The documented formulas, in int64 numpy: luma per pixel, chroma over each 2x2 block with the
     last row / column repeated at odd edges."""
+    (yr, yg, yb), (ur, ug, ub), (vr, vg, vb) = MATRICES[matrix]
     h, w = rgb.shape[:2]
     c = rgb[..., :3].astype(np.int64)
     r, g, b = c[..., 0], c[..., 1], c[..., 2]
-    y = (16829 * r + 33039 * g + 6416 * b + (16 << 16) + (1 << 15)) >> 16
+    y = (yr * r + yg * g + yb * b + (16 << 16) + (1 << 15)) >> 16
     pad = np.pad(c, ((0, h % 2), (0, w % 2), (0, 0)), mode="edge")
     s = pad.reshape(pad.shape[0] // 2, 2, pad.shape[1] // 2, 2, 3).sum(axis=(1, 3))
     r4, g4, b4 = s[..., 0], s[..., 1], s[..., 2]
-    u = (-9714 * r4 - 19070 * g4 + 28784 * b4 + (128 << 18) + (1 << 17)) >> 18
-    v = (28784 * r4 - 24103 * g4 - 4681 * b4 + (128 << 18) + (1 << 17)) >> 18
+    u = (ur * r4 + ug * g4 + ub * b4 + (128 << 18) + (1 << 17)) >> 18
+    v = (vr * r4 + vg * g4 + vb * b4 + (128 << 18) + (1 << 17)) >> 18
     return tuple(a.astype(np.uint8) for a in (y, u, v))  # type: ignore[return-value]
 
 
@@ -35,15 +42,23 @@ def assert_planes(got, expected) -> None:
 SIZES = [(1, 1), (1, 7), (6, 1), (2, 2), (3, 5), (17, 33), (240, 320), (241, 319)]
 
 
+@pytest.mark.parametrize("matrix", ["bt601", "bt709"])
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_equals_the_formulas_and_the_cuda_body(rng: np.random.Generator, size) -> None:
+def test_equals_the_formulas_and_the_cuda_body(rng: np.random.Generator, size, matrix) -> None:
     rgb = rng.integers(0, 256, (*size, 3), dtype=np.uint8)
-    got = ops.rgb_to_yuv420(rgb)
-    assert [p.shape for p in got] == [size, ((size[0] + 1) // 2, (size[1] + 1) // 2)] * 1 + [got[2].shape]
-    assert_planes(got, reference(rgb))
+    got = ops.rgb_to_yuv420(rgb, matrix=matrix)
+    half = ((size[0] + 1) // 2, (size[1] + 1) // 2)
+    assert [p.shape for p in got] == [size, half, half]
+    assert_planes(got, reference(rgb, matrix))
     ref = [np.zeros_like(p) for p in got]
-    _core.rgb_to_yuv420_reference(rgb, *ref)
+    _core.rgb_to_yuv420_reference(rgb, *ref, matrix=matrix)
     assert_planes(got, ref)
+
+
+def test_matrices_sum_to_the_limited_range() -> None:
+    for (y, u, v) in MATRICES.values():
+        assert sum(u) == sum(v) == 0  # grey -> Cb = Cr = 128
+        assert (sum(y) * 255 + (1 << 15)) >> 16 == 219  # white -> Y = 235
 
 
 def test_rgbx_ignores_the_fourth_channel(rng: np.random.Generator) -> None:
@@ -67,11 +82,12 @@ def test_extremes_and_grey() -> None:
     assert u[0].tolist() == [90, 54, 240] and v[0].tolist() == [240, 34, 110]
 
 
-def test_close_to_swscale(astronaut: np.ndarray) -> None:
+@pytest.mark.parametrize("matrix,colorspace", [("bt601", "ITU601"), ("bt709", "ITU709")])
+def test_close_to_swscale(astronaut: np.ndarray, matrix: str, colorspace: str) -> None:
     # FFmpeg's converter (what PyAV uses) agrees within one level on luma; chroma differs only by
     # its filter (swscale's chroma siting and vertical filter), a few levels on a natural image
-    y, u, v = ops.rgb_to_yuv420(astronaut)
-    sw = av.VideoFrame.from_ndarray(astronaut, format="rgb24").reformat(format="yuv420p")
+    y, u, v = ops.rgb_to_yuv420(astronaut, matrix=matrix)
+    sw = av.VideoFrame.from_ndarray(astronaut, format="rgb24").reformat(format="yuv420p", dst_colorspace=colorspace)
     ys, us, vs = (p.copy() for p in video.yuv420_planes(sw))
     assert np.abs(y.astype(int) - ys).max() <= 1
     for a, b in ((u, us), (v, vs)):
@@ -135,6 +151,8 @@ def test_bad_arguments() -> None:
         ops.rgb_to_yuv420(rgb, (y, np.zeros((5, 5), np.uint8), v))
     with pytest.raises(ValueError, match="roi"):
         ops.rgb_to_yuv420(rgb, (y, u, v), roi=(8, 0, 5, 2))
+    with pytest.raises(ValueError, match="matrix"):
+        ops.rgb_to_yuv420(rgb, matrix="bt2020")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="out="):
         ops.rgb_to_yuv420(rgb, roi=(0, 0, 2, 2))
     with pytest.raises(ValueError, match="share memory"):

@@ -18,12 +18,12 @@ from mime_fast.subsets import ClipError, ClipResult, build_subsets, choose_fsm_k
 
 try:
     from video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
-                                dominant_freqs, expected_source_index,
+                                dominant_freqs, expected_encoder_planes, expected_source_index, source_yuv_planes,
                                 gradient_energy, psnr, sha256, source_display_frames, tree_files,
                                 video_packets)
 except ImportError:  # tests/ imported as a package
     from .video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
-                                 dominant_freqs, expected_source_index,
+                                 dominant_freqs, expected_encoder_planes, expected_source_index, source_yuv_planes,
                                  gradient_energy, psnr, sha256, source_display_frames, tree_files,
                                  video_packets)
 
@@ -456,28 +456,85 @@ def test_only_vmm_without_audio_is_skipped_without_writing(tmp_path):
 # ------------------------------------------------------------------ exactness before encoding, 10-bit input
 
 
-def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkeypatch):
+@pytest.mark.parametrize("rotation", [0, 90], ids=["passthrough", "rotated"])
+def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkeypatch, rotation):
     # Capture the yuv420p frames the pipeline hands each encoder and recompute them from the decoded
-    # source with the public operators (mask, fused blur, whole-frame RGB -> YUV): the pipeline adds
-    # nothing of its own to the degradation, and converting only the blurred box of a copy of the
-    # source's planes gives exactly the whole-frame conversion.
+    # source with the public operators (mask, fused blur, RGB -> YUV): the pipeline adds nothing of
+    # its own.  An upright yuv420p source goes to FM as decoded, and FDM/FSM are its planes with
+    # only the blurred box converted; a rotated one is converted whole.
     from mime_fast import ops
 
-    clip = samples.make_clip(tmp_path / "src" / "c.mp4", duration=0.5, fps=25, size=(640, 480), audio=False, seed=3)
+    clip = samples.make_clip(tmp_path / "src" / "c.mp4", duration=0.5, fps=25, size=(640, 480), audio=False, seed=3,
+                             rotation=rotation)
     captured = capture_encoder_frames(monkeypatch)
     res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM", "FSM"],
                         min_height=0, fsm_kernel=35)
+    info, times, frames = source_display_frames(clip.path)
+    assert info.yuv_passthrough == (rotation == 0) and info.matrix == "bt601"
+    decoded = source_yuv_planes(clip.path)
     assert set(captured) >= {"FM", "FDM", "FSM"}, sorted(captured)
     assert len(captured["FM"]) == res.frames >= 12
-    _, times, frames = source_display_frames(clip.path)
     for i, fm in captured["FM"].items():
         j = expected_source_index(times, i)
         mask, bbox = ops.hull_mask(clip.landmarks[j], frames[j].shape[:2])
         fdm, fsm = ops.blur_in_mask(frames[j], mask, [15, 35], bbox=bbox)
-        assert_planes_equal(fm, ops.rgb_to_yuv420(frames[j]), i)
-        assert_planes_equal(captured["FDM"][i], ops.rgb_to_yuv420(fdm), i)
-        assert_planes_equal(captured["FSM"][i], ops.rgb_to_yuv420(fsm), i)
+        assert_planes_equal(fm, expected_encoder_planes(info, decoded[j], frames[j]), i)
+        assert_planes_equal(captured["FDM"][i], expected_encoder_planes(info, decoded[j], fdm, mask), i)
+        assert_planes_equal(captured["FSM"][i], expected_encoder_planes(info, decoded[j], fsm, mask), i)
         assert not np.array_equal(fdm, frames[j])
+
+
+def test_bt709_source_keeps_its_matrix(tmp_path):
+    # An HD source tagged BT.709 is decoded with BT.709, its blurred box converted back with BT.709
+    # and the outputs are tagged BT.709: colours match the source and the box has no colour seam.
+    import av
+
+    from mime_fast import ops
+
+    clip = samples.make_clip(tmp_path / "src.mp4", duration=0.4, fps=25, size=(640, 480), audio=False, seed=4)
+    src709 = tmp_path / "src709.mp4"
+    with av.open(str(clip.path)) as cin, av.open(str(src709), "w") as out:
+        s = out.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt = 640, 480, "yuv420p"
+        s.codec_context.colorspace, s.codec_context.color_range = 1, 1
+        s.options = {"crf": "12"}
+        for i, f in enumerate(cin.decode(video=0)):
+            g = f.reformat(format="yuv420p")
+            g.pts, g.time_base = i, Fraction(1, 25)
+            g.colorspace, g.color_range = 1, 1
+            for p in s.encode(g):
+                out.mux(p)
+        for p in s.encode():
+            out.mux(p)
+    info = video.probe(src709)
+    assert info.matrix == "bt709" and info.yuv_passthrough
+    res = build_subsets(src709, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0)
+    _, times, frames = source_display_frames(src709)
+    for code in ("FM", "FDM"):
+        with av.open(str(res.outputs[code])) as c:
+            cc = c.streams.video[0].codec_context
+            assert int(cc.colorspace) == 1 and int(cc.color_range) == 1, code
+    fm, _, _ = decode_video(res.outputs["FM"])
+    fdm, _, _ = decode_video(res.outputs["FDM"])
+    for i in (0, 6):
+        j = expected_source_index(times, i)
+        assert psnr(fm[i], frames[j]) > 38
+        # inside the mask the blurred face was converted back to YUV: with the source's matrix its
+        # colour (R - G, B - G: free of the small luma rounding bias of decoding) matches the
+        # operator's output; converting with BT.601 and decoding as tagged (BT.709) would not
+        mask, bbox = ops.hull_mask(clip.landmarks[j], (480, 640))
+        expected = ops.blur_in_mask(frames[j], mask, 15, bbox=bbox)[0]
+        inside = mask == 255
+
+        def hue_shift(img):
+            d = img[inside].astype(float) - expected[inside]
+            return np.abs([(d[:, 0] - d[:, 1]).mean(), (d[:, 2] - d[:, 1]).mean()]).max()
+
+        wrong = av.VideoFrame(640, 480, "yuv420p")
+        ops.rgb_to_yuv420(expected, video.yuv420_planes(wrong), matrix="bt601")
+        wrong.colorspace = 1
+        got, bad = hue_shift(fdm[i]), hue_shift(wrong.to_ndarray(format="rgb24"))
+        assert got < 1.5 and bad > 2 * got, (got, bad)
 
 
 def test_ten_bit_input(tmp_path):

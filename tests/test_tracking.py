@@ -24,11 +24,11 @@ from mime_fast.subsets import ClipError, build_subsets, degrade
 from conftest import models_unavailable
 
 try:
-    from video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_source_index,
-                                source_display_frames, tree_files)
+    from video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_encoder_planes,
+                                expected_source_index, source_display_frames, source_yuv_planes, tree_files)
 except ImportError:  # tests/ imported as a package
-    from .video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_source_index,
-                                 source_display_frames, tree_files)
+    from .video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_encoder_planes,
+                                 expected_source_index, source_display_frames, source_yuv_planes, tree_files)
 
 T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/test_detect_models.py)
 
@@ -168,14 +168,15 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
         ys, xs = _box_slices(clip.boxes[i])
         cov = (_mask(points[i], (360, 640))[ys, xs] >= 128).mean()
         assert cov >= 0.95, (i, cov)
-    _, times, frames = source_display_frames(clip.path)
+    info, times, frames = source_display_frames(clip.path)
+    decoded = source_yuv_planes(clip.path)
     assert len(captured["FM"]) == res.frames == 30
     for i in captured["FM"]:
         j = expected_source_index(times, i)
         mask, bbox = ops.hull_mask(points[j], frames[j].shape[:2])
         fdm, fsm = ops.blur_in_mask(frames[j], mask, [15, 35], bbox=bbox)
-        assert_planes_equal(captured["FDM"][i], ops.rgb_to_yuv420(fdm), i)
-        assert_planes_equal(captured["FSM"][i], ops.rgb_to_yuv420(fsm), i)
+        assert_planes_equal(captured["FDM"][i], expected_encoder_planes(info, decoded[j], fdm, mask), i)
+        assert_planes_equal(captured["FSM"][i], expected_encoder_planes(info, decoded[j], fsm, mask), i)
 
 
 def test_hd_face_box_covered_and_face_heights_for_fsm_policy(tmp_path, stack):

@@ -131,3 +131,30 @@ def capture_encoder_frames(monkeypatch) -> dict[str, dict[int, tuple[np.ndarray,
 def assert_planes_equal(got, expected, where="") -> None:
     for name, g, e in zip("yuv", got, expected):
         assert g.shape == e.shape and np.array_equal(g, e), (where, name, int(np.abs(g.astype(int) - e).max()))
+
+
+def expected_encoder_planes(info, decoded_planes, rgb: np.ndarray, mask=None):
+    """The planes the pipeline must hand an encoder for the RGB frame ``rgb`` (the source's frame,
+    or a blur level of it made with ``mask``): with yuv passthrough, the decoded planes where the
+    mask is 0 (luma per pixel, chroma per 2x2 block) and the conversion of ``rgb`` elsewhere;
+    otherwise the whole-frame conversion of ``rgb`` (even-cropped) with the source's matrix."""
+    from mime_fast import ops
+
+    h, w = rgb.shape[:2]
+    conv = ops.rgb_to_yuv420(np.ascontiguousarray(rgb[: h - h % 2, : w - w % 2]), matrix=info.matrix)
+    if not info.yuv_passthrough:
+        return conv
+    if mask is None:
+        return tuple(p.copy() for p in decoded_planes)
+    touched = mask[: h - h % 2, : w - w % 2] > 0
+    touched4 = touched.reshape(touched.shape[0] // 2, 2, touched.shape[1] // 2, 2).any(axis=(1, 3))
+    return (np.where(touched, conv[0], decoded_planes[0]), np.where(touched4, conv[1], decoded_planes[1]),
+            np.where(touched4, conv[2], decoded_planes[2]))
+
+
+def source_yuv_planes(path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The decoded yuv420p planes of every source frame (copies)."""
+    from mime_fast import video
+
+    with av.open(str(path)) as c:
+        return [tuple(p.copy() for p in video.yuv420_planes(f)) for f in c.decode(video=0)]

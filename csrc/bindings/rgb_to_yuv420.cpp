@@ -8,8 +8,12 @@ namespace mf::bind {
 namespace {
 
 void run_rgb_to_yuv420(const py::array& frame, const py::array& y, const py::array& u, const py::array& v,
-                       const py::object& roi_obj, const std::string& device, bool reference) {
+                       const py::object& roi_obj, const std::string& matrix, const std::string& device,
+                       bool reference) {
     const Device dev = parse_device(device);
+    if (matrix != "bt601" && matrix != "bt709")
+        throw py::value_error("matrix must be 'bt601' or 'bt709', got '" + matrix + "'");
+    const YuvMatrix m = matrix == "bt709" ? kBt709 : kBt601;
     const ImageU8 src = image_view(frame, "frame");
     if (frame.ndim() != 3) throw py::value_error("frame must be an (H, W, 3) RGB or (H, W, 4) RGBX array");
     const Yuv420Views out{plane_view(y, "y"), plane_view(u, "u"), plane_view(v, "v")};
@@ -21,9 +25,9 @@ void run_rgb_to_yuv420(const py::array& frame, const py::array& y, const py::arr
         if (roi.empty()) return;
     }
     py::gil_scoped_release release;
-    if (dev == Device::cuda) cuda::rgb_to_yuv420(as_const(src), roi, out);
-    else if (reference) rgb_to_yuv420_reference(as_const(src), roi, out);
-    else rgb_to_yuv420_cpu(as_const(src), roi, out);
+    if (dev == Device::cuda) cuda::rgb_to_yuv420(as_const(src), roi, out, m);
+    else if (reference) rgb_to_yuv420_reference(as_const(src), roi, out, m);
+    else rgb_to_yuv420_cpu(as_const(src), roi, out, m);
 }
 
 }  // namespace
@@ -32,15 +36,17 @@ void bind_rgb_to_yuv420(py::module_& m) {
     m.def(
         "rgb_to_yuv420",
         [](const py::array& frame, const py::array& y, const py::array& u, const py::array& v, const py::object& roi,
-           const std::string& device) { run_rgb_to_yuv420(frame, y, u, v, roi, device, false); },
-        py::arg("frame"), py::arg("y"), py::arg("u"), py::arg("v"), py::arg("roi") = py::none(),
-        py::arg("device") = "cpu");
-    m.def(
-        "rgb_to_yuv420_reference",
-        [](const py::array& frame, const py::array& y, const py::array& u, const py::array& v, const py::object& roi) {
-            run_rgb_to_yuv420(frame, y, u, v, roi, "cpu", true);
+           const std::string& matrix, const std::string& device) {
+            run_rgb_to_yuv420(frame, y, u, v, roi, matrix, device, false);
         },
         py::arg("frame"), py::arg("y"), py::arg("u"), py::arg("v"), py::arg("roi") = py::none(),
+        py::arg("matrix") = "bt601", py::arg("device") = "cpu");
+    m.def(
+        "rgb_to_yuv420_reference",
+        [](const py::array& frame, const py::array& y, const py::array& u, const py::array& v, const py::object& roi,
+           const std::string& matrix) { run_rgb_to_yuv420(frame, y, u, v, roi, matrix, "cpu", true); },
+        py::arg("frame"), py::arg("y"), py::arg("u"), py::arg("v"), py::arg("roi") = py::none(),
+        py::arg("matrix") = "bt601",
         "The CUDA kernel's per-block code run serially on the CPU (tests).");
 }
 

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "../../kernels/rgb_to_yuv420.cuh"
 #include "../parallel.hpp"
 #include "../simd.hpp"
 
@@ -20,23 +19,24 @@ Yuv420Planes planes(const Yuv420Views& o) {
 template <int C>
 MF_TARGET_CLONES void row_pair(const uint8_t* __restrict r0, const uint8_t* __restrict r1, int cx0, int cx1,
                                uint8_t* __restrict y0, uint8_t* __restrict y1, uint8_t* __restrict u,
-                               uint8_t* __restrict v) {
+                               uint8_t* __restrict v, const YuvMatrix m) {
     for (int cx = cx0; cx < cx1; ++cx) {
         const uint8_t* a = r0 + 2 * cx * C;
         const uint8_t* b = r1 + 2 * cx * C;
         const int ra = a[0], ga = a[1], ba = a[2], rb = a[C], gb = a[C + 1], bb = a[C + 2];
         const int rc = b[0], gc = b[1], bc = b[2], rd = b[C], gd = b[C + 1], bd = b[C + 2];
-        y0[2 * cx] = luma601(ra, ga, ba);
-        y0[2 * cx + 1] = luma601(rb, gb, bb);
-        y1[2 * cx] = luma601(rc, gc, bc);
-        y1[2 * cx + 1] = luma601(rd, gd, bd);
+        y0[2 * cx] = yuv_luma(m, ra, ga, ba);
+        y0[2 * cx + 1] = yuv_luma(m, rb, gb, bb);
+        y1[2 * cx] = yuv_luma(m, rc, gc, bc);
+        y1[2 * cx + 1] = yuv_luma(m, rd, gd, bd);
         const int r4 = ra + rb + rc + rd, g4 = ga + gb + gc + gd, b4 = ba + bb + bc + bd;
-        u[cx] = cb601_sum4(r4, g4, b4);
-        v[cx] = cr601_sum4(r4, g4, b4);
+        u[cx] = yuv_cb_sum4(m, r4, g4, b4);
+        v[cx] = yuv_cr_sum4(m, r4, g4, b4);
     }
 }
 
-void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, int cx0, int cx1, int cy_begin, int cy_end) {
+void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, const YuvMatrix& m, int cx0, int cx1, int cy_begin,
+                  int cy_end) {
     const int full_cx1 = imin(cx1, src.width / 2);  // blocks with both columns inside the frame
     for (int cy = cy_begin; cy < cy_end; ++cy) {
         const int y0 = 2 * cy;
@@ -46,13 +46,13 @@ void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, int cx0, int c
             uint8_t* py0 = p.y + y0 * p.y_stride;
             uint8_t* pu = p.u + cy * p.u_stride;
             uint8_t* pv = p.v + cy * p.v_stride;
-            if (src.channels == 3) row_pair<3>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv);
-            else row_pair<4>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv);
+            if (src.channels == 3) row_pair<3>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m);
+            else row_pair<4>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m);
             for (int cx = full_cx1; cx < cx1; ++cx)  // odd width: the last column's block
-                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p);
+                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
         } else {
             for (int cx = cx0; cx < cx1; ++cx)
-                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p);
+                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
         }
     }
 }
@@ -76,24 +76,24 @@ Rect check_rgb_to_yuv420_args(const ConstImageU8& src, Rect roi, const Yuv420Vie
     return roi;
 }
 
-void rgb_to_yuv420_cpu(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
+void rgb_to_yuv420_cpu(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
     const Rect r = check_rgb_to_yuv420_args(src, roi, out);
     int cx0, cx1, cy0, cy1;
     yuv420_block_range(r, cx0, cx1, cy0, cy1);
     const Yuv420Planes p = planes(out);
     // about 16k pixels per chunk
     const int grain = imax(1, 4096 / imax(1, cx1 - cx0));
-    parallel_for(cy1 - cy0, grain, [&](int b, int e) { convert_rows(src, p, cx0, cx1, cy0 + b, cy0 + e); });
+    parallel_for(cy1 - cy0, grain, [&](int b, int e) { convert_rows(src, p, m, cx0, cx1, cy0 + b, cy0 + e); });
 }
 
-void rgb_to_yuv420_reference(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
+void rgb_to_yuv420_reference(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
     const Rect r = check_rgb_to_yuv420_args(src, roi, out);
     int cx0, cx1, cy0, cy1;
     yuv420_block_range(r, cx0, cx1, cy0, cy1);
     const Yuv420Planes p = planes(out);
     for (int cy = cy0; cy < cy1; ++cy)
         for (int cx = cx0; cx < cx1; ++cx)
-            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p);
+            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
 }
 
 }  // namespace mf

@@ -176,11 +176,13 @@ def rgb_to_yuv420(
     out: Sequence[np.ndarray] | None = None,
     *,
     roi: Rect | None = None,
+    matrix: Literal["bt601", "bt709"] = "bt601",
     device: Device = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Convert an RGB (or RGBX) frame to YUV 4:2:0 planes, BT.601 limited range (the colour model
-    of the H.264 outputs): ``Y = 16 + (16829 R + 33039 G + 6416 B) / 2^16`` and Cb, Cr from the
-    mean of each 2x2 block, rounded fixed point (exact formulas in ``kernels/rgb_to_yuv420.cuh``).
+    """Convert an RGB (or RGBX) frame to YUV 4:2:0 planes, limited range, with the BT.601
+    (default) or BT.709 ``matrix`` (the colour model of the H.264 outputs): for BT.601
+    ``Y = 16 + (16829 R + 33039 G + 6416 B) / 2^16`` and Cb, Cr from the mean of each 2x2 block,
+    rounded fixed point (exact formulas in ``kernels/rgb_to_yuv420.cuh``).
 
     Returns ``(y, u, v)``: ``(H, W)`` and two ``(ceil(H/2), ceil(W/2))`` arrays.  ``out`` gives
     the planes to write instead, e.g. the planes of an ``av.VideoFrame``; their rows may be padded
@@ -203,7 +205,7 @@ def rgb_to_yuv420(
             raise ValueError("out must be the three planes (y, u, v)")
         for name, p in zip("yuv", planes):
             _check_array(p, name)
-    _core.rgb_to_yuv420(frame, planes[0], planes[1], planes[2], r, device)
+    _core.rgb_to_yuv420(frame, planes[0], planes[1], planes[2], r, matrix, device)
     return planes  # type: ignore[return-value]
 
 

@@ -248,18 +248,19 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
 
 
 def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings):
-    """One mask, one fused blur call -> one frame per kernel (the source itself when no face), and
-    the box ``(x, y, w, h)`` outside which every level equals the source (``None``: no blur)."""
+    """One mask, one fused blur call -> one frame per kernel (the source itself when no face), the
+    box ``(x, y, w, h)`` outside which every level equals the source and the mask (``None, None``:
+    no blur)."""
     if pts is None or not kernels:
-        return [rgb] * len(kernels), None
+        return [rgb] * len(kernels), None, None
     mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin, device=st.device)
     if bbox[2] == 0 or bbox[3] == 0:
-        return [rgb] * len(kernels), None
+        return [rgb] * len(kernels), None, None
     uniq = sorted(set(kernels))
     bbox = tuple(int(v) for v in bbox)
     outs = ops.blur_in_mask(rgb, mask, uniq, bbox=bbox, device=st.device)
     by_k = dict(zip(uniq, outs))
-    return [by_k[k] for k in kernels], bbox
+    return [by_k[k] for k in kernels], bbox, mask
 
 
 def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, codes: list[str],
@@ -319,7 +320,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
                     writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
                                            preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
                                            audio_rate=st.audio_rate if have_audio else None,
-                                           audio_channels=st.audio_channels, queue_size=st.queue_size)
+                                           audio_channels=st.audio_channels, queue_size=st.queue_size,
+                                           matrix=info.matrix)
                 if writers:  # e.g. only VMM requested for a clip without audio: nothing to encode
                     _encode_loop(src, info, provider, st, ops, writers, wav_tmp, fps, n_out, fdm_k, fsm_k, result)
                 for c in list(writers):
@@ -365,19 +367,22 @@ def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fd
     cache = {"idx": None, "frames": None}
 
     def emit(out_i, item):
-        src_i, rgb = item
+        src_i, rgb, decoded = item
         if cache["idx"] != src_i:
             pts = provider.points(src_i)
             try:
-                levels, roi = _masked_levels(ops, rgb, pts, kernels, st)
+                levels, roi, mask = _masked_levels(ops, rgb, pts, kernels, st)
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
-            # The source frame is converted to yuv420p once; each blur level copies it and converts
-            # only the blurred box (identical to converting the whole level, video.yuv420_frame).
-            base = yuv420_frame(rgb) if ("FM" in writers or kcodes) else None
+            # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
+            # else the source converted once; each blur level copies that and converts only the
+            # pixels its mask touches, with the matrix the frame was decoded with (video.yuv420_frame).
+            base = decoded
+            if base is None and ("FM" in writers or kcodes):
+                base = yuv420_frame(rgb, matrix=info.matrix)
             frames = {"FM": base} if "FM" in writers else {}
             for c, level in zip(kcodes, levels):
-                frames[c] = yuv420_frame(level, base=base, roi=roi)
+                frames[c] = yuv420_frame(level, base=base, roi=roi, matrix=info.matrix, mask=mask)
             cache["idx"], cache["frames"] = src_i, frames
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)
@@ -390,9 +395,9 @@ def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fd
 
     try:
         n_src = 0
-        for src_i, t, rgb in prefetch(iter_display_frames(src, info), st.queue_size):
+        for src_i, t, rgb, decoded in prefetch(iter_display_frames(src, info, keep_yuv=True), st.queue_size):
             n_src += 1
-            for out_i, item in std.push(t, (src_i, rgb)):
+            for out_i, item in std.push(t, (src_i, rgb, decoded)):
                 emit(out_i, item)
         for out_i, item in std.finish():
             emit(out_i, item)

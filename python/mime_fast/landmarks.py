@@ -172,18 +172,19 @@ _STACKS = None
 
 
 def default_stack():
-    """The offline model stack (:func:`mime_fast.detect.load_offline_stack`), loaded once per thread
-    (the OpenCV DNN and dlib models are not safe to share between threads)."""
+    """The model stack :func:`mime_fast.detect.load_stack` picks (``"auto"``: MIME's paper stack when
+    its face models are found, else the offline stack; ``MIME_FAST_STACK`` overrides), loaded once
+    per thread (the OpenCV DNN and dlib models are not safe to share between threads)."""
     global _STACKS
     import threading
 
-    from .detect import load_offline_stack
+    from .detect import load_stack
 
     if _STACKS is None:
         _STACKS = threading.local()
     st = getattr(_STACKS, "stack", None)
     if st is None:
-        st = _STACKS.stack = load_offline_stack()
+        st = _STACKS.stack = load_stack()
     return st
 
 

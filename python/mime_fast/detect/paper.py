@@ -329,6 +329,16 @@ def landmark106_quality(points: np.ndarray, faces: Faces) -> np.ndarray:
     return np.clip(1.0 - e / QUALITY_TOLERANCE, 0.0, 1.0).astype(np.float32)
 
 
+def _square_input_session(model_path: str | Path, threads: int | None):
+    """Session of a model with a fixed square NCHW input: ``(session, input, side)``."""
+    sess = _ort_session(model_path, threads)
+    inp = sess.get_inputs()[0]
+    size = _fixed(inp.shape[2:4])
+    if not size or size[0] != size[1]:
+        raise ValueError(f"{model_path}: expected a fixed square input, got {inp.shape}")
+    return sess, inp, size[0]
+
+
 class Landmark106:
     """106-point landmarks (``2d106det.onnx``) with insightface's ``Landmark`` processing.
 
@@ -342,12 +352,7 @@ class Landmark106:
     num_points = 106
 
     def __init__(self, model_path: str | Path, *, threads: int | None = None):
-        self._sess = _ort_session(model_path, threads)
-        inp = self._sess.get_inputs()[0]
-        size = _fixed(inp.shape[2:4])
-        if not size or size[0] != size[1]:
-            raise ValueError(f"{model_path}: expected a fixed square input, got {inp.shape}")
-        self.size = size[0]
+        self._sess, inp, self.size = _square_input_session(model_path, threads)
         self._input_name = inp.name
         outs = self._sess.get_outputs()
         if len(outs) != 1 or not isinstance(outs[0].shape[-1], int) or outs[0].shape[-1] != 2 * self.num_points:
@@ -438,12 +443,7 @@ class ArcFaceEmbedder:
     output width."""
 
     def __init__(self, model_path: str | Path, *, threads: int | None = None):
-        self._sess = _ort_session(model_path, threads)
-        inp = self._sess.get_inputs()[0]
-        size = _fixed(inp.shape[2:4])
-        if not size or size[0] != size[1]:
-            raise ValueError(f"{model_path}: expected a fixed square input, got {inp.shape}")
-        self.size = size[0]
+        self._sess, inp, self.size = _square_input_session(model_path, threads)
         self._input_name = inp.name
         self._batch = inp.shape[0] if isinstance(inp.shape[0], int) else None  # None: any batch
         out = self._sess.get_outputs()[0]

@@ -23,6 +23,9 @@ def main() -> None:
     mask, bbox = ops.hull_mask(points, frame.shape[:2])
     blurred = ops.blur_in_mask(frame, mask, 55, bbox=bbox)[0]
     h, w = frame.shape[:2]
+    x, y, bw, bh = bbox  # the pipeline's blurred region: the box grown by the kernel's reach
+    x0, y0, x1, y1 = max(0, x - 28) // 2 * 2, max(0, y - 28) // 2 * 2, min(w, x + bw + 28), min(h, y + bh + 28)
+    region, region_mask = (np.ascontiguousarray(a[y0:y1, x0:x1]) for a in (blurred, mask))
     out = tuple(np.empty(s, np.uint8) for s in (ops.yuv420_shapes(h, w)[0],) + (ops.yuv420_shapes(h, w)[1],) * 2)
     base = video.yuv420_frame(frame)
     stats = compare(
@@ -31,7 +34,8 @@ def main() -> None:
             "opencv_cvtColor_I420": lambda: cv2.cvtColor(frame, cv2.COLOR_RGB2YUV_I420),
             "mime_fast_whole_frame": lambda: ops.rgb_to_yuv420(frame, out, device=args.device),
             "mime_fast_video_frame": lambda: video.yuv420_frame(frame),
-            "mime_fast_patch_face_box": lambda: video.yuv420_frame(blurred, base=base, roi=bbox),
+            "mime_fast_patch_face_box": lambda: video.patched_frame(base, region, (x0, y0), (x - x0, y - y0, bw, bh),
+                                                                    region_mask),
         },
         args.repeats,
     )

@@ -13,6 +13,7 @@
 #include "ops/blur_in_mask.hpp"
 #include "ops/gaussian_blur.hpp"
 #include "ops/rgb_to_yuv420.hpp"
+#include "ops/yuv420_to_rgb.hpp"
 
 namespace mf::cuda {
 namespace {
@@ -169,27 +170,79 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
     for (size_t l = 0; l < ksizes.size(); ++l) d_out.download(outs[l].data, frame, l * frame);
 }
 
-void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
+void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
+                   const ConstImageU8& mask) {
     require();
-    const Rect r = check_rgb_to_yuv420_args(src, roi, out);
+    const Rect r = check_rgb_to_yuv420_args(src, roi, out, mask);
     int cx0, cx1, cy0, cy1;
     yuv420_block_range(r, cx0, cx1, cy0, cy1);
     const int cw = (src.width + 1) / 2, ch = (src.height + 1) / 2;
     const size_t luma = static_cast<size_t>(src.height) * src.width, chroma = static_cast<size_t>(ch) * cw;
-    DeviceBuffer d_src(image_bytes(src)), d_planes(luma + 2 * chroma);
+    const bool masked = mask.data != nullptr;
+    DeviceBuffer d_src(image_bytes(src)), d_planes(luma + 2 * chroma), d_mask(masked ? luma : 0);
     upload_image(d_src, src);
     uint8_t* base = d_planes.as<uint8_t>();
     const Yuv420Planes p{base, base + luma, base + luma + chroma, src.width, cw, cw};
-    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, m, nullptr);
+    // The region's blocks, device copy <-> caller's planes (which may have padded rows).
+    const int lx0 = 2 * cx0, ly0 = 2 * cy0, lx1 = imin(2 * cx1, src.width), ly1 = imin(2 * cy1, src.height);
+    const auto copy_region = [&](cudaMemcpyKind kind, const char* what) {
+        const bool up = kind == cudaMemcpyHostToDevice;
+        struct Plane {
+            uint8_t* host;
+            long host_stride;
+            uint8_t* dev;
+            long dev_stride;
+            int x0, y0, w, h;
+        } planes[3] = {{out.y.data, static_cast<long>(out.y.row_stride), p.y, src.width, lx0, ly0, lx1 - lx0, ly1 - ly0},
+                       {out.u.data, static_cast<long>(out.u.row_stride), p.u, cw, cx0, cy0, cx1 - cx0, cy1 - cy0},
+                       {out.v.data, static_cast<long>(out.v.row_stride), p.v, cw, cx0, cy0, cx1 - cx0, cy1 - cy0}};
+        for (const Plane& q : planes) {
+            uint8_t* h = q.host + static_cast<size_t>(q.y0) * q.host_stride + q.x0;
+            uint8_t* d = q.dev + static_cast<size_t>(q.y0) * q.dev_stride + q.x0;
+            check(up ? cudaMemcpy2D(d, q.dev_stride, h, q.host_stride, q.w, q.h, kind)
+                     : cudaMemcpy2D(h, q.host_stride, d, q.dev_stride, q.w, q.h, kind),
+                  what);
+        }
+    };
+    YuvSelect sel{nullptr, 0};
+    if (masked) {  // unselected samples keep the caller's values: start from them
+        upload_image(d_mask, mask);
+        sel = YuvSelect{d_mask.as<uint8_t>(), static_cast<long>(src.width)};
+        copy_region(cudaMemcpyHostToDevice, "upload planes");
+    }
+    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, m, sel, nullptr);
     sync("rgb_to_yuv420 kernel");
     // Only the converted blocks go back: the rest of the caller's planes stays as it was.
-    const int lx0 = 2 * cx0, ly0 = 2 * cy0, lx1 = imin(2 * cx1, src.width), ly1 = imin(2 * cy1, src.height);
-    check(cudaMemcpy2D(out.y.row(ly0) + lx0, out.y.row_stride, p.y + static_cast<size_t>(ly0) * src.width + lx0,
-                       src.width, lx1 - lx0, ly1 - ly0, cudaMemcpyDeviceToHost), "download y");
-    check(cudaMemcpy2D(out.u.row(cy0) + cx0, out.u.row_stride, p.u + static_cast<size_t>(cy0) * cw + cx0, cw,
-                       cx1 - cx0, cy1 - cy0, cudaMemcpyDeviceToHost), "download u");
-    check(cudaMemcpy2D(out.v.row(cy0) + cx0, out.v.row_stride, p.v + static_cast<size_t>(cy0) * cw + cx0, cw,
-                       cx1 - cx0, cy1 - cy0, cudaMemcpyDeviceToHost), "download v");
+    copy_region(cudaMemcpyDeviceToHost, "download planes");
+}
+
+void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& out, const RgbMatrix& m) {
+    require();
+    const Rect r = check_yuv420_to_rgb_args(in, roi, out);
+    // Only the rows and columns of the rectangle (and their chroma) go up, as a compact frame.
+    const int cx0 = r.x / 2, cy0 = r.y / 2, cx1 = (r.x + r.w + 1) / 2, cy1 = (r.y + r.h + 1) / 2;
+    const int cw = cx1 - cx0, ch = cy1 - cy0, lw = 2 * cw, lh = 2 * ch;  // luma of the covering blocks
+    const int lx0 = 2 * cx0, ly0 = 2 * cy0;
+    const int lw_in = imin(lw, in.y.width - lx0), lh_in = imin(lh, in.y.height - ly0);
+    const size_t luma = static_cast<size_t>(lh) * lw, chroma = static_cast<size_t>(ch) * cw;
+    const size_t rgb = static_cast<size_t>(r.h) * r.w * 3;
+    DeviceBuffer d_planes(luma + 2 * chroma), d_out(rgb);
+    uint8_t* base = d_planes.as<uint8_t>();
+    check(cudaMemcpy2D(base, lw, in.y.row(ly0) + lx0, in.y.row_stride, lw_in, lh_in, cudaMemcpyHostToDevice),
+          "upload y");
+    check(cudaMemcpy2D(base + luma, cw, in.u.row(cy0) + cx0, in.u.row_stride, cw, ch, cudaMemcpyHostToDevice),
+          "upload u");
+    check(cudaMemcpy2D(base + luma + chroma, cw, in.v.row(cy0) + cx0, in.v.row_stride, cw, ch,
+                       cudaMemcpyHostToDevice),
+          "upload v");
+    // The uploaded blocks form a frame of their own; the rectangle moves with its (even) corner.
+    const Yuv420ConstPlanes p{base, base + luma, base + luma + chroma, lw, cw, cw};
+    const Rect local{r.x - lx0, r.y - ly0, r.w, r.h};
+    launch_yuv420_to_rgb(p, local, d_out.as<uint8_t>(), static_cast<long>(r.w) * 3, m, nullptr);
+    sync("yuv420_to_rgb kernel");
+    check(cudaMemcpy2D(out.data, out.row_stride, d_out.as<uint8_t>(), static_cast<size_t>(r.w) * 3,
+                       static_cast<size_t>(r.w) * 3, r.h, cudaMemcpyDeviceToHost),
+          "download rgb");
 }
 
 }  // namespace mf::cuda

@@ -10,6 +10,7 @@
 #include "image.hpp"
 #include "ops/hull_mask.hpp"
 #include "ops/rgb_to_yuv420.hpp"
+#include "ops/yuv420_to_rgb.hpp"
 
 namespace mf::cuda {
 
@@ -24,6 +25,8 @@ void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& 
 Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);
 void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
                   const std::vector<ImageU8>& outs);
-void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m);
+void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
+                   const ConstImageU8& mask);
+void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& out, const RgbMatrix& m);
 
 }  // namespace mf::cuda

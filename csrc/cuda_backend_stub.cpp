@@ -23,6 +23,7 @@ Rect hull_mask(const Hull&, const HullMaskParams&, const ImageU8&) {
 void blur_in_mask(const ConstImageU8&, const ConstImageU8&, Rect, const std::vector<int>&, const std::vector<ImageU8>&) {
     require();
 }
-void rgb_to_yuv420(const ConstImageU8&, Rect, const Yuv420Views&, const YuvMatrix&) { require(); }
+void rgb_to_yuv420(const ConstImageU8&, Rect, const Yuv420Views&, const YuvMatrix&, const ConstImageU8&) { require(); }
+void yuv420_to_rgb(const Yuv420ConstViews&, Rect, const ImageU8&, const RgbMatrix&) { require(); }
 
 }  // namespace mf::cuda

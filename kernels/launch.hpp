@@ -7,6 +7,7 @@
 #include "../csrc/image.hpp"
 #include "hull_mask.cuh"
 #include "rgb_to_yuv420.cuh"
+#include "yuv420_to_rgb.cuh"
 
 namespace mf::cuda {
 
@@ -35,6 +36,10 @@ void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int widt
 
 // The 2x2 blocks covering roi of src (interleaved RGB/RGBX) into the planes (device pointers).
 void launch_rgb_to_yuv420(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,
-                          const Yuv420Planes& planes, const YuvMatrix& m, void* stream);
+                          const Yuv420Planes& planes, const YuvMatrix& m, YuvSelect sel, void* stream);
+
+// Pixels of roi (frame coordinates) into out (roi.h x roi.w x 3, row stride in bytes).
+void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* out, long out_stride, const RgbMatrix& m,
+                          void* stream);
 
 }  // namespace mf::cuda

@@ -8,6 +8,9 @@
 // 2^16 and rounded; each chroma row sums to 0, so grey maps to Cb = Cr = 128 exactly. Chroma uses the box
 // average of its 2x2 luma block (centre siting); at an odd right or bottom edge the last column or
 // row stands in for the missing one. Every intermediate is non-negative, so the shifts round.
+// With a selection mask (one byte per pixel, frame-sized), a luma sample is written only where its
+// mask value is non-zero and a block's chroma only where any of the block's mask values is: the
+// rest of the planes keeps what it held (e.g. the decoded samples outside a blurred face).
 #pragma once
 #include "../csrc/image.hpp"
 #include "common.cuh"
@@ -41,14 +44,21 @@ struct Yuv420Planes {
     long y_stride, u_stride, v_stride;
 };
 
+// Optional selection mask: data == nullptr selects every pixel; stride in bytes.
+struct YuvSelect {
+    const uint8_t* data;
+    long stride;
+};
+
 // The 2x2 block of chroma sample (cx, cy): its (up to four) luma samples and one Cb, Cr.
 // src: interleaved RGB (channels >= 3, the first three R, G, B), row stride in bytes.
 MF_HD void yuv420_block(const uint8_t* src, long stride, int channels, int width, int height, int cx, int cy,
-                        const Yuv420Planes& p, const YuvMatrix& m) {
+                        const Yuv420Planes& p, const YuvMatrix& m, YuvSelect sel = YuvSelect{nullptr, 0}) {
     const int x0 = 2 * cx, y0 = 2 * cy;
     const int x1 = imin(x0 + 1, width - 1), y1 = imin(y0 + 1, height - 1);
     const int xs[2] = {x0, x1}, ys[2] = {y0, y1};
     int r4 = 0, g4 = 0, b4 = 0;
+    bool any = sel.data == nullptr;
     for (int j = 0; j < 2; ++j) {
         const uint8_t* row = src + ys[j] * stride;
         for (int i = 0; i < 2; ++i) {
@@ -57,9 +67,14 @@ MF_HD void yuv420_block(const uint8_t* src, long stride, int channels, int width
             r4 += r;
             g4 += g;
             b4 += b;
-            if (x0 + i < width && y0 + j < height) p.y[(y0 + j) * p.y_stride + x0 + i] = yuv_luma(m, r, g, b);
+            if (x0 + i < width && y0 + j < height) {
+                const bool on = sel.data == nullptr || sel.data[(y0 + j) * sel.stride + x0 + i] != 0;
+                any = any || on;
+                if (on) p.y[(y0 + j) * p.y_stride + x0 + i] = yuv_luma(m, r, g, b);
+            }
         }
     }
+    if (!any) return;
     p.u[cy * p.u_stride + cx] = yuv_cb_sum4(m, r4, g4, b4);
     p.v[cy * p.v_stride + cx] = yuv_cr_sum4(m, r4, g4, b4);
 }

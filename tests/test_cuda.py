@@ -70,3 +70,13 @@ def test_cuda_rgb_to_yuv420_equals_cpu(astronaut: np.ndarray) -> None:
         ops.rgb_to_yuv420(img, gpu, roi=(31, 17, 101, 77), device="cuda")
         for g, c in zip(gpu, cpu):
             assert_images_equal(g, c, "cuda")
+        # mask: only selected samples are written, the rest keeps the caller's values
+        mask = np.zeros(img.shape[:2], np.uint8)
+        mask[40:90, 50:120] = 200
+        mask[41, 51] = 0
+        cpu = [np.full(p.shape, 7, np.uint8) for p in cpu]
+        gpu = [p.copy() for p in cpu]
+        ops.rgb_to_yuv420(img, cpu, roi=(31, 17, 101, 77), mask=mask)
+        ops.rgb_to_yuv420(img, gpu, roi=(31, 17, 101, 77), mask=mask, device="cuda")
+        for g, c in zip(gpu, cpu):
+            assert_images_equal(g, c, "cuda")

@@ -114,6 +114,43 @@ def test_region_writes_only_its_blocks(rng: np.random.Generator) -> None:
         assert_planes(planes, ref)
 
 
+@pytest.mark.parametrize("size", [(73, 91), (64, 80)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_mask_selects_what_is_written(rng: np.random.Generator, size) -> None:
+    # luma where the mask is non-zero, chroma where any pixel of the block is; the rest keeps the
+    # planes' values; odd sizes take the partial blocks at the edges
+    h, w = size
+    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+    mask = np.where(rng.random((h, w)) < 0.3, rng.integers(1, 256, (h, w)), 0).astype(np.uint8)
+    mask[:10] = 0  # whole blocks unselected
+    full = reference(rgb)
+    ch, cw = full[1].shape
+    sel = mask != 0
+    pad = np.pad(sel, ((0, h % 2), (0, w % 2)))
+    block_any = pad.reshape(ch, 2, cw, 2).any(axis=(1, 3))
+    for roi in [None, (5, 8, 40, 31), (0, 0, w, h), (w - 3, h - 5, 3, 5)]:
+        planes = [np.full(p.shape, 7, np.uint8) for p in full]
+        ops.rgb_to_yuv420(rgb, planes, roi=roi, mask=mask)
+        x, y, rw, rh = roi or (0, 0, w, h)
+        cx0, cy0, cx1, cy1 = x // 2, y // 2, (x + rw + 1) // 2, (y + rh + 1) // 2
+        in_y = np.zeros((h, w), bool)
+        in_y[2 * cy0 : 2 * cy1, 2 * cx0 : 2 * cx1] = True
+        in_c = np.zeros((ch, cw), bool)
+        in_c[cy0:cy1, cx0:cx1] = True
+        want_y = np.where(in_y & sel, full[0], 7)
+        assert_images_equal(planes[0], want_y.astype(np.uint8))
+        for got, want in zip(planes[1:], full[1:]):
+            assert_images_equal(got, np.where(in_c & block_any, want, 7).astype(np.uint8))
+        ref = [np.full(p.shape, 7, np.uint8) for p in full]
+        _core.rgb_to_yuv420_reference(rgb, *ref, roi=roi, mask=mask)
+        assert_planes(planes, ref)
+    # an all-zero mask writes nothing, a full one everything
+    planes = [np.full(p.shape, 7, np.uint8) for p in full]
+    ops.rgb_to_yuv420(rgb, planes, mask=np.zeros((h, w), np.uint8))
+    assert all(np.all(p == 7) for p in planes)
+    ops.rgb_to_yuv420(rgb, planes, mask=np.full((h, w), 255, np.uint8))
+    assert_planes(planes, full)
+
+
 def test_padded_planes_of_a_video_frame(rng: np.random.Generator) -> None:
     # av.VideoFrame planes have padded rows: written through strided views
     rgb = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
@@ -123,19 +160,38 @@ def test_padded_planes_of_a_video_frame(rng: np.random.Generator) -> None:
     assert_planes(video.yuv420_planes(vf), reference(rgb))
 
 
-def test_yuv420_frame_patch_equals_whole_conversion(astronaut: np.ndarray, astronaut_face_points) -> None:
-    # the pipeline's shortcut: copy the source's planes and convert only the blurred box
+@pytest.mark.parametrize("shift", [(0, 0), (300, 295)], ids=["inside", "past-the-odd-edge"])
+def test_patched_frame_converts_only_what_the_mask_touches(astronaut: np.ndarray, astronaut_face_points, shift) -> None:
+    # the pipeline's shortcut: copy the source's planes and convert, from the blurred region alone,
+    # only the pixels the mask touches (luma) and the blocks with any such pixel (chroma)
     src = np.ascontiguousarray(astronaut[:511, :509])  # odd: cropped to 510 x 508 for the encoder
-    mask, bbox = ops.hull_mask(astronaut_face_points, src.shape[:2])
+    pts = astronaut_face_points + np.array(shift, np.float64)
+    mask, (x, y, w, h) = ops.hull_mask(pts, src.shape[:2])
+    base = video.yuv420_frame(src)
+    base_planes = [p.copy() for p in video.yuv420_planes(base)]
+    r = 28
+    x0, y0 = max(0, x - r) // 2 * 2, max(0, y - r) // 2 * 2
+    x1, y1 = min(509, x + w + r), min(511, y + h + r)
+    if shift != (0, 0):
+        assert (x1, y1) == (509, 511)  # the region reaches the odd edges the encoder drops
+    touched = mask[:510, :508] > 0
+    touched4 = touched.reshape(255, 2, 254, 2).any(axis=(1, 3))
     for k in (15, 55):
-        level = ops.blur_in_mask(src, mask, k, bbox=bbox)[0]
-        base = video.yuv420_frame(src)
-        patched = video.yuv420_frame(level, base=base, roi=bbox)
+        level = ops.blur_in_mask(src, mask, k, bbox=(x, y, w, h))[0]  # the whole frame's blur
+        region = np.ascontiguousarray(level[y0:y1, x0:x1])
+        patched = video.patched_frame(base, region, (x0, y0), (x - x0, y - y0, w, h),
+                                      np.ascontiguousarray(mask[y0:y1, x0:x1]))
         assert patched is not base and (patched.width, patched.height) == (508, 510)
-        assert_planes(video.yuv420_planes(patched), reference(level[:510, :508]))
-        assert_planes(video.yuv420_planes(base), reference(src[:510, :508]))
-    copy = video.yuv420_frame(src, base=base)  # no region: a copy
-    assert_planes(video.yuv420_planes(copy), video.yuv420_planes(base))
+        conv = reference(level[:510, :508])
+        want = (np.where(touched, conv[0], base_planes[0]), np.where(touched4, conv[1], base_planes[1]),
+                np.where(touched4, conv[2], base_planes[2]))
+        assert_planes(video.yuv420_planes(patched), want)
+        assert_planes(video.yuv420_planes(base), base_planes)  # the base is left as it was
+    copy = video.copy_frame(base)
+    assert copy is not base
+    assert_planes(video.yuv420_planes(copy), base_planes)
+    with pytest.raises(ValueError, match="even"):
+        video.patched_frame(base, region, (x0 + 1, y0), (0, 0, 2, 2), np.ascontiguousarray(mask[y0:y1, x0:x1]))
 
 
 def test_bad_arguments() -> None:
@@ -157,6 +213,12 @@ def test_bad_arguments() -> None:
         ops.rgb_to_yuv420(rgb, roi=(0, 0, 2, 2))
     with pytest.raises(ValueError, match="share memory"):
         ops.rgb_to_yuv420(rgb, (rgb.reshape(-1)[:120].reshape(10, 12), u, v))
+    with pytest.raises(ValueError, match="mask must be 10x12"):
+        ops.rgb_to_yuv420(rgb, (y, u, v), mask=np.zeros((10, 11), np.uint8))
+    with pytest.raises(TypeError, match="mask must be a uint8"):
+        ops.rgb_to_yuv420(rgb, (y, u, v), mask=np.zeros((10, 12), np.float32))
+    with pytest.raises(ValueError, match="mask needs out="):
+        ops.rgb_to_yuv420(rgb, mask=np.zeros((10, 12), np.uint8))
     with pytest.raises(ValueError, match="writeable"):
         y.flags.writeable = False
         ops.rgb_to_yuv420(rgb, (y, u, v))

@@ -55,6 +55,24 @@ inline ImageU8 plane_view(const py::array& a, const char* name) {
     return v;
 }
 
+// The same for an input plane: read-only arrays are accepted.
+inline ConstImageU8 const_plane_view(const py::array& a, const char* name) {
+    if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
+        throw py::type_error(std::string(name) + " must be a uint8 array, got dtype " +
+                             std::string(py::str(a.dtype())));
+    if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be a 2-D (H, W) array");
+    if (a.shape(0) <= 0 || a.shape(1) <= 0) throw py::value_error(std::string(name) + " is empty");
+    if (a.strides(1) != 1 || a.strides(0) < a.shape(1))
+        throw py::value_error(std::string(name) + " must have adjacent pixels and non-overlapping rows");
+    ConstImageU8 v;
+    v.data = static_cast<const uint8_t*>(a.data());
+    v.height = static_cast<int>(a.shape(0));
+    v.width = static_cast<int>(a.shape(1));
+    v.channels = 1;
+    v.row_stride = a.strides(0);
+    return v;
+}
+
 inline py::array_t<uint8_t> new_image(int h, int w, int c, bool with_channel_axis) {
     if (with_channel_axis) return py::array_t<uint8_t>({h, w, c});
     return py::array_t<uint8_t>({h, w});

@@ -13,31 +13,58 @@ Yuv420Planes planes(const Yuv420Views& o) {
                         static_cast<long>(o.u.row_stride), static_cast<long>(o.v.row_stride)};
 }
 
+YuvSelect select(const ConstImageU8& mask) {
+    return YuvSelect{mask.data, static_cast<long>(mask.row_stride)};
+}
+
 // Two full luma rows and their chroma row, for the blocks [cx0, cx1) that lie wholly inside the
 // frame (both columns and both rows exist). Same arithmetic as yuv420_block, laid out so the
-// compiler vectorises it.
-template <int C>
+// compiler vectorises it. Masked: m0/m1 are the two mask rows; unselected samples keep their value.
+template <int C, bool Masked>
 MF_TARGET_CLONES void row_pair(const uint8_t* __restrict r0, const uint8_t* __restrict r1, int cx0, int cx1,
                                uint8_t* __restrict y0, uint8_t* __restrict y1, uint8_t* __restrict u,
-                               uint8_t* __restrict v, const YuvMatrix m) {
+                               uint8_t* __restrict v, const uint8_t* __restrict m0, const uint8_t* __restrict m1,
+                               const YuvMatrix m) {
     for (int cx = cx0; cx < cx1; ++cx) {
         const uint8_t* a = r0 + 2 * cx * C;
         const uint8_t* b = r1 + 2 * cx * C;
         const int ra = a[0], ga = a[1], ba = a[2], rb = a[C], gb = a[C + 1], bb = a[C + 2];
         const int rc = b[0], gc = b[1], bc = b[2], rd = b[C], gd = b[C + 1], bd = b[C + 2];
-        y0[2 * cx] = yuv_luma(m, ra, ga, ba);
-        y0[2 * cx + 1] = yuv_luma(m, rb, gb, bb);
-        y1[2 * cx] = yuv_luma(m, rc, gc, bc);
-        y1[2 * cx + 1] = yuv_luma(m, rd, gd, bd);
+        const uint8_t ya = yuv_luma(m, ra, ga, ba), yb = yuv_luma(m, rb, gb, bb);
+        const uint8_t yc = yuv_luma(m, rc, gc, bc), yd = yuv_luma(m, rd, gd, bd);
         const int r4 = ra + rb + rc + rd, g4 = ga + gb + gc + gd, b4 = ba + bb + bc + bd;
-        u[cx] = yuv_cb_sum4(m, r4, g4, b4);
-        v[cx] = yuv_cr_sum4(m, r4, g4, b4);
+        const uint8_t cb = yuv_cb_sum4(m, r4, g4, b4), cr = yuv_cr_sum4(m, r4, g4, b4);
+        if constexpr (Masked) {
+            const bool sa = m0[2 * cx] != 0, sb = m0[2 * cx + 1] != 0, sc = m1[2 * cx] != 0, sd = m1[2 * cx + 1] != 0;
+            const bool any = sa | sb | sc | sd;
+            y0[2 * cx] = sa ? ya : y0[2 * cx];
+            y0[2 * cx + 1] = sb ? yb : y0[2 * cx + 1];
+            y1[2 * cx] = sc ? yc : y1[2 * cx];
+            y1[2 * cx + 1] = sd ? yd : y1[2 * cx + 1];
+            u[cx] = any ? cb : u[cx];
+            v[cx] = any ? cr : v[cx];
+        } else {
+            y0[2 * cx] = ya;
+            y0[2 * cx + 1] = yb;
+            y1[2 * cx] = yc;
+            y1[2 * cx + 1] = yd;
+            u[cx] = cb;
+            v[cx] = cr;
+        }
     }
 }
 
-void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, const YuvMatrix& m, int cx0, int cx1, int cy_begin,
-                  int cy_end) {
+template <int C>
+void row_pair_any(const uint8_t* r0, const uint8_t* r1, int cx0, int cx1, uint8_t* y0, uint8_t* y1, uint8_t* u,
+                  uint8_t* v, const uint8_t* m0, const uint8_t* m1, const YuvMatrix& m) {
+    if (m0 != nullptr) row_pair<C, true>(r0, r1, cx0, cx1, y0, y1, u, v, m0, m1, m);
+    else row_pair<C, false>(r0, r1, cx0, cx1, y0, y1, u, v, m0, m1, m);
+}
+
+void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, const YuvMatrix& m, YuvSelect sel, int cx0, int cx1,
+                  int cy_begin, int cy_end) {
     const int full_cx1 = imin(cx1, src.width / 2);  // blocks with both columns inside the frame
+    const long stride = static_cast<long>(src.row_stride);
     for (int cy = cy_begin; cy < cy_end; ++cy) {
         const int y0 = 2 * cy;
         if (y0 + 1 < src.height && cx0 < full_cx1) {
@@ -46,13 +73,15 @@ void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, const YuvMatri
             uint8_t* py0 = p.y + y0 * p.y_stride;
             uint8_t* pu = p.u + cy * p.u_stride;
             uint8_t* pv = p.v + cy * p.v_stride;
-            if (src.channels == 3) row_pair<3>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m);
-            else row_pair<4>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m);
+            const uint8_t* m0 = sel.data == nullptr ? nullptr : sel.data + y0 * sel.stride;
+            const uint8_t* m1 = m0 == nullptr ? nullptr : m0 + sel.stride;
+            if (src.channels == 3) row_pair_any<3>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m0, m1, m);
+            else row_pair_any<4>(r0, r1, cx0, full_cx1, py0, py0 + p.y_stride, pu, pv, m0, m1, m);
             for (int cx = full_cx1; cx < cx1; ++cx)  // odd width: the last column's block
-                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
+                yuv420_block(src.data, stride, src.channels, src.width, src.height, cx, cy, p, m, sel);
         } else {
             for (int cx = cx0; cx < cx1; ++cx)
-                yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
+                yuv420_block(src.data, stride, src.channels, src.width, src.height, cx, cy, p, m, sel);
         }
     }
 }
@@ -66,34 +95,42 @@ void check_plane(const ImageU8& v, int h, int w, const char* name) {
 
 }  // namespace
 
-Rect check_rgb_to_yuv420_args(const ConstImageU8& src, Rect roi, const Yuv420Views& out) {
+Rect check_rgb_to_yuv420_args(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const ConstImageU8& mask) {
     if (src.channels != 3 && src.channels != 4) invalid("frame must have 3 (RGB) or 4 (RGBX) channels");
     check_plane(out.y, src.height, src.width, "y");
     check_plane(out.u, (src.height + 1) / 2, (src.width + 1) / 2, "u");
     check_plane(out.v, (src.height + 1) / 2, (src.width + 1) / 2, "v");
+    if (mask.data != nullptr && (mask.channels != 1 || mask.height != src.height || mask.width != src.width))
+        invalid("mask must be " + std::to_string(src.height) + "x" + std::to_string(src.width) +
+                " (the frame's size), got " + std::to_string(mask.height) + "x" + std::to_string(mask.width));
     if (roi.w == 0 && roi.h == 0 && roi.x == 0 && roi.y == 0) return src.bounds();
     if (!rect_inside(roi, src.width, src.height)) invalid("roi " + rect_str(roi) + " is not inside the frame");
     return roi;
 }
 
-void rgb_to_yuv420_cpu(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
-    const Rect r = check_rgb_to_yuv420_args(src, roi, out);
+void rgb_to_yuv420_cpu(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
+                       const ConstImageU8& mask) {
+    const Rect r = check_rgb_to_yuv420_args(src, roi, out, mask);
     int cx0, cx1, cy0, cy1;
     yuv420_block_range(r, cx0, cx1, cy0, cy1);
     const Yuv420Planes p = planes(out);
+    const YuvSelect sel = select(mask);
     // about 16k pixels per chunk
     const int grain = imax(1, 4096 / imax(1, cx1 - cx0));
-    parallel_for(cy1 - cy0, grain, [&](int b, int e) { convert_rows(src, p, m, cx0, cx1, cy0 + b, cy0 + e); });
+    parallel_for(cy1 - cy0, grain, [&](int b, int e) { convert_rows(src, p, m, sel, cx0, cx1, cy0 + b, cy0 + e); });
 }
 
-void rgb_to_yuv420_reference(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m) {
-    const Rect r = check_rgb_to_yuv420_args(src, roi, out);
+void rgb_to_yuv420_reference(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
+                             const ConstImageU8& mask) {
+    const Rect r = check_rgb_to_yuv420_args(src, roi, out, mask);
     int cx0, cx1, cy0, cy1;
     yuv420_block_range(r, cx0, cx1, cy0, cy1);
     const Yuv420Planes p = planes(out);
+    const YuvSelect sel = select(mask);
     for (int cy = cy0; cy < cy1; ++cy)
         for (int cx = cx0; cx < cx1; ++cx)
-            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m);
+            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m,
+                         sel);
 }
 
 }  // namespace mf

@@ -209,7 +209,7 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     import math
 
     from .detect import track_clip
-    from .video import iter_display_frames, probe
+    from .video import iter_display_frames, prefetch, probe
 
     if info is None:
         info = probe(src)
@@ -217,7 +217,8 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     hold = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
     if stack is None:
         stack = default_stack()
-    frames = (rgb for _, _, rgb in iter_display_frames(src, info))
+    # decoding and RGB conversion run on their own thread, beside the models
+    frames = (rgb for _, _, rgb in prefetch(iter_display_frames(src, info), 4))
     tracks, stats = track_clip(frames, stack, hold_frames=hold, detect_size=detect_size, detect_every=detect_every,
                                margin=margin, timers=timers)
     return DetectedLandmarks(tracks, stats)

@@ -33,6 +33,7 @@ __all__ = [
     "hull_mask",
     "rgb_to_yuv420",
     "yuv420_shapes",
+    "yuv420_to_rgb",
 ]
 
 Device = Literal["cpu", "cuda"]
@@ -177,6 +178,7 @@ def rgb_to_yuv420(
     *,
     roi: Rect | None = None,
     matrix: Literal["bt601", "bt709"] = "bt601",
+    mask: np.ndarray | None = None,
     device: Device = "cpu",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Convert an RGB (or RGBX) frame to YUV 4:2:0 planes, limited range, with the BT.601
@@ -188,7 +190,10 @@ def rgb_to_yuv420(
     the planes to write instead, e.g. the planes of an ``av.VideoFrame``; their rows may be padded
     (row stride >= width).  ``roi`` ``(x, y, w, h)`` converts only the 2x2 blocks that cover that
     rectangle and leaves the rest of ``out`` untouched (use it to patch a frame that differs from
-    an already converted one only there).
+    an already converted one only there).  ``mask`` (``(H, W)`` uint8, C-contiguous) further selects
+    what is written: a luma sample only where its mask value is non-zero, a block's chroma only
+    where any of its pixels' is; everything else in ``out`` keeps its value (use it to write only
+    what a blur inside that mask changed).
     """
     _check_array(frame, "frame")
     if frame.ndim != 3:
@@ -205,8 +210,41 @@ def rgb_to_yuv420(
             raise ValueError("out must be the three planes (y, u, v)")
         for name, p in zip("yuv", planes):
             _check_array(p, name)
-    _core.rgb_to_yuv420(frame, planes[0], planes[1], planes[2], r, matrix, device)
+    if mask is not None:
+        _check_array(mask, "mask")
+        if out is None:
+            raise ValueError("mask needs out= (the planes to patch)")
+    _core.rgb_to_yuv420(frame, planes[0], planes[1], planes[2], r, matrix, mask, device)
     return planes  # type: ignore[return-value]
+
+
+def yuv420_to_rgb(
+    y: np.ndarray,
+    u: np.ndarray,
+    v: np.ndarray,
+    out: np.ndarray | None = None,
+    *,
+    roi: Rect | None = None,
+    matrix: Literal["bt601", "bt709"] = "bt601",
+    device: Device = "cpu",
+) -> np.ndarray:
+    """Convert YUV 4:2:0 planes, limited range, with the BT.601 (default) or BT.709 ``matrix``, to
+    RGB: ``R = (76309 (Y - 16) + 104597 (Cr - 128)) / 2^16`` and so on for BT.601, rounded and
+    clamped fixed point (exact formulas in ``kernels/yuv420_to_rgb.cuh``); each pixel takes the
+    chroma of its 2x2 block.
+
+    ``y`` is ``(H, W)``, ``u`` and ``v`` ``(ceil(H/2), ceil(W/2))``; their rows may be padded (row
+    stride >= width, e.g. the planes of a decoded ``av.VideoFrame``) and they may be read-only.
+    Returns ``(H, W, 3)``, or with ``roi`` ``(x, y, w, h)`` only that rectangle ``(h, w, 3)`` (the
+    same pixels as the whole frame's).  ``out`` gives the array to write instead (C-contiguous,
+    shaped like the result).
+    """
+    for name, p in (("y", y), ("u", u), ("v", v)):
+        _check_array(p, name)
+    r = None if roi is None else _check_rect(roi, "roi")
+    if out is not None:
+        _check_array(out, "out")
+    return _core.yuv420_to_rgb(y, u, v, out, r, matrix, device)
 
 
 @dataclass(frozen=True)

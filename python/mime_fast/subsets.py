@@ -17,8 +17,10 @@ for the subject's points, builds one mask (:func:`mime_fast.ops.hull_mask`) and 
 with one :func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
 timestamp (:class:`mime_fast.video.FrameStandardiser`) and fed to one libx264 encoder per output.
 The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
-which then feeds the AAC track of FM/FDM/FSM/VMM.  FDAM/FSAM/AMM are remuxed from the finished
-FDM/FSM/FM files without re-encoding.
+encoded once to AAC (:class:`mime_fast.video.AacTrack`) and muxed into FM/FDM/FSM/VMM.
+FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without re-encoding.  Only the
+pixels a blur reads are converted to RGB (the mask's box grown by the kernel's reach), and only
+those it changes are converted back (:func:`mime_fast.video.patched_frame`).
 
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
 encoder thread per output, linked by bounded queues (``Settings.queue_size`` frames each), so memory
@@ -44,15 +46,18 @@ import numpy as np
 from .landmarks import MaskProvider, as_provider
 from .video import (
     ClipError,
+    AacTrack,
     Mp4Writer,
     SourceInfo,
-    WavReader,
     atomic_outputs,
     black_frame,
+    copy_frame,
     extract_audio_wav,
     FrameStandardiser,
+    frame_rgb,
     iter_display_frames,
     output_frame_count,
+    patched_frame,
     prefetch,
     probe,
     remux_video,
@@ -247,20 +252,45 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
     return 55 if float(np.median(heights)) >= FSM_AUTO_MIN_FACE_HEIGHT else 35
 
 
-def _masked_levels(ops, rgb: np.ndarray, pts, kernels: list[int], st: Settings):
-    """One mask, one fused blur call -> one frame per kernel (the source itself when no face), the
-    box ``(x, y, w, h)`` outside which every level equals the source and the mask (``None, None``:
-    no blur)."""
+@dataclass
+class _Blurred:
+    """The blur levels of one frame, over the region the blur reads: ``levels[i]`` is the RGB
+    region at ``origin`` (even ``(x0, y0)``) blurred with kernel ``kernels[i]`` inside ``mask``
+    (region-sized); ``roi`` is the mask's box in region coordinates."""
+
+    levels: list
+    origin: tuple[int, int]
+    roi: tuple[int, int, int, int]
+    mask: np.ndarray
+
+
+def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings, matrix: str) -> _Blurred | None:
+    """One mask, one fused blur call over the mask's box grown by the largest kernel's radius (the
+    only pixels the blur reads), so RGB is needed only there: sliced from ``rgb`` or converted from
+    the ``decoded`` frame's planes (:func:`mime_fast.video.frame_rgb`).  Inside the box the levels
+    equal the blur of the whole frame (the region holds every neighbour the kernels read, and its
+    edges are the frame's wherever it is clipped).  ``None``: no face, nothing to blur."""
     if pts is None or not kernels:
-        return [rgb] * len(kernels), None, None
-    mask, bbox = ops.hull_mask(pts, rgb.shape[:2], feather=st.feather, margin=st.margin, device=st.device)
+        return None
+    H, W = shape
+    mask, bbox = ops.hull_mask(pts, (H, W), feather=st.feather, margin=st.margin, device=st.device)
     if bbox[2] == 0 or bbox[3] == 0:
-        return [rgb] * len(kernels), None, None
+        return None
+    x, y, w, h = (int(v) for v in bbox)
     uniq = sorted(set(kernels))
-    bbox = tuple(int(v) for v in bbox)
-    outs = ops.blur_in_mask(rgb, mask, uniq, bbox=bbox, device=st.device)
+    r = max(uniq) // 2 + 1  # + 1: the 2x2 blocks covering the box lie inside the region
+    x0, y0 = max(0, x - r) // 2 * 2, max(0, y - r) // 2 * 2
+    x1, y1 = min(W, x + w + r), min(H, y + h + r)
+    x1, y1 = min(W, x1 + x1 % 2), min(H, y1 + y1 % 2)
+    if rgb is not None:
+        src = np.ascontiguousarray(rgb[y0:y1, x0:x1])
+    else:
+        src = frame_rgb(decoded, (x0, y0, x1 - x0, y1 - y0), device=st.device)
+    m = np.ascontiguousarray(mask[y0:y1, x0:x1])
+    roi = (x - x0, y - y0, w, h)
+    outs = ops.blur_in_mask(src, m, uniq, bbox=roi, device=st.device)
     by_k = dict(zip(uniq, outs))
-    return [by_k[k] for k in kernels], bbox, mask
+    return _Blurred([by_k[k] for k in kernels], (x0, y0), roi, m)
 
 
 def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, codes: list[str],
@@ -312,6 +342,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
                 extract_audio_wav(src, info, wav_tmp, n_samples=n_samples, rate=st.audio_rate,
                                   channels=st.audio_channels)
 
+            # the AAC track is encoded once and muxed into every subset with audio
+            track = AacTrack(wav_tmp) if wav_tmp is not None and bases else None
             writers: dict[str, Mp4Writer] = {}
             try:
                 for c in bases:
@@ -319,11 +351,10 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
                     # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
                     writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
                                            preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
-                                           audio_rate=st.audio_rate if have_audio else None,
-                                           audio_channels=st.audio_channels, queue_size=st.queue_size,
+                                           audio_track=track, queue_size=st.queue_size,
                                            matrix=info.matrix)
                 if writers:  # e.g. only VMM requested for a clip without audio: nothing to encode
-                    _encode_loop(src, info, provider, st, ops, writers, wav_tmp, fps, n_out, fdm_k, fsm_k, result)
+                    _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result)
                 for c in list(writers):
                     writers.pop(c).close()
             finally:
@@ -354,7 +385,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
         result.audio_reason = "source has no audio"
 
 
-def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fdm_k, fsm_k, result):
+def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result):
     std = FrameStandardiser(info.start, fps, n_out)
     kernels, kcodes = [], []
     for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
@@ -362,53 +393,44 @@ def _encode_loop(src, info, provider, st, ops, writers, wav_path, fps, n_out, fd
             kernels.append(k)
             kcodes.append(c)
     vmm_frame = black_frame(writers["VMM"].width, writers["VMM"].height) if "VMM" in writers else None
-    reader = WavReader(wav_path) if wav_path is not None else None
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
         if cache["idx"] != src_i:
-            pts = provider.points(src_i)
+            pts = provider.points(src_i) if kcodes else None
             try:
-                levels, roi, mask = _masked_levels(ops, rgb, pts, kernels, st)
+                blurred = _blur_region(ops, rgb, decoded, (info.height, info.width), pts, kernels, st, info.matrix)
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
             # else the source converted once; each blur level copies that and converts only the
-            # pixels its mask touches, with the matrix the frame was decoded with (video.yuv420_frame).
+            # pixels its mask touches, with the matrix the frame was decoded with (video.patched_frame).
             base = decoded
             if base is None and ("FM" in writers or kcodes):
                 base = yuv420_frame(rgb, matrix=info.matrix)
             frames = {"FM": base} if "FM" in writers else {}
-            for c, level in zip(kcodes, levels):
-                frames[c] = yuv420_frame(level, base=base, roi=roi, matrix=info.matrix, mask=mask)
+            for i, c in enumerate(kcodes):
+                frames[c] = copy_frame(base) if blurred is None else patched_frame(
+                    base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=info.matrix)
             cache["idx"], cache["frames"] = src_i, frames
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)
         if vmm_frame is not None:
             writers["VMM"].write_frame(vmm_frame, out_i)
-        if reader is not None:
-            chunk = reader.read_until(int(Fraction(out_i + 1) / fps * st.audio_rate))
-            for w in audio_writers:
-                w.write_audio(chunk)
+        for w in audio_writers:  # the audio up to the end of this frame, beside it in the file
+            w.write_audio_until(Fraction(out_i + 1) / fps)
 
-    try:
-        n_src = 0
-        for src_i, t, rgb, decoded in prefetch(iter_display_frames(src, info, keep_yuv=True), st.queue_size):
-            n_src += 1
-            for out_i, item in std.push(t, (src_i, rgb, decoded)):
-                emit(out_i, item)
-        for out_i, item in std.finish():
+    n_src = 0
+    frames = iter_display_frames(src, info, rgb=False, keep_yuv=True)
+    for src_i, t, rgb, decoded in prefetch(frames, st.queue_size):
+        n_src += 1
+        for out_i, item in std.push(t, (src_i, rgb, decoded)):
             emit(out_i, item)
-        if reader is not None:
-            rest = reader.read_until(reader.total)
-            for w in audio_writers:
-                w.write_audio(rest)
-        result.source_frames = n_src
-    finally:
-        if reader is not None:
-            reader.close()
+    for out_i, item in std.finish():
+        emit(out_i, item)
+    result.source_frames = n_src  # the writers mux the rest of the audio when they close
 
 
 def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, Settings]:

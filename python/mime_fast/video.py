@@ -15,7 +15,9 @@ What this module does
 * :func:`iter_display_frames` decodes the video stream once and yields RGB24 ``H x W x 3`` uint8
   frames **as displayed**: the display matrix (FFmpeg ``AV_FRAME_DATA_DISPLAYMATRIX`` side data,
   what phones write as "rotate") is applied: rotations by multiples of 90 degrees and mirrorings
-  (the eight EXIF orientations).  Other angles are snapped to the nearest quarter turn.
+  (the eight EXIF orientations).  Other angles are snapped to the nearest quarter turn.  8-bit
+  limited-range yuv420p frames (nearly every H.264 clip) are converted to RGB by the compiled core
+  (:func:`frame_rgb`, :func:`mime_fast.ops.yuv420_to_rgb`), anything else by swscale.
 * :func:`extract_audio_wav` decodes the first audio stream, resamples it with
   ``av.AudioResampler`` to 16-bit PCM at ``rate`` Hz / ``channels`` channels, aligns it to the first
   video frame (leading silence is inserted when audio starts late, leading samples are dropped when it
@@ -23,9 +25,9 @@ What this module does
 * :class:`Mp4Writer` encodes frames with libx264 (yuv420p, CRF, preset, fixed thread count) into
   MP4, optionally with an AAC audio track fed from 16-bit PCM.
 * :func:`yuv420_frame` turns an RGB24 frame into the encoder's yuv420p frame with the compiled core
-  (:func:`mime_fast.ops.rgb_to_yuv420`, BT.601 limited range; 2-3x faster than swscale); given the
-  converted frame of an RGB frame that differs only inside a region, it copies that and converts the
-  region alone, with the same result as converting the whole frame.
+  (:func:`mime_fast.ops.rgb_to_yuv420`, BT.601 or BT.709 limited range; 5x faster than swscale);
+  :func:`patched_frame` copies a yuv420p frame and converts only the pixels a blur changed, from
+  the blurred region alone.
 * :func:`remux_video` copies the encoded video packets of an MP4 into a new MP4 without
   re-encoding (packets byte-identical), dropping every other stream.
 * :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
@@ -33,7 +35,7 @@ What this module does
 
 Conventions
 -----------
-* Pixel format: frames are RGB24 (``to_ndarray(format="rgb24")``) everywhere in Python.
+* Pixel format: frames are RGB24 (:func:`frame_rgb`) everywhere in Python.
 * Odd sizes: yuv420p needs even dimensions.  Masking and blurring happen on the full displayed
   frame; the encoder then drops the last column and/or row (``frame[:H - H % 2, :W - W % 2]``).
   Coordinates are unchanged by this crop.
@@ -70,13 +72,17 @@ __all__ = [
     "read_wav",
     "write_wav",
     "Mp4Writer",
+    "AacTrack",
     "WavReader",
     "black_frame",
     "remux_video",
     "atomic_outputs",
     "even_crop",
     "yuv420_frame",
+    "patched_frame",
+    "copy_frame",
     "frame_matrix",
+    "frame_rgb",
     "yuv420_planes",
     "apply_display_transform",
     "prefetch",
@@ -387,14 +393,37 @@ def _frame_time(frame, tb, fallback: Fraction) -> Fraction:
     return fallback
 
 
-def iter_display_frames(path, info: SourceInfo, *, keep_yuv: bool = False) -> Iterator[tuple]:
+def native_yuv(frame) -> bool:
+    """Whether the compiled core converts ``frame`` (8-bit yuv420p, limited or unspecified range)."""
+    return frame.format.name == "yuv420p" and int(frame.color_range) != 2
+
+
+def frame_rgb(frame, roi: tuple[int, int, int, int] | None = None, *, device: str = "cpu") -> np.ndarray:
+    """RGB24 ``H x W x 3`` of a decoded frame, in its coded orientation (``roi`` ``(x, y, w, h)``: only
+    that rectangle): :func:`mime_fast.ops.yuv420_to_rgb` with the frame's matrix
+    (:func:`frame_matrix`) for 8-bit limited-range yuv420p frames, swscale for any other format."""
+    if native_yuv(frame):
+        from . import ops  # the compiled core
+
+        return ops.yuv420_to_rgb(*yuv420_planes(frame), roi=roi, matrix=frame_matrix(frame), device=device)
+    rgb = frame.to_ndarray(format="rgb24")
+    if roi is not None:
+        x, y, w, h = roi
+        rgb = rgb[y : y + h, x : x + w]
+    return np.ascontiguousarray(rgb)
+
+
+def iter_display_frames(path, info: SourceInfo, *, rgb: bool = True, keep_yuv: bool = False) -> Iterator[tuple]:
     """Decode the video once; yield ``(source_index, time_seconds, rgb)`` in presentation order
     (``(source_index, time_seconds, rgb, frame)`` with ``keep_yuv``: ``frame`` is the decoded
     yuv420p ``av.VideoFrame`` when ``info.yuv_passthrough`` and the frame still qualifies, else
     ``None``).
 
-    ``rgb`` is H x W x 3 uint8, C-contiguous, rotated to the display orientation.  Raises
-    :class:`ClipError` when decoding fails or yields fewer frames than the container holds.
+    ``rgb`` is H x W x 3 uint8, C-contiguous, rotated to the display orientation
+    (:func:`frame_rgb`).  With ``rgb=False`` and ``keep_yuv``, frames that come with their decoded
+    ``frame`` are not converted (``rgb`` is ``None``): a caller that needs RGB only in places
+    converts just those (:func:`frame_rgb` with a ``roi``).  Raises :class:`ClipError` when decoding
+    fails or yields fewer frames than the container holds.
     """
     path = Path(path)
     transform = tuple(info.display_transform)
@@ -410,18 +439,17 @@ def iter_display_frames(path, info: SourceInfo, *, keep_yuv: bool = False) -> It
             for frame in c.decode(vs):
                 t = _frame_time(frame, tb, last_t + step)
                 last_t = t
-                rgb = frame.to_ndarray(format="rgb24")
-                if not identity:
-                    rgb = apply_display_transform(rgb, transform)
-                if not rgb.flags.c_contiguous:  # rotation, or odd widths (padded lines)
-                    rgb = np.ascontiguousarray(rgb)
+                same = keep_yuv and (info.yuv_passthrough and native_yuv(frame) and frame_matrix(frame) == info.matrix
+                                     and (frame.width, frame.height) == (info.coded_width, info.coded_height))
+                img = None
+                if rgb or not same:
+                    img = frame_rgb(frame)
+                    if not identity:
+                        img = np.ascontiguousarray(apply_display_transform(img, transform))
                 if keep_yuv:
-                    same = (info.yuv_passthrough and frame.format.name == "yuv420p" and int(frame.color_range) != 2
-                            and frame_matrix(frame) == info.matrix
-                            and (frame.width, frame.height) == (info.coded_width, info.coded_height))
-                    yield n, t, rgb, (frame if same else None)
+                    yield n, t, img, (frame if same else None)
                 else:
-                    yield n, t, rgb
+                    yield n, t, img
                 n += 1
         except av.FFmpegError as exc:
             raise ClipError(path, f"decoding failed after {n} frames ({exc})") from exc
@@ -624,21 +652,9 @@ def yuv420_planes(vf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return out[0], out[1], out[2]
 
 
-def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] | None = None,
-                 matrix: str = "bt601", mask: np.ndarray | None = None):
+def yuv420_frame(rgb: np.ndarray, *, matrix: str = "bt601"):
     """The yuv420p ``av.VideoFrame`` of an RGB24 frame (cropped to even size, :func:`even_crop`),
-    converted by :func:`mime_fast.ops.rgb_to_yuv420` with ``matrix`` (``"bt601"``/``"bt709"``).
-
-    ``base`` + ``roi``: ``base`` is a yuv420p frame of an RGB frame equal to ``rgb`` outside the
-    rectangle ``roi`` ``(x, y, w, h)`` (this function's frame, or the decoded frame ``rgb`` was
-    converted from); its planes are copied and only the 2x2 blocks covering ``roi`` are converted
-    (for this function's frames that is exactly the whole-frame conversion).  With ``mask`` (the
-    blur mask, frame-sized), ``base``'s samples are kept wherever the mask is 0: luma per pixel,
-    chroma per 2x2 block whose four mask values are 0 -- only what the blur changed is converted,
-    so a decoded ``base`` keeps its exact values up to the feathered edge (a decode -> RGB ->
-    convert round trip is not exact: swscale's YUV -> RGB loses about one luma level).  The frame
-    is new (never ``base``), so each encoder may own its frames.
-    """
+    converted by :func:`mime_fast.ops.rgb_to_yuv420` with ``matrix`` (``"bt601"``/``"bt709"``)."""
     from . import ops  # the compiled core
 
     rgb = even_crop(rgb)
@@ -646,37 +662,86 @@ def yuv420_frame(rgb: np.ndarray, *, base=None, roi: tuple[int, int, int, int] |
         rgb = np.ascontiguousarray(rgb)
     h, w = rgb.shape[:2]
     vf = av.VideoFrame(w, h, "yuv420p")
-    planes = yuv420_planes(vf)
-    if base is None:
-        ops.rgb_to_yuv420(rgb, planes, matrix=matrix)
-        return vf
-    if (base.width, base.height) != (w, h):
-        raise ValueError(f"base frame is {base.width}x{base.height}, the frame {w}x{h}")
-    for dst, src in zip(planes, yuv420_planes(base)):
-        np.copyto(dst, src)
-    if roi is not None:
-        x, y, rw, rh = (int(v) for v in roi)
-        x1, y1 = min(x + rw, w), min(y + rh, h)
-        if x1 > x and y1 > y:
-            ops.rgb_to_yuv420(rgb, planes, roi=(x, y, x1 - x, y1 - y), matrix=matrix)
-            if mask is not None:
-                _keep_where_unmasked(planes, yuv420_planes(base), mask, x, y, x1, y1)
+    ops.rgb_to_yuv420(rgb, yuv420_planes(vf), matrix=matrix)
     return vf
 
 
-def _keep_where_unmasked(planes, base_planes, mask: np.ndarray, x: int, y: int, x1: int, y1: int) -> None:
-    """Restore ``base_planes``' samples where ``mask`` is 0 inside the 2x2 blocks covering
-    ``[x, x1) x [y, y1)`` (luma per pixel, chroma where the whole block is unmasked)."""
-    bx0, by0 = x // 2 * 2, y // 2 * 2
-    bx1, by1 = min(-(-x1 // 2) * 2, planes[0].shape[1]), min(-(-y1 // 2) * 2, planes[0].shape[0])
-    keep = mask[by0:by1, bx0:bx1] == 0
-    ys, xs = slice(by0, by1), slice(bx0, bx1)
-    np.copyto(planes[0][ys, xs], base_planes[0][ys, xs], where=keep)
-    hb, wb = keep.shape[0] // 2, keep.shape[1] // 2
-    kc = keep[: 2 * hb, : 2 * wb].reshape(hb, 2, wb, 2).all(axis=(1, 3))
-    cs = (slice(by0 // 2, by0 // 2 + hb), slice(bx0 // 2, bx0 // 2 + wb))
-    for i in (1, 2):
-        np.copyto(planes[i][cs], base_planes[i][cs], where=kc)
+def copy_frame(base):
+    """A new yuv420p ``av.VideoFrame`` with ``base``'s planes (each encoder owns its frames: it sets
+    their timestamps)."""
+    vf = av.VideoFrame(base.width, base.height, "yuv420p")
+    for dst, src in zip(yuv420_planes(vf), yuv420_planes(base)):
+        np.copyto(dst, src)
+    return vf
+
+
+def patched_frame(base, region: np.ndarray, origin: tuple[int, int], roi: tuple[int, int, int, int],
+                  mask: np.ndarray, *, matrix: str = "bt601"):
+    """A new yuv420p ``av.VideoFrame``: a copy of ``base`` (yuv420p, even size) where the RGB24
+    ``region``, placed at ``origin`` ``(x0, y0)`` (both even) of the frame, is converted
+    (:func:`mime_fast.ops.rgb_to_yuv420` with ``matrix``) inside ``roi`` ``(x, y, w, h)`` (region
+    coordinates) wherever ``mask`` (region-sized) is non-zero: luma per pixel, chroma per 2x2 block
+    with any masked pixel.  Everything else keeps ``base``'s samples, exactly.  The region may extend
+    past ``base`` (an odd source's last row / column): that part is dropped.
+
+    With ``region`` a blur of the frame inside ``mask``, this is the frame converted whole with the
+    base's own samples where the blur changed nothing; ``roi`` must leave the region's last row and
+    column out of every 2x2 block it touches unless they are the frame's (the blur's reach
+    guarantees it in the pipeline)."""
+    from . import ops  # the compiled core
+
+    x0, y0 = (int(v) for v in origin)
+    if x0 % 2 or y0 % 2:
+        raise ValueError(f"origin {origin} must be even (whole 2x2 blocks)")
+    vf = copy_frame(base)
+    planes = yuv420_planes(vf)
+    h = min(region.shape[0], base.height - y0)
+    w = min(region.shape[1], base.width - x0)
+    rx, ry, rw, rh = (int(v) for v in roi)
+    rw, rh = min(rw, w - rx), min(rh, h - ry)
+    if h <= 0 or w <= 0 or rw <= 0 or rh <= 0:
+        return vf
+    if (h, w) != region.shape[:2]:
+        region, mask = np.ascontiguousarray(region[:h, :w]), np.ascontiguousarray(mask[:h, :w])
+    cy0, cx0, ch, cw = y0 // 2, x0 // 2, (h + 1) // 2, (w + 1) // 2
+    sub = (planes[0][y0 : y0 + h, x0 : x0 + w], planes[1][cy0 : cy0 + ch, cx0 : cx0 + cw],
+           planes[2][cy0 : cy0 + ch, cx0 : cx0 + cw])
+    ops.rgb_to_yuv420(region, sub, roi=(rx, ry, rw, rh), matrix=matrix, mask=mask)
+    return vf
+
+
+class AacTrack:
+    """The AAC encoding of a 16-bit WAV, made once and muxed as it is into every output that
+    carries that audio (:class:`Mp4Writer` ``audio_track=``): the encoder is deterministic, so each
+    output gets the packets it would have encoded itself, for a quarter of the work when four
+    outputs share the track.  Held in memory (about 20 KB per 10 s of 16 kHz mono)."""
+
+    def __init__(self, wav_path):
+        import io
+
+        with contextlib.closing(wave.open(str(wav_path), "rb")) as w:
+            channels, rate, n = w.getnchannels(), w.getframerate(), w.getnframes()
+            pcm = np.frombuffer(w.readframes(n), dtype="<i2").reshape(1, -1)
+        self.rate, self.channels, self.samples = rate, channels, n
+        layout = {1: "mono", 2: "stereo"}[channels]
+        buf = io.BytesIO()
+        with contextlib.closing(av.open(buf, "w", format="mp4")) as c:
+            st = c.add_stream("aac", rate=rate, layout=layout)
+            if n:
+                af = av.AudioFrame.from_ndarray(pcm, format="s16", layout=layout)
+                af.sample_rate, af.pts, af.time_base = rate, 0, Fraction(1, rate)
+                for p in st.encode(af):
+                    c.mux(p)
+            for p in st.encode(None):
+                c.mux(p)
+        self.data = buf.getvalue()
+
+    def open(self):
+        """``(container, stream)``: a new reader of the encoded track."""
+        import io
+
+        c = av.open(io.BytesIO(self.data), "r")
+        return c, c.streams.audio[0]
 
 
 class Mp4Writer:
@@ -684,7 +749,9 @@ class Mp4Writer:
 
     ``width``/``height`` are the (even) encoded size.  Frames given to :meth:`write_rgb` may be one
     pixel larger (odd source): they are cropped with :func:`even_crop`.  Video pts are frame indices
-    in a ``1/fps`` time base.  Audio is int16 PCM ``(n, channels)`` at ``audio_rate``.
+    in a ``1/fps`` time base.  Audio is either int16 PCM ``(n, channels)`` at ``audio_rate``
+    (:meth:`write_audio`, encoded here) or an :class:`AacTrack` (``audio_track``, muxed as it is
+    along the video by :meth:`write_audio_until`).
 
     With ``queue_size > 0`` the RGB->YUV conversion, encoding and muxing run on a worker thread fed
     by a bounded queue of that many items (PyAV releases the GIL while encoding, so several writers
@@ -694,7 +761,7 @@ class Mp4Writer:
 
     def __init__(self, path, width: int, height: int, *, fps=30, crf: int = 18, preset: str = "veryfast",
                  threads: int = 2, audio_rate: int | None = None, audio_channels: int = 1,
-                 queue_size: int = 0, matrix: str = "bt601"):
+                 audio_track: AacTrack | None = None, queue_size: int = 0, matrix: str = "bt601"):
         self.path = Path(path)
         self.width, self.height = int(width), int(height)
         self.fps = Fraction(fps)
@@ -713,7 +780,13 @@ class Mp4Writer:
             self.matrix = matrix
             self.vs = vs
             self.audio = None
-            if audio_rate:
+            self._track = None
+            if audio_track is not None:
+                self._track = audio_track.open()
+                self.audio = self.c.add_stream_from_template(self._track[1])
+                self._track_packets = self._track[0].demux(self._track[1])
+                self._track_next = None
+            elif audio_rate:
                 layout = {1: "mono", 2: "stereo"}[audio_channels]
                 self.audio = self.c.add_stream("aac", rate=int(audio_rate), layout=layout)
                 self.audio_rate = int(audio_rate)
@@ -721,6 +794,8 @@ class Mp4Writer:
                 self.audio_pts = 0
         except Exception:
             self.c.close()
+            if self._track is not None:
+                self._track[0].close()
             raise
         self.frames = 0
         self._closed = False
@@ -775,9 +850,29 @@ class Mp4Writer:
         af.time_base = Fraction(1, self.audio_rate)
         self._mux(self.audio.encode(af))
 
+    def _do_track(self, until):
+        """Mux the track's packets that start before ``until`` seconds (all of them: ``None``)."""
+        tb = self._track[1].time_base
+        while True:
+            p = self._track_next
+            if p is None:
+                p = next(self._track_packets, None)
+                if p is None:
+                    return
+                if p.dts is None and p.size == 0:  # the demuxer's final empty packet
+                    continue
+            if until is not None and p.pts is not None and p.pts * tb >= until:
+                self._track_next = p
+                return
+            self._track_next = None
+            p.stream = self.audio
+            self.c.mux(p)
+
     def _do_flush(self):
         self._mux(self.vs.encode(None))
-        if self.audio is not None:
+        if self._track is not None:
+            self._do_track(None)
+        elif self.audio is not None:
             self._mux(self.audio.encode(None))
 
     # -- public -------------------------------------------------------------------------------
@@ -794,7 +889,15 @@ class Mp4Writer:
         self._submit("rgb", rgb, int(pts))
         self.frames += 1
 
+    def write_audio_until(self, seconds) -> None:
+        """Mux the :class:`AacTrack`'s packets that start before ``seconds`` (call it as the video
+        advances, so audio and video interleave in the file; :meth:`close` muxes the rest)."""
+        if self._track is not None:
+            self._submit("track", Fraction(seconds))
+
     def write_audio(self, samples: np.ndarray) -> None:
+        if self._track is not None:
+            raise ValueError("this writer muxes an AacTrack: use write_audio_until")
         if self.audio is None or len(samples) == 0:
             return
         a = np.ascontiguousarray(samples, dtype=np.int16).reshape(1, -1)
@@ -811,6 +914,7 @@ class Mp4Writer:
             self._q.put(None)
             self._thread.join()
         self._closed = True
+        self._close_track()
         if self._error is not None:
             with contextlib.suppress(Exception):
                 self.c.close()
@@ -826,8 +930,14 @@ class Mp4Writer:
             self._error = self._error or RuntimeError("aborted")
             self._q.put(None)
             self._thread.join()
+        self._close_track()
         with contextlib.suppress(Exception):
             self.c.close()
+
+    def _close_track(self) -> None:
+        if self._track is not None:
+            with contextlib.suppress(Exception):
+                self._track[0].close()
 
 
 def black_frame(width: int, height: int):

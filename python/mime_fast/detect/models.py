@@ -101,15 +101,27 @@ __all__ = [
 
 
 def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, float]:
-    """``frame`` shrunk (INTER_AREA) so that its longer side is at most ``max_size``, and the scale
-    applied (1.0 when it already fits or ``max_size`` is falsy)."""
+    """``frame`` shrunk (area averaging) so that its longer side is at most ``max_size``, and the
+    scale applied (1.0 when it already fits or ``max_size`` is falsy).
+
+    OpenCV's INTER_AREA at a non-integer ratio takes its slow general path (3.5 ms for 720p to
+    384 px on one core), so the frame is first halved by exact 2x2 means (its fast path, 0.15 ms)
+    as long as the half is still at least the target size, then area-resized the rest of the way
+    (a last odd row / column is dropped before a halving: under half a target pixel)."""
     import cv2
 
     H, W = frame.shape[:2]
     if not max_size or max(H, W) <= max_size:
         return frame, 1.0
     s = max_size / max(H, W)
-    return cv2.resize(frame, (max(1, round(W * s)), max(1, round(H * s))), interpolation=cv2.INTER_AREA), s
+    tw, th = max(1, round(W * s)), max(1, round(H * s))
+    img = frame
+    while img.shape[1] // 2 >= tw and img.shape[0] // 2 >= th:
+        h2, w2 = img.shape[0] // 2, img.shape[1] // 2
+        img = cv2.resize(img[: 2 * h2, : 2 * w2], (w2, h2), interpolation=cv2.INTER_AREA)
+    if img.shape[:2] != (th, tw):
+        img = cv2.resize(img, (tw, th), interpolation=cv2.INTER_AREA)
+    return img, s
 
 
 

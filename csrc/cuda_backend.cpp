@@ -216,33 +216,26 @@ void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, co
     copy_region(cudaMemcpyDeviceToHost, "download planes");
 }
 
-void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& out, const RgbMatrix& m) {
+void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, const YuvToRgbMatrix& m) {
     require();
-    const Rect r = check_yuv420_to_rgb_args(in, roi, out);
-    // Only the rows and columns of the rectangle (and their chroma) go up, as a compact frame.
-    const int cx0 = r.x / 2, cy0 = r.y / 2, cx1 = (r.x + r.w + 1) / 2, cy1 = (r.y + r.h + 1) / 2;
-    const int cw = cx1 - cx0, ch = cy1 - cy0, lw = 2 * cw, lh = 2 * ch;  // luma of the covering blocks
-    const int lx0 = 2 * cx0, ly0 = 2 * cy0;
-    const int lw_in = imin(lw, in.y.width - lx0), lh_in = imin(lh, in.y.height - ly0);
-    const size_t luma = static_cast<size_t>(lh) * lw, chroma = static_cast<size_t>(ch) * cw;
+    const Rect r = check_yuv420_to_rgb_args(in, roi, dst);
+    if (r.empty()) return;
+    // Only the plane rows the region reads go up, whole rows, packed.
+    const int width = in.y.width, cw = in.u.width, cy0 = r.y / 2, cy1 = (r.y + r.h + 1) / 2;
+    const size_t luma = static_cast<size_t>(r.h) * width, chroma = static_cast<size_t>(cy1 - cy0) * cw;
     const size_t rgb = static_cast<size_t>(r.h) * r.w * 3;
-    DeviceBuffer d_planes(luma + 2 * chroma), d_out(rgb);
+    DeviceBuffer d_planes(luma + 2 * chroma), d_dst(rgb);
     uint8_t* base = d_planes.as<uint8_t>();
-    check(cudaMemcpy2D(base, lw, in.y.row(ly0) + lx0, in.y.row_stride, lw_in, lh_in, cudaMemcpyHostToDevice),
-          "upload y");
-    check(cudaMemcpy2D(base + luma, cw, in.u.row(cy0) + cx0, in.u.row_stride, cw, ch, cudaMemcpyHostToDevice),
+    check(cudaMemcpy2D(base, width, in.y.row(r.y), in.y.row_stride, width, r.h, cudaMemcpyHostToDevice), "upload y");
+    check(cudaMemcpy2D(base + luma, cw, in.u.row(cy0), in.u.row_stride, cw, cy1 - cy0, cudaMemcpyHostToDevice),
           "upload u");
-    check(cudaMemcpy2D(base + luma + chroma, cw, in.v.row(cy0) + cx0, in.v.row_stride, cw, ch,
-                       cudaMemcpyHostToDevice),
-          "upload v");
-    // The uploaded blocks form a frame of their own; the rectangle moves with its (even) corner.
-    const Yuv420ConstPlanes p{base, base + luma, base + luma + chroma, lw, cw, cw};
-    const Rect local{r.x - lx0, r.y - ly0, r.w, r.h};
-    launch_yuv420_to_rgb(p, local, d_out.as<uint8_t>(), static_cast<long>(r.w) * 3, m, nullptr);
+    check(cudaMemcpy2D(base + luma + chroma, cw, in.v.row(cy0), in.v.row_stride, cw, cy1 - cy0,
+                       cudaMemcpyHostToDevice), "upload v");
+    const Yuv420ConstPlanes p{base, base + luma, base + luma + chroma, width, cw, cw};
+    launch_yuv420_to_rgb(p, r, d_dst.as<uint8_t>(), 3L * r.w, m, nullptr);
     sync("yuv420_to_rgb kernel");
-    check(cudaMemcpy2D(out.data, out.row_stride, d_out.as<uint8_t>(), static_cast<size_t>(r.w) * 3,
-                       static_cast<size_t>(r.w) * 3, r.h, cudaMemcpyDeviceToHost),
-          "download rgb");
+    check(cudaMemcpy2D(dst.data, dst.row_stride, d_dst.as<uint8_t>(), 3 * static_cast<size_t>(r.w),
+                       3 * static_cast<size_t>(r.w), r.h, cudaMemcpyDeviceToHost), "download");
 }
 
 }  // namespace mf::cuda

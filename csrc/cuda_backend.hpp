@@ -27,6 +27,6 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
                   const std::vector<ImageU8>& outs);
 void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
                    const ConstImageU8& mask);
-void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& out, const RgbMatrix& m);
+void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, const YuvToRgbMatrix& m);
 
 }  // namespace mf::cuda

@@ -24,6 +24,6 @@ void blur_in_mask(const ConstImageU8&, const ConstImageU8&, Rect, const std::vec
     require();
 }
 void rgb_to_yuv420(const ConstImageU8&, Rect, const Yuv420Views&, const YuvMatrix&, const ConstImageU8&) { require(); }
-void yuv420_to_rgb(const Yuv420ConstViews&, Rect, const ImageU8&, const RgbMatrix&) { require(); }
+void yuv420_to_rgb(const Yuv420ConstViews&, Rect, const ImageU8&, const YuvToRgbMatrix&) { require(); }
 
 }  // namespace mf::cuda

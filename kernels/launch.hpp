@@ -38,8 +38,9 @@ void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int widt
 void launch_rgb_to_yuv420(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,
                           const Yuv420Planes& planes, const YuvMatrix& m, YuvSelect sel, void* stream);
 
-// Pixels of roi (frame coordinates) into out (roi.h x roi.w x 3, row stride in bytes).
-void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* out, long out_stride, const RgbMatrix& m,
-                          void* stream);
+// dst (roi.h x roi.w x 3 RGB, row stride dst_stride) = roi of the 4:2:0 frame whose planes (device
+// pointers) start at luma row roi.y and chroma row roi.y / 2, full width.
+void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* dst, long dst_stride,
+                          const YuvToRgbMatrix& m, void* stream);
 
 }  // namespace mf::cuda

@@ -1,5 +1,5 @@
-// CUDA kernel of the YUV 4:2:0 -> RGB conversion: one thread per pixel of the rectangle, running
-// the shared body of kernels/yuv420_to_rgb.cuh.
+// CUDA kernel of the YUV 4:2:0 -> RGB conversion: one thread per pixel of the region, running the
+// shared body of kernels/yuv420_to_rgb.cuh.
 #include <cuda_runtime.h>
 
 #include "launch.hpp"
@@ -8,22 +8,23 @@
 namespace mf::cuda {
 namespace {
 
-__global__ void yuv420_to_rgb_kernel(Yuv420ConstPlanes p, int x0, int y0, int w, int h, uint8_t* __restrict__ out,
-                                     long out_stride, RgbMatrix m) {
+__global__ void yuv420_to_rgb_kernel(Yuv420ConstPlanes p, Rect roi, uint8_t* __restrict__ dst, long dst_stride,
+                                     YuvToRgbMatrix m) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = blockIdx.y * blockDim.y + threadIdx.y;
-    if (i >= w || j >= h) return;
-    yuv420_to_rgb_pixel(p, m, x0 + i, y0 + j, out + j * out_stride + 3 * i);
+    if (i >= roi.w || j >= roi.h) return;
+    const long c = ((roi.y + j) >> 1) - (roi.y >> 1);  // chroma row, counted from the first uploaded one
+    yuv420_to_rgb_pixel(p.y + j * p.y_stride, p.u + c * p.u_stride, p.v + c * p.v_stride, roi.x + i, m,
+                        dst + j * dst_stride + 3 * i);
 }
 
 }  // namespace
 
-void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* out, long out_stride, const RgbMatrix& m,
-                          void* stream) {
+void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* dst, long dst_stride,
+                          const YuvToRgbMatrix& m, void* stream) {
     const dim3 block(kBlockX, kBlockY);
     const dim3 grid((roi.w + kBlockX - 1) / kBlockX, (roi.h + kBlockY - 1) / kBlockY);
-    yuv420_to_rgb_kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(planes, roi.x, roi.y, roi.w, roi.h, out,
-                                                                               out_stride, m);
+    yuv420_to_rgb_kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(planes, roi, dst, dst_stride, m);
 }
 
 }  // namespace mf::cuda

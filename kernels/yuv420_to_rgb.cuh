@@ -1,48 +1,56 @@
-// YUV 4:2:0 -> RGB, limited range (Y 16..235, Cb/Cr 16..240), in 16-bit fixed point: the inverse
-// of kernels/rgb_to_yuv420.cuh, used to read decoded video frames. With Y' = Y - 16, U' = Cb - 128,
-// V' = Cr - 128:
-//     R = (cy Y' + crv V'          + 2^15) >> 16
-//     G = (cy Y' + cgu U' + cgv V' + 2^15) >> 16          each clamped to 0..255
-//     B = (cy Y' + cbu U'          + 2^15) >> 16
-// cy = 255/219 and the chroma terms 255/224 times the standard's matrix, scaled by 2^16 and rounded:
-// BT.601 (76309, 104597, -25675, -53279, 132201), BT.709 (76309, 117489, -13975, -34925, 138438).
-// The shift is a floor: a bias of 512 * 2^16 keeps every sum non-negative before it (the sums lie
-// in about (-225, 540) * 2^16) and is taken off after. Pixel (x, y) takes the chroma of its 2x2
-// block, (x / 2, y / 2): the structural inverse of rgb_to_yuv420's block average, and what FFmpeg's
-// own unscaled converter does.
+// YUV 4:2:0 -> RGB, limited range (Y 16..235, Cb/Cr 16..240), the inverse of
+// kernels/rgb_to_yuv420.cuh, in 16-bit fixed point. With Y' = Y - 16, U' = Cb - 128, V' = Cr - 128:
+//     R = clamp((cy Y'           + crv V' + 2^15) >> 16)
+//     G = clamp((cy Y' + cgu U'  + cgv V' + 2^15) >> 16)
+//     B = clamp((cy Y' + cbu U'           + 2^15) >> 16)          clamp to 0..255, >> a floor division
+// BT.601: cy 76309, crv 104597, cgu -25675, cgv -53279, cbu 132201.
+// BT.709: cy 76309, crv 117489, cgu -13975, cgv -34925, cbu 138438.
+// The coefficients are 255/219 (luma) and 255/224 (chroma) times the standard's inverse matrix,
+// scaled by 2^16 and rounded. Chroma is replicated: pixel (x, y) uses the Cb, Cr sample
+// (x / 2, y / 2), the structural inverse of rgb_to_yuv420's 2x2 box average (OpenCV's I420
+// converter does the same).
+// The sums lie in (-2^25, 2^26); kYuvToRgbBias = 512 * 2^16 is added before the shift and 512
+// subtracted after, so no negative number is ever right-shifted and the shift is the floor
+// division on every compiler. Integer arithmetic only: every path gives the same bytes.
 #pragma once
 #include "../csrc/image.hpp"
 #include "common.cuh"
 
 namespace mf {
 
-struct RgbMatrix {
+struct YuvToRgbMatrix {
     int cy, crv, cgu, cgv, cbu;
 };
-constexpr RgbMatrix kRgbBt601{76309, 104597, -25675, -53279, 132201};
-constexpr RgbMatrix kRgbBt709{76309, 117489, -13975, -34925, 138438};
+constexpr YuvToRgbMatrix kYuvToRgbBt601{76309, 104597, -25675, -53279, 132201};
+constexpr YuvToRgbMatrix kYuvToRgbBt709{76309, 117489, -13975, -34925, 138438};
+constexpr int kYuvToRgbBias = 512 << 16;
 
-constexpr int kRgbBias = (512 << 16) + (1 << 15);  // floor bias + rounding
+// Everything of a channel's biased sum but the luma product cy * Y: the luma offset -16 cy, the
+// chroma products, the rounding 2^15 and the bias. In [2^23, 2^26) for both matrices.
+MF_HD int yuv_rgb_offset(const YuvToRgbMatrix& m) { return kYuvToRgbBias + (1 << 15) - 16 * m.cy; }
+MF_HD int yuv_rgb_term_r(const YuvToRgbMatrix& m, int u, int v) { return m.crv * (v - 128) + yuv_rgb_offset(m); }
+MF_HD int yuv_rgb_term_g(const YuvToRgbMatrix& m, int u, int v) {
+    return m.cgu * (u - 128) + m.cgv * (v - 128) + yuv_rgb_offset(m);
+}
+MF_HD int yuv_rgb_term_b(const YuvToRgbMatrix& m, int u, int v) { return m.cbu * (u - 128) + yuv_rgb_offset(m); }
 
-MF_HD uint8_t rgb_clamp(int v) {  // v: the biased sum
-    const int x = (v >> 16) - 512;
-    return static_cast<uint8_t>(x < 0 ? 0 : (x > 255 ? 255 : x));
+// A channel from cy * Y plus its term: the shift, the bias taken off, the clamp.
+MF_HD uint8_t yuv_rgb_channel(int sum) {
+    const int c = (sum >> 16) - 512;
+    return static_cast<uint8_t>(c < 0 ? 0 : (c > 255 ? 255 : c));
 }
 
-// Chroma terms of one block: what every pixel of the block adds to its luma term.
-struct RgbChroma {
-    int r, g, b;
-};
-MF_HD RgbChroma rgb_chroma(const RgbMatrix& m, int u, int v) {
-    const int up = u - 128, vp = v - 128;
-    return RgbChroma{m.crv * vp + kRgbBias, m.cgu * up + m.cgv * vp + kRgbBias, m.cbu * up + kRgbBias};
+MF_HD void yuv_to_rgb(const YuvToRgbMatrix& m, int y, int u, int v, uint8_t* rgb) {
+    const int l = m.cy * y;
+    rgb[0] = yuv_rgb_channel(l + yuv_rgb_term_r(m, u, v));
+    rgb[1] = yuv_rgb_channel(l + yuv_rgb_term_g(m, u, v));
+    rgb[2] = yuv_rgb_channel(l + yuv_rgb_term_b(m, u, v));
 }
 
-MF_HD void rgb_pixel(const RgbMatrix& m, int y, const RgbChroma& c, uint8_t* out) {
-    const int l = m.cy * (y - 16);
-    out[0] = rgb_clamp(l + c.r);
-    out[1] = rgb_clamp(l + c.g);
-    out[2] = rgb_clamp(l + c.b);
+// Pixel x of a luma row, given the chroma rows of its 2x2 block: R, G, B into rgb.
+MF_HD void yuv420_to_rgb_pixel(const uint8_t* yrow, const uint8_t* urow, const uint8_t* vrow, int x,
+                               const YuvToRgbMatrix& m, uint8_t* rgb) {
+    yuv_to_rgb(m, yrow[x], urow[x >> 1], vrow[x >> 1], rgb);
 }
 
 // Read-only planes of a 4:2:0 frame (strides in bytes).
@@ -52,11 +60,5 @@ struct Yuv420ConstPlanes {
     const uint8_t* v;
     long y_stride, u_stride, v_stride;
 };
-
-// Pixel (x, y) of the frame into out (3 bytes).
-MF_HD void yuv420_to_rgb_pixel(const Yuv420ConstPlanes& p, const RgbMatrix& m, int x, int y, uint8_t* out) {
-    const RgbChroma c = rgb_chroma(m, p.u[(y / 2) * p.u_stride + x / 2], p.v[(y / 2) * p.v_stride + x / 2]);
-    rgb_pixel(m, p.y[y * p.y_stride + x], c, out);
-}
 
 }  // namespace mf

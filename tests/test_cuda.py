@@ -80,3 +80,21 @@ def test_cuda_rgb_to_yuv420_equals_cpu(astronaut: np.ndarray) -> None:
         ops.rgb_to_yuv420(img, gpu, roi=(31, 17, 101, 77), mask=mask, device="cuda")
         for g, c in zip(gpu, cpu):
             assert_images_equal(g, c, "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_yuv420_to_rgb_equals_cpu(astronaut: np.ndarray) -> None:
+    from mime_fast import video
+
+    for img in (astronaut, np.ascontiguousarray(astronaut[:301, :257])):
+        for matrix in ("bt601", "bt709"):
+            y, u, v = ops.rgb_to_yuv420(img, matrix=matrix)
+            vf = video.yuv420_frame(np.ascontiguousarray(img[:, :250]), matrix=matrix)
+            padded = video.yuv420_planes(vf)  # row-padded planes
+            assert_images_equal(ops.yuv420_to_rgb(*padded, matrix=matrix, device="cuda"),
+                                ops.yuv420_to_rgb(*padded, matrix=matrix), "cuda")
+            assert_images_equal(ops.yuv420_to_rgb(y, u, v, matrix=matrix, device="cuda"),
+                                ops.yuv420_to_rgb(y, u, v, matrix=matrix), "cuda")
+            for roi in [(31, 17, 101, 77), (0, 0, 1, 1), (img.shape[1] - 3, img.shape[0] - 2, 3, 2)]:
+                assert_images_equal(ops.yuv420_to_rgb(y, u, v, roi=roi, matrix=matrix, device="cuda"),
+                                    ops.yuv420_to_rgb(y, u, v, roi=roi, matrix=matrix), "cuda")

@@ -11,9 +11,10 @@ from mime_fast import samples, video
 from mime_fast.video import ClipError, FrameStandardiser, output_frame_count
 
 try:
-    from video_fixtures import decode_video, dominant_freqs, psnr, sha256, source_display_frames, video_packets
+    from video_fixtures import (decode_audio, decode_video, dominant_freqs, psnr, sha256, source_display_frames,
+                                video_packets)
 except ImportError:  # tests/ imported as a package
-    from .video_fixtures import (decode_video, dominant_freqs, psnr, sha256, source_display_frames,
+    from .video_fixtures import (decode_audio, decode_video, dominant_freqs, psnr, sha256, source_display_frames,
                                  video_packets)
 
 
@@ -410,3 +411,45 @@ def test_extract_audio_drops_audio_before_the_first_video_frame(tmp_path):
     data, _ = video.read_wav(wav)
     audible = np.nonzero(np.abs(data[:, 0].astype(int)) > 300)[0]
     assert len(data) == 8000 and abs(audible[0] / 16000 - 0.2) < 0.01
+
+
+@pytest.mark.parametrize("queue_size", [0, 2])
+def test_shared_aac_track_gives_each_writer_the_audio_it_would_encode(tmp_path, queue_size):
+    # the pipeline encodes the WAV once (AacTrack) and muxes the packets into every subset: the
+    # audio decodes to exactly what a writer encoding the same PCM itself gives, with the same
+    # duration, and audio and video packets interleave through the file
+    import av
+
+    fr = _frames(30)
+    pcm = (np.sin(np.arange(16000) / 5) * 8000).astype(np.int16)[:, None]
+    video.write_wav(tmp_path / "a.wav", pcm, 16000)
+    own = tmp_path / "own.mp4"
+    wr = video.Mp4Writer(own, 160, 120, audio_rate=16000)
+    for i, f in enumerate(fr):
+        wr.write_rgb(f, i)
+    wr.write_audio(pcm)
+    wr.close()
+    track = video.AacTrack(tmp_path / "a.wav")
+    assert (track.rate, track.channels, track.samples) == (16000, 1, 16000)
+    paths = []
+    for k in range(2):
+        paths.append(tmp_path / f"shared{k}.mp4")
+        wr = video.Mp4Writer(paths[-1], 160, 120, audio_track=track, queue_size=queue_size)
+        for i, f in enumerate(fr):
+            wr.write_rgb(f, i)
+            wr.write_audio_until(Fraction(i + 1, 30))
+        with pytest.raises(ValueError, match="write_audio_until"):
+            wr.write_audio(pcm)
+        wr.close()
+    ref, rate, ch = decode_audio(own)
+    for p in paths:
+        got, grate, gch = decode_audio(p)
+        assert (grate, gch) == (rate, ch) == (16000, 1)
+        assert np.array_equal(got, ref)
+        with av.open(str(p)) as c:
+            kinds = [pk.stream.type for pk in c.demux() if pk.size]
+            a = c.streams.audio[0]
+            assert float(a.duration * a.time_base) == pytest.approx(1.0, abs=0.07)
+        first_audio, last_video = kinds.index("audio"), len(kinds) - 1 - kinds[::-1].index("video")
+        assert first_audio < last_video  # interleaved, not all audio at the end
+    assert sha256(paths[0]) == sha256(paths[1])

@@ -55,14 +55,14 @@ inline ImageU8 plane_view(const py::array& a, const char* name) {
     return v;
 }
 
-// The same for an input plane: read-only arrays are accepted.
+// A 2-D uint8 plane read in place, e.g. a plane of a decoded video frame: as plane_view, but it
+// need not be writeable.
 inline ConstImageU8 const_plane_view(const py::array& a, const char* name) {
     if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
         throw py::type_error(std::string(name) + " must be a uint8 array, got dtype " +
                              std::string(py::str(a.dtype())));
     if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be a 2-D (H, W) array");
-    if (a.shape(0) <= 0 || a.shape(1) <= 0) throw py::value_error(std::string(name) + " is empty");
-    if (a.strides(1) != 1 || a.strides(0) < a.shape(1))
+    if (a.size() > 0 && (a.strides(1) != 1 || a.strides(0) < a.shape(1)))  // (numpy gives empty arrays 0 strides)
         throw py::value_error(std::string(name) + " must have adjacent pixels and non-overlapping rows");
     ConstImageU8 v;
     v.data = static_cast<const uint8_t*>(a.data());

@@ -33,7 +33,6 @@ __all__ = [
     "hull_mask",
     "rgb_to_yuv420",
     "yuv420_shapes",
-    "yuv420_to_rgb",
 ]
 
 Device = Literal["cpu", "cuda"]
@@ -218,35 +217,6 @@ def rgb_to_yuv420(
     return planes  # type: ignore[return-value]
 
 
-def yuv420_to_rgb(
-    y: np.ndarray,
-    u: np.ndarray,
-    v: np.ndarray,
-    out: np.ndarray | None = None,
-    *,
-    roi: Rect | None = None,
-    matrix: Literal["bt601", "bt709"] = "bt601",
-    device: Device = "cpu",
-) -> np.ndarray:
-    """Convert YUV 4:2:0 planes, limited range, with the BT.601 (default) or BT.709 ``matrix``, to
-    RGB: ``R = (76309 (Y - 16) + 104597 (Cr - 128)) / 2^16`` and so on for BT.601, rounded and
-    clamped fixed point (exact formulas in ``kernels/yuv420_to_rgb.cuh``); each pixel takes the
-    chroma of its 2x2 block.
-
-    ``y`` is ``(H, W)``, ``u`` and ``v`` ``(ceil(H/2), ceil(W/2))``; their rows may be padded (row
-    stride >= width, e.g. the planes of a decoded ``av.VideoFrame``) and they may be read-only.
-    Returns ``(H, W, 3)``, or with ``roi`` ``(x, y, w, h)`` only that rectangle ``(h, w, 3)`` (the
-    same pixels as the whole frame's).  ``out`` gives the array to write instead (C-contiguous,
-    shaped like the result).
-    """
-    for name, p in (("y", y), ("u", u), ("v", v)):
-        _check_array(p, name)
-    r = None if roi is None else _check_rect(roi, "roi")
-    if out is not None:
-        _check_array(out, "out")
-    return _core.yuv420_to_rgb(y, u, v, out, r, matrix, device)
-
-
 @dataclass(frozen=True)
 class Hull:
     """Convex hull of landmark points and the mask parameters resolved for it."""
@@ -265,3 +235,36 @@ def convex_hull(points: np.ndarray, *, feather: float | None = None, margin: flo
     return Hull(info["vertices"], info["area"], info["perimeter"], info["feather"], info["margin"])
 
 
+def yuv420_to_rgb(
+    y: np.ndarray,
+    u: np.ndarray,
+    v: np.ndarray,
+    out: np.ndarray | None = None,
+    *,
+    roi: Rect | None = None,
+    matrix: Literal["bt601", "bt709"] = "bt601",
+    device: Device = "cpu",
+) -> np.ndarray:
+    """Convert YUV 4:2:0 planes, limited range, with the BT.601 (default) or BT.709 ``matrix``
+    to an RGB frame: the inverse of :func:`rgb_to_yuv420`. Pixel ``(x, y)`` uses luma
+    ``Y[y, x]`` and the chroma of its 2x2 block, ``U[y // 2, x // 2]``, ``V[y // 2, x // 2]``
+    (replicated, as OpenCV's I420 converter does); for BT.601
+    ``R = (76309 (Y - 16) + 104597 (V - 128)) / 2^16``, rounded and clamped, in exact integer
+    fixed point (formulas in ``kernels/yuv420_to_rgb.cuh``).
+
+    ``y`` is ``(H, W)``, ``u`` and ``v`` are ``(ceil(H/2), ceil(W/2))`` uint8 planes whose rows may
+    be padded (row stride >= width), e.g. :func:`mime_fast.video.yuv420_planes` of a decoded
+    frame; they are only read (read-only arrays are fine).  Returns ``(H, W, 3)`` RGB, or with
+    ``roi=(x, y, w, h)`` (any position inside the frame) only that rectangle, ``(h, w, 3)``.
+    ``out`` gives a C-contiguous ``(h, w, 3)`` uint8 array to write instead (returned); it must
+    not share memory with the planes.
+    """
+    for name, p in (("y", y), ("u", u), ("v", v)):
+        _check_array(p, name)
+    if out is not None:
+        _check_array(out, "out")
+    r = None if roi is None else _check_rect(roi, "roi")
+    return _core.yuv420_to_rgb(y, u, v, out, r, matrix, device)
+
+
+__all__ += ["yuv420_to_rgb"]

@@ -41,4 +41,12 @@ inline std::string rect_str(const Rect& r) {
            ", h=" + std::to_string(r.h) + ")";
 }
 
+// A video plane (one channel, rows possibly padded) must be h x w with non-overlapping rows.
+inline void check_plane(const ConstImageU8& v, int h, int w, const char* name) {
+    if (v.channels != 1 || v.height != h || v.width != w)
+        invalid(std::string(name) + " plane must be " + std::to_string(h) + "x" + std::to_string(w) + ", got " +
+                std::to_string(v.height) + "x" + std::to_string(v.width));
+    if (v.row_stride < w) invalid(std::string(name) + " plane rows overlap (row stride below its width)");
+}
+
 }  // namespace mf

@@ -86,20 +86,13 @@ void convert_rows(const ConstImageU8& src, const Yuv420Planes& p, const YuvMatri
     }
 }
 
-void check_plane(const ImageU8& v, int h, int w, const char* name) {
-    if (v.channels != 1 || v.height != h || v.width != w)
-        invalid(std::string(name) + " plane must be " + std::to_string(h) + "x" + std::to_string(w) + ", got " +
-                std::to_string(v.height) + "x" + std::to_string(v.width));
-    if (v.row_stride < w) invalid(std::string(name) + " plane rows overlap (row stride below its width)");
-}
-
 }  // namespace
 
 Rect check_rgb_to_yuv420_args(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const ConstImageU8& mask) {
     if (src.channels != 3 && src.channels != 4) invalid("frame must have 3 (RGB) or 4 (RGBX) channels");
-    check_plane(out.y, src.height, src.width, "y");
-    check_plane(out.u, (src.height + 1) / 2, (src.width + 1) / 2, "u");
-    check_plane(out.v, (src.height + 1) / 2, (src.width + 1) / 2, "v");
+    check_plane(as_const(out.y), src.height, src.width, "y");
+    check_plane(as_const(out.u), (src.height + 1) / 2, (src.width + 1) / 2, "u");
+    check_plane(as_const(out.v), (src.height + 1) / 2, (src.width + 1) / 2, "v");
     if (mask.data != nullptr && (mask.channels != 1 || mask.height != src.height || mask.width != src.width))
         invalid("mask must be " + std::to_string(src.height) + "x" + std::to_string(src.width) +
                 " (the frame's size), got " + std::to_string(mask.height) + "x" + std::to_string(mask.width));

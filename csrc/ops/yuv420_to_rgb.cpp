@@ -149,13 +149,6 @@ void convert_rows(const Yuv420ConstViews& in, Rect r, const ImageU8& dst, const 
     }
 }
 
-void check_plane(const ConstImageU8& v, int h, int w, const char* name) {
-    if (v.channels != 1 || v.height != h || v.width != w)
-        invalid(std::string(name) + " plane must be " + std::to_string(h) + "x" + std::to_string(w) + ", got " +
-                std::to_string(v.height) + "x" + std::to_string(v.width));
-    if (v.row_stride < w) invalid(std::string(name) + " plane rows overlap (row stride below its width)");
-}
-
 }  // namespace
 
 Rect check_yuv420_to_rgb_args(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst) {

@@ -36,27 +36,8 @@ inline ImageU8 image_view(const py::array& a, const char* name, bool single_chan
     return v;
 }
 
-// A writeable 2-D uint8 plane whose rows may be padded (row stride >= width, e.g. the planes of
-// a video frame); pixels within a row must be adjacent.
-inline ImageU8 plane_view(const py::array& a, const char* name) {
-    if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
-        throw py::type_error(std::string(name) + " must be a uint8 array, got dtype " +
-                             std::string(py::str(a.dtype())));
-    if (a.ndim() != 2) throw py::value_error(std::string(name) + " must be a 2-D (H, W) array");
-    if (!a.writeable()) throw py::value_error(std::string(name) + " must be writeable");
-    if (a.strides(1) != 1 || a.strides(0) < a.shape(1))
-        throw py::value_error(std::string(name) + " must have adjacent pixels and non-overlapping rows");
-    ImageU8 v;
-    v.data = static_cast<uint8_t*>(const_cast<void*>(a.data()));
-    v.height = static_cast<int>(a.shape(0));
-    v.width = static_cast<int>(a.shape(1));
-    v.channels = 1;
-    v.row_stride = a.strides(0);
-    return v;
-}
-
-// A 2-D uint8 plane read in place, e.g. a plane of a decoded video frame: as plane_view, but it
-// need not be writeable.
+// A 2-D uint8 plane read in place, e.g. a plane of a decoded video frame: rows may be padded (row
+// stride >= width), pixels within a row adjacent; it need not be writeable.
 inline ConstImageU8 const_plane_view(const py::array& a, const char* name) {
     if (!py::isinstance<py::array_t<uint8_t>>(a) || a.dtype().kind() != 'u' || a.itemsize() != 1)
         throw py::type_error(std::string(name) + " must be a uint8 array, got dtype " +
@@ -71,6 +52,14 @@ inline ConstImageU8 const_plane_view(const py::array& a, const char* name) {
     v.channels = 1;
     v.row_stride = a.strides(0);
     return v;
+}
+
+// A writeable 2-D uint8 plane whose rows may be padded (row stride >= width, e.g. the planes of
+// a video frame); pixels within a row must be adjacent.
+inline ImageU8 plane_view(const py::array& a, const char* name) {
+    const ConstImageU8 c = const_plane_view(a, name);
+    if (!a.writeable()) throw py::value_error(std::string(name) + " must be writeable");
+    return ImageU8{const_cast<uint8_t*>(c.data), c.height, c.width, c.channels, c.row_stride};
 }
 
 inline py::array_t<uint8_t> new_image(int h, int w, int c, bool with_channel_axis) {

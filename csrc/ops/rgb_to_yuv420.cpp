@@ -101,29 +101,41 @@ Rect check_rgb_to_yuv420_args(const ConstImageU8& src, Rect roi, const Yuv420Vie
     return roi;
 }
 
+namespace {
+
+// What both paths convert: the checked region's blocks [cx0, cx1) x [cy0, cy1), planes and selection.
+struct Job {
+    int cx0, cx1, cy0, cy1;
+    Yuv420Planes p;
+    YuvSelect sel;
+};
+
+Job prepare(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const ConstImageU8& mask) {
+    Job j{};
+    yuv420_block_range(check_rgb_to_yuv420_args(src, roi, out, mask), j.cx0, j.cx1, j.cy0, j.cy1);
+    j.p = planes(out);
+    j.sel = select(mask);
+    return j;
+}
+
+}  // namespace
+
 void rgb_to_yuv420_cpu(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
                        const ConstImageU8& mask) {
-    const Rect r = check_rgb_to_yuv420_args(src, roi, out, mask);
-    int cx0, cx1, cy0, cy1;
-    yuv420_block_range(r, cx0, cx1, cy0, cy1);
-    const Yuv420Planes p = planes(out);
-    const YuvSelect sel = select(mask);
+    const Job j = prepare(src, roi, out, mask);
     // about 16k pixels per chunk
-    const int grain = imax(1, 4096 / imax(1, cx1 - cx0));
-    parallel_for(cy1 - cy0, grain, [&](int b, int e) { convert_rows(src, p, m, sel, cx0, cx1, cy0 + b, cy0 + e); });
+    const int grain = imax(1, 4096 / imax(1, j.cx1 - j.cx0));
+    parallel_for(j.cy1 - j.cy0, grain,
+                 [&](int b, int e) { convert_rows(src, j.p, m, j.sel, j.cx0, j.cx1, j.cy0 + b, j.cy0 + e); });
 }
 
 void rgb_to_yuv420_reference(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
                              const ConstImageU8& mask) {
-    const Rect r = check_rgb_to_yuv420_args(src, roi, out, mask);
-    int cx0, cx1, cy0, cy1;
-    yuv420_block_range(r, cx0, cx1, cy0, cy1);
-    const Yuv420Planes p = planes(out);
-    const YuvSelect sel = select(mask);
-    for (int cy = cy0; cy < cy1; ++cy)
-        for (int cx = cx0; cx < cx1; ++cx)
-            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, p, m,
-                         sel);
+    const Job j = prepare(src, roi, out, mask);
+    for (int cy = j.cy0; cy < j.cy1; ++cy)
+        for (int cx = j.cx0; cx < j.cx1; ++cx)
+            yuv420_block(src.data, static_cast<long>(src.row_stride), src.channels, src.width, src.height, cx, cy, j.p,
+                         m, j.sel);
 }
 
 }  // namespace mf

@@ -179,6 +179,81 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
         assert_planes_equal(captured["FSM"][i], expected_encoder_planes(info, decoded[j], fsm, mask), i)
 
 
+def _video_packets(path) -> list[bytes]:
+    import av
+
+    with av.open(str(path)) as c:
+        return [bytes(p) for p in c.demux(c.streams.video[0]) if p.size]
+
+
+def test_detection_rides_along_the_fm_vmm_pass(tmp_path, stack, monkeypatch):
+    """Without landmarks=, build_subsets decodes the clip twice, not three times: the subject is
+    detected on the pass that encodes FM and VMM (no mask needed), the face subsets follow with the
+    masks of the whole clip.  Every output is the same bytes as a run given those masks up front
+    (one pass), and the tracking report is the same."""
+    from mime_fast import subsets
+
+    clip = samples.make_clip(tmp_path / "src" / "r.mp4", duration=1.0, fps=25, size=(640, 360), audio=True, seed=5)
+    passes = []
+    original = subsets.iter_display_frames
+
+    def counting(*a, **k):
+        passes.append(k.get("rgb", True))
+        return original(*a, **k)
+
+    monkeypatch.setattr(subsets, "iter_display_frames", counting)
+    auto = build_subsets(clip.path, tmp_path / "auto", min_height=0)
+    assert passes == [True, False]  # pass 1: RGB for the models; pass 2: only the blurred regions
+    assert sorted(auto.outputs) == sorted(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"))
+    given = build_subsets(clip.path, tmp_path / "given", min_height=0,
+                          landmarks=detect_subject(clip.path, stack=stack))
+    assert passes == [True, False, False]
+    assert auto.tracking.as_dict() == given.tracking.as_dict() and auto.tracking.frames == clip.frames
+    assert auto.fsm_kernel == given.fsm_kernel == 35
+    for c in auto.outputs:
+        assert _video_packets(auto.outputs[c]) == _video_packets(given.outputs[c]), c
+    assert auto.audio.read_bytes() == given.audio.read_bytes()
+
+
+def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatch):
+    """The detection now fails while FM and VMM are being written: the error propagates and no
+    file (final or temporary) is left behind."""
+    from mime_fast import landmarks
+
+    clip = samples.make_clip(tmp_path / "src" / "e.mp4", duration=0.6, fps=25, size=(640, 360), audio=True)
+    original = landmarks.SubjectDetection.feed
+
+    def failing(self, rgb):
+        if len(self._tracks) == 7:
+            raise RuntimeError("model failed on frame 7")
+        original(self, rgb)
+
+    monkeypatch.setattr(landmarks.SubjectDetection, "feed", failing)
+    before = {p: p.read_bytes() for p in tree_files(tmp_path / "src")}
+    with pytest.raises(RuntimeError, match="frame 7"):
+        build_subsets(clip.path, tmp_path / "out", min_height=0)
+    assert tree_files(tmp_path / "out") == []
+    assert {p: p.read_bytes() for p in tree_files(tmp_path / "src")} == before  # inputs untouched
+
+
+def test_subsets_without_a_face_run_no_detection(tmp_path, monkeypatch):
+    """FM, VMM and AMM need no mask: without landmarks= and without a face subset, no model runs
+    (and a clip of any content is encoded in one pass)."""
+    from mime_fast import landmarks
+
+    def refuse(*a, **k):
+        raise AssertionError("detection ran for subsets that need no mask")
+
+    monkeypatch.setattr(landmarks.SubjectDetection, "__init__", refuse)
+    monkeypatch.setattr(landmarks, "detect_subject", refuse)
+    clip = samples.make_clip(tmp_path / "n.mp4", duration=0.4, fps=25, size=(320, 240), audio=True)
+    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "VMM", "AMM"], min_height=0)
+    assert sorted(res.outputs) == ["AMM", "FM", "VMM"] and res.tracking is None and res.fsm_kernel is None
+    with pytest.raises(AssertionError, match="need no mask"):
+        build_subsets(clip.path, tmp_path / "out2", subsets=["FDM"], min_height=0)
+    assert tree_files(tmp_path / "out2") == []
+
+
 def test_hd_face_box_covered_and_face_heights_for_fsm_policy(tmp_path, stack):
     clip = samples.make_clip(tmp_path / "hd.mp4", duration=0.4, fps=25, size=(1280, 720), audio=False, seed=4)
     prov = detect_subject(clip.path, stack=stack)

@@ -453,3 +453,46 @@ def test_shared_aac_track_gives_each_writer_the_audio_it_would_encode(tmp_path, 
         first_audio, last_video = kinds.index("audio"), len(kinds) - 1 - kinds[::-1].index("video")
         assert first_audio < last_video  # interleaved, not all audio at the end
     assert sha256(paths[0]) == sha256(paths[1])
+
+
+@pytest.mark.parametrize("queue_size", [0, 2])
+def test_black_video_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_size):
+    # VMM's black frames come from BlackVideo, encoded once per configuration and reused: every
+    # length, shorter or longer than what was encoded before, even over a key frame (every 250),
+    # for several sizes in turn (only two encoders stay open: the first size is re-encoded when it
+    # needs more frames again) gives the same file as a writer encoding black frames itself,
+    # audio included, and decodes to black
+    video.BlackVideo.reset()
+    pcm = (np.sin(np.arange(48000) / 7) * 6000).astype(np.int16)[:, None]
+    video.write_wav(tmp_path / "a.wav", pcm, 16000)
+    track = video.AacTrack(tmp_path / "a.wav")
+    runs = [(64, 48, 1), (64, 48, 70), (64, 48, 3), (32, 32, 20), (48, 32, 5), (64, 48, 251), (64, 48, 64)]
+    for k, (w, h, n) in enumerate(runs):
+        direct, cached = tmp_path / f"direct{k}.mp4", tmp_path / f"cached{k}.mp4"
+        for path, black in ((direct, False), (cached, True)):
+            wr = video.Mp4Writer(path, w, h, preset="ultrafast", audio_track=track, queue_size=queue_size)
+            vf = video.black_frame(w, h)
+            for i in range(n):
+                if black:
+                    wr.write_black(i)
+                else:
+                    wr.write_frame(vf, i)
+                wr.write_audio_until(Fraction(i + 1, 30))
+            wr.close()
+        assert sha256(cached) == sha256(direct), (w, h, n)
+    assert len(video.BlackVideo._instances) == 3 and len(video.BlackVideo._open) == 2
+    dec, times, _ = decode_video(tmp_path / "cached5.mp4")
+    assert len(dec) == 251 and times[-1] == Fraction(250, 30) and max(int(d.max()) for d in dec) <= 2
+    # out of order is refused; another preset encodes black frames itself
+    wr = video.Mp4Writer(tmp_path / "x.mp4", 64, 48, preset="ultrafast")
+    with pytest.raises(ValueError, match="in order"):
+        wr.write_black(1)
+    wr.abort()
+    wr = video.Mp4Writer(tmp_path / "vf.mp4", 64, 48, preset="veryfast")
+    for i in range(3):
+        wr.write_black(i)
+    wr.close()
+    dec, _, _ = decode_video(tmp_path / "vf.mp4")
+    assert len(dec) == 3 and max(int(d.max()) for d in dec) <= 2
+    video.BlackVideo.reset()
+    assert video.BlackVideo._instances == {} and video.BlackVideo._open == []

@@ -305,8 +305,10 @@ def run_corpus(
     ``progress`` receives one line per clip (default: stderr). ``workers > 1`` builds that many clips
     at once in worker processes on this machine (each libx264 encoder also runs its own threads).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
-    second thread while the current clip encodes, so the detection pass (lightly threaded) fills
-    the cores the encoders leave idle; outputs are the same bytes either way.
+    second thread while the current clip encodes (in one pass, with those masks); without it, each
+    clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
+    Either way the detection, which uses under two cores by itself, runs beside encoders, and
+    outputs are the same bytes (``bench/bench_detect.py`` measures both).
 
     With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
     (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task

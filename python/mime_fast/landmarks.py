@@ -32,7 +32,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "load_landmarks", "as_provider", "detect_subject",
-           "default_stack"]
+           "SubjectDetection", "default_stack"]
 
 
 @runtime_checkable
@@ -188,6 +188,36 @@ def default_stack():
     return st
 
 
+class SubjectDetection:
+    """:func:`detect_subject` fed one frame at a time, for a caller that decodes the clip itself
+    (:func:`mime_fast.build_subsets` feeds it the frames of the pass that encodes FM and VMM, the
+    subsets that need no mask): ``feed(rgb)`` once per decoded source frame in presentation order,
+    then ``result()`` once.  Arguments as in :func:`detect_subject`; ``info``: the clip's
+    :class:`mime_fast.video.SourceInfo` (its frame rate turns ``hold_s`` into frames)."""
+
+    def __init__(self, info, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
+                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None):
+        import math
+
+        from .detect import SubjectTracker
+
+        rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
+        self.hold_frames = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
+        self._tracker = SubjectTracker(default_stack() if stack is None else stack, hold_frames=self.hold_frames,
+                                       detect_size=detect_size, detect_every=detect_every, margin=margin,
+                                       timers=timers)
+        self._tracks: list = []
+
+    def feed(self, rgb: np.ndarray) -> None:
+        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation)."""
+        self._tracks.append(self._tracker.update(rgb))
+
+    def result(self) -> DetectedLandmarks:
+        """The provider for every frame fed (gaps filled; see :func:`mime_fast.detect.fill_gaps`)."""
+        tracks, stats = self._tracker.finish(self._tracks)
+        return DetectedLandmarks(tracks, stats)
+
+
 def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
                    detect_every: int = 3, margin: float = 0.12, timers: dict | None = None) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
@@ -197,28 +227,24 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     side of a detection (:func:`mime_fast.detect.fill_gaps`, default 0.5 s: 15 frames at 30 fps);
     ``detect_size``, ``detect_every``, ``margin``: see :class:`mime_fast.detect.SubjectTracker`.
 
-    Why a separate first pass rather than detecting while encoding: the masks of the whole clip are
-    then known before the first frame is written, so (a) ``fsm_kernel="auto"`` keeps its rule (the
-    median face height over every frame with the subject, not a guess from the first frame), (b) a
-    clip without a subject is known up front and its face subsets are skipped instead of written,
-    and (c) a gap in the detections can be *interpolated* between the hulls on both sides and a
-    subject that is present before its first detection is masked too (a streaming pass could only
-    hold the past).  The cost is one extra decode (about 2 ms per 720p frame, small next to
-    detection); memory is one hull (468 points) per frame.
+    Why the masks come from a pass of their own, before any blurred frame is encoded: the masks of
+    the whole clip are then known before the first face frame is written, so (a)
+    ``fsm_kernel="auto"`` keeps its rule (the median face height over every frame with the
+    subject, not a guess from the first frame), (b) a clip without a subject is known before its
+    face subsets are written, and (c) a gap in the detections can be *interpolated* between the
+    hulls on both sides and a subject that is present before its first detection is masked too (a
+    streaming pass could only hold the past).  :func:`mime_fast.build_subsets` hides the cost: it
+    runs this pass (:class:`SubjectDetection`) on the same decode that encodes FM and VMM, which
+    need no mask, and encodes the face subsets in a second pass.  Memory is one hull (468 points)
+    per frame.
     """
-    import math
-
-    from .detect import track_clip
     from .video import iter_display_frames, prefetch, probe
 
     if info is None:
         info = probe(src)
-    rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
-    hold = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
-    if stack is None:
-        stack = default_stack()
+    det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,
+                           margin=margin, timers=timers)
     # decoding and RGB conversion run on their own thread, beside the models
-    frames = (rgb for _, _, rgb in prefetch(iter_display_frames(src, info), 4))
-    tracks, stats = track_clip(frames, stack, hold_frames=hold, detect_size=detect_size, detect_every=detect_every,
-                               margin=margin, timers=timers)
-    return DetectedLandmarks(tracks, stats)
+    for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
+        det.feed(rgb)
+    return det.result()

@@ -12,9 +12,14 @@ FSAM   FSM's encoded video packets, remuxed               none
 AMM    FM's encoded video packets, remuxed                none
 =====  =================================================  ======================
 
-:func:`build_subsets` decodes the source once; for every decoded frame it asks the landmark provider
-for the subject's points, builds one mask (:func:`mime_fast.ops.hull_mask`) and makes both blur levels
-with one :func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
+With ``landmarks=`` given, :func:`build_subsets` decodes the source once.  Without them it decodes
+it twice: the first pass detects and tracks the subject
+(:class:`mime_fast.landmarks.SubjectDetection`) on the same frames it encodes into FM and VMM, which
+need no mask; the second encodes FDM and FSM once the masks of the whole clip are known (why they
+must be: :func:`mime_fast.landmarks.detect_subject`).  For every decoded frame of the pass that
+blurs, it asks the landmark provider for the subject's points, builds one mask
+(:func:`mime_fast.ops.hull_mask`) and makes both blur levels with one
+:func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
 timestamp (:class:`mime_fast.video.FrameStandardiser`) and fed to one libx264 encoder per output.
 The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
 encoded once to AAC (:class:`mime_fast.video.AacTrack`) and muxed into FM/FDM/FSM/VMM.
@@ -50,7 +55,6 @@ from .video import (
     Mp4Writer,
     SourceInfo,
     atomic_outputs,
-    black_frame,
     copy_frame,
     extract_audio_wav,
     FrameStandardiser,
@@ -105,7 +109,8 @@ class Settings:
         FDM kernel, default 15.
     crf, preset, threads
         libx264 CRF (18), preset ("veryfast"; VMM, a constant black picture, always uses
-        "ultrafast", which gives the same picture) and thread count (2).  A fixed thread count keeps
+        "ultrafast", which gives the same picture, and its packets are encoded once per process and
+        size, :class:`mime_fast.video.BlackVideo`) and thread count (2).  A fixed thread count keeps
         outputs byte-identical across runs and machines with the same FFmpeg build.
     queue_size
         Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
@@ -200,13 +205,14 @@ class ClipResult:
     frames: int = 0  # output frames per subset
     source_frames: int = 0  # decoded source frames
     duration: float = 0.0  # output duration, seconds (frames / fps)
-    fsm_kernel: int | None = None
+    fsm_kernel: int | None = None  # None: no face subset requested and no landmarks given
     fdm_kernel: int | None = None
     settings: Settings | None = None
     elapsed_s: float = 0.0
     #: :class:`mime_fast.detect.TrackingStats` when the subject was found automatically (no
-    #: ``landmarks=``): frames detected / interpolated / held / without the subject, status
-    #: ``"ok"`` or ``"no subject"``; ``None`` with given landmarks.
+    #: ``landmarks=``, or a :func:`locate_subject` result given as landmarks): frames detected /
+    #: interpolated / held / without the subject, status ``"ok"`` or ``"no subject"``; ``None``
+    #: with other landmarks, or when no face subset was requested (no detection runs then).
     tracking: object | None = None
 
     @property
@@ -293,9 +299,44 @@ def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings
     return _Blurred([by_k[k] for k in kernels], (x0, y0), roi, m)
 
 
-def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, codes: list[str],
-         finals: dict[str, Path], wav_final: Path | None, fdm_k: int, fsm_k: int,
+#: The subsets whose video is blurred inside the subject's face mask.
+FACE_SUBSETS = ("FDM", "FSM")
+
+
+def _bases(codes: list[str]) -> list[str]:
+    """The encoded videos ``codes`` need: each requested encoded subset, and the base of each
+    remuxed one."""
+    return [c for c in ("FM", "FDM", "FSM", "VMM") if c in codes or any(REMUXED_FROM.get(r) == c for r in codes)]
+
+
+def _plan_faces(provider: MaskProvider, fsm_policy, codes: list[str], result: ClipResult) -> int:
+    """What the masks of the whole clip decide: the FSM kernel (``fsm_policy`` ``"auto"``:
+    :func:`choose_fsm_kernel`; else that kernel), the tracking report, and, for a clip without a
+    subject, the face subsets skipped (removed from ``codes``)."""
+    fsm_k = choose_fsm_kernel("auto", provider) if str(fsm_policy) == "auto" else int(fsm_policy)
+    result.fsm_kernel = fsm_k
+    result.tracking = getattr(provider, "stats", None)
+    if result.tracking is not None and result.tracking.status == "no subject":
+        for c in [c for c in codes if REMUXED_FROM.get(c, c) in FACE_SUBSETS]:
+            result.status[c] = SubsetStatus(c, "skipped", "no subject: no face found in any frame")
+            codes.remove(c)
+    return fsm_k
+
+
+def _check_frame_count(src: Path, provider: MaskProvider, info: SourceInfo) -> None:
+    nf = getattr(provider, "num_frames", None)
+    if nf is not None and nf != info.video_frames:
+        raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "
+                         "decoded source frames")
+
+
+def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Settings, codes: list[str],
+         finals: dict[str, Path], wav_final: Path | None, fdm_k: int, fsm_policy,
          result: ClipResult) -> None:
+    """Write ``codes`` (temporaries renamed into place at the end).  ``provider`` ``None``: the
+    subject is detected and tracked (:class:`mime_fast.landmarks.SubjectDetection`) on the decode
+    pass that encodes FM and VMM, which need no mask; the face subsets follow in a second pass,
+    once the masks of the whole clip are known."""
     from . import ops  # the compiled core; imported lazily so video-only helpers work without it
 
     fps = Fraction(int(st.fps))
@@ -307,11 +348,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
     if enc_w < 2 or enc_h < 2:
         raise ClipError(src, f"frame too small to encode ({info.width}x{info.height})")
 
-    # which encoded videos are needed: a remuxed subset needs its base
-    bases = []
-    for c in ("FM", "FDM", "FSM", "VMM"):
-        if c in codes or any(REMUXED_FROM.get(r) == c for r in codes):
-            bases.append(c)
+    detection = fsm_k = None
+    if provider is not None:
+        fsm_k = _plan_faces(provider, fsm_policy, codes, result)
+    elif any(REMUXED_FROM.get(c, c) in FACE_SUBSETS for c in codes):
+        from .landmarks import SubjectDetection
+
+        detection = SubjectDetection(info, hold_s=st.hold_s, detect_size=st.detect_size,
+                                     detect_every=st.detect_every)
+    bases = _bases(codes)
     if "VMM" in bases and not have_audio:
         bases.remove("VMM")
         result.status["VMM"] = SubsetStatus("VMM", "skipped", "no audio")
@@ -319,18 +364,20 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
     scratch: list[Path] = []
     with atomic_outputs() as outs:
         try:
-            tmp = {}
-            for c in bases:
+            tmp: dict[str, Path] = {}
+
+            def temp(c: str) -> Path:
                 if c in codes:
-                    tmp[c] = outs.temp_for(finals[c])
-                else:  # only needed as the source of a remux: scratch file beside it
-                    r = next(r for r, b in REMUXED_FROM.items() if b == c and r in codes)
-                    p = finals[r].with_name(f".{finals[r].stem}.{c}.scratch-{os.getpid()}.mp4")
-                    p.parent.mkdir(parents=True, exist_ok=True)
-                    scratch.append(p)
-                    tmp[c] = p
+                    return outs.temp_for(finals[c])
+                # only needed as the source of a remux: scratch file beside it
+                r = next(r for r, b in REMUXED_FROM.items() if b == c and r in codes)
+                p = finals[r].with_name(f".{finals[r].stem}.{c}.scratch-{os.getpid()}.mp4")
+                p.parent.mkdir(parents=True, exist_ok=True)
+                scratch.append(p)
+                return p
+
             wav_tmp = None
-            if have_audio:
+            if have_audio and (bases or wav_final is not None):  # every processed clip's audio is kept
                 if wav_final is not None:
                     wav_tmp = outs.temp_for(wav_final)
                 else:
@@ -344,22 +391,36 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
 
             # the AAC track is encoded once and muxed into every subset with audio
             track = AacTrack(wav_tmp) if wav_tmp is not None and bases else None
-            writers: dict[str, Mp4Writer] = {}
-            try:
-                for c in bases:
-                    # VMM is one constant black picture: every preset encodes it to the same
-                    # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
-                    writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
-                                           preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
-                                           audio_track=track, queue_size=st.queue_size,
-                                           matrix=info.matrix)
-                if writers:  # e.g. only VMM requested for a clip without audio: nothing to encode
-                    _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result)
-                for c in list(writers):
-                    writers.pop(c).close()
-            finally:
-                for w in writers.values():
-                    w.abort()
+
+            def encode(cs: list[str], prov, fsm_k, observe=None) -> None:
+                writers: dict[str, Mp4Writer] = {}
+                try:
+                    for c in cs:
+                        tmp[c] = temp(c)
+                        # VMM is one constant black picture: every preset encodes it to the same
+                        # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
+                        writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
+                                               preset="ultrafast" if c == "VMM" else st.preset,
+                                               threads=st.threads, audio_track=track, queue_size=st.queue_size,
+                                               matrix=info.matrix)
+                    if writers or observe is not None:
+                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe)
+                    for c in list(writers):
+                        writers.pop(c).close()
+                finally:
+                    for w in writers.values():
+                        w.abort()
+
+            if detection is None:
+                encode(bases, provider, fsm_k)
+            else:
+                encode([c for c in bases if c not in FACE_SUBSETS], None, None, detection.feed)
+                provider = detection.result()
+                _check_frame_count(src, provider, info)
+                fsm_k = _plan_faces(provider, fsm_policy, codes, result)
+                faces = [c for c in _bases(codes) if c in FACE_SUBSETS]
+                if faces:
+                    encode(faces, provider, fsm_k)
 
             for r, b in REMUXED_FROM.items():
                 if r in codes:
@@ -385,14 +446,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider, st: Settings, code
         result.audio_reason = "source has no audio"
 
 
-def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result):
+def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None):
+    """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
+    frame in RGB first (the subject detection riding along the FM/VMM pass)."""
     std = FrameStandardiser(info.start, fps, n_out)
     kernels, kcodes = [], []
     for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
         if c in writers:
             kernels.append(k)
             kcodes.append(c)
-    vmm_frame = black_frame(writers["VMM"].width, writers["VMM"].height) if "VMM" in writers else None
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
 
@@ -417,15 +479,17 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             cache["idx"], cache["frames"] = src_i, frames
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)
-        if vmm_frame is not None:
-            writers["VMM"].write_frame(vmm_frame, out_i)
+        if "VMM" in writers:  # black frames: the packets every VMM of this size shares
+            writers["VMM"].write_black(out_i)
         for w in audio_writers:  # the audio up to the end of this frame, beside it in the file
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    frames = iter_display_frames(src, info, rgb=False, keep_yuv=True)
+    frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)
     for src_i, t, rgb, decoded in prefetch(frames, st.queue_size):
         n_src += 1
+        if observe is not None:
+            observe(rgb)
         for out_i, item in std.push(t, (src_i, rgb, decoded)):
             emit(out_i, item)
     for out_i, item in std.finish():
@@ -433,7 +497,8 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     result.source_frames = n_src  # the writers mux the rest of the audio when they close
 
 
-def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, Settings]:
+def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider | None, Settings]:
+    """Settings, probe and quality gate; the provider of ``landmarks`` (``None``: detect)."""
     st = settings if isinstance(settings, Settings) else Settings.from_kwargs(**settings)
     src = Path(src)
     provider = None if landmarks is None else as_provider(landmarks)
@@ -441,26 +506,24 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider, 
     if min(info.width, info.height) < st.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
                              f"shorter side < min_height={st.min_height}")
-    if provider is None:  # automatic: detection + tracking with the offline model stack
-        from .landmarks import detect_subject
-
-        provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size,
-                                  detect_every=st.detect_every)
-    nf = getattr(provider, "num_frames", None)
-    if nf is not None and nf != info.video_frames:
-        raise ValueError(f"{src}: landmarks describe {nf} frames but the clip has {info.video_frames} "
-                         "decoded source frames")
+    if provider is not None:
+        _check_frame_count(src, provider, info)
     return src, info, provider, st
 
 
 def locate_subject(src, **settings) -> MaskProvider:
-    """What :func:`build_subsets` does first when no ``landmarks=`` are given: probe ``src``, apply
-    the quality gate and detect + track the subject (:func:`mime_fast.landmarks.detect_subject`).
-    The result can be passed as ``landmarks=`` to :func:`build_subsets` with the same settings,
-    e.g. computed for the next clip on another thread while this one encodes
-    (:func:`mime_fast.corpus.run_corpus` does so).  Raises :class:`ClipError` like
-    :func:`build_subsets`."""
-    return _prepare(src, None, settings)[2]
+    """The subject detection :func:`build_subsets` runs when no ``landmarks=`` are given, as a pass
+    of its own: probe ``src``, apply the quality gate and detect + track the subject
+    (:func:`mime_fast.landmarks.detect_subject`).  The result can be passed as ``landmarks=`` to
+    :func:`build_subsets` with the same settings, e.g. computed for the next clip on another thread
+    while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Raises
+    :class:`ClipError` like :func:`build_subsets`."""
+    from .landmarks import detect_subject
+
+    src, info, _, st = _prepare(src, None, settings)
+    provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size, detect_every=st.detect_every)
+    _check_frame_count(src, provider, info)
+    return provider
 
 
 def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | None = None,
@@ -473,7 +536,8 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     ``landmarks``: ``(decoded source frames, N, 2)`` array of ``(x, y)`` points in displayed-frame
     pixels (NaN rows where the subject is absent), a ``.npz``/``.json`` path, or a provider
     (:mod:`mime_fast.landmarks`).  ``None`` (default): the subject is detected and tracked with the
-    offline model stack (:func:`mime_fast.landmarks.detect_subject`, a first decode pass) and
+    offline model stack (:class:`mime_fast.landmarks.SubjectDetection`, on the decode pass that encodes
+    FM and VMM; only when a face subset is requested) and
     :attr:`ClipResult.tracking` reports the frames detected / interpolated / held / without the
     subject; a clip without any face gets status ``"no subject"``: FM, VMM and AMM are written,
     FDM, FSM, FDAM and FSAM are skipped with that reason.
@@ -495,18 +559,9 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     for p in finals.values():
         if p.resolve() == src.resolve():
             raise ValueError(f"output {p} would overwrite the input")
-    fsm_k = choose_fsm_kernel(st.fsm_kernel, provider)
-    tracking = getattr(provider, "stats", None)
-    result = ClipResult(clip_id=clip_id, source=info, settings=st, fsm_kernel=fsm_k,
-                        fdm_kernel=int(st.fdm_kernel), tracking=tracking)
-    if tracking is not None and tracking.status == "no subject":
-        for c in [c for c in codes if REMUXED_FROM.get(c, c) in ("FDM", "FSM")]:
-            result.status[c] = SubsetStatus(c, "skipped", "no subject: no face found in any frame")
-            codes.remove(c)
-            del finals[c]
-    if codes:
-        _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav",
-             int(st.fdm_kernel), fsm_k, result)
+    result = ClipResult(clip_id=clip_id, source=info, settings=st, fdm_kernel=int(st.fdm_kernel))
+    _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav", int(st.fdm_kernel),
+         st.fsm_kernel, result)
     result.elapsed_s = time.perf_counter() - t_start
     return result
 
@@ -531,9 +586,8 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
             raise ValueError(f"kernel must be a positive odd integer, got {k}")
     if code == "VMM" and not info.has_audio:
         raise ClipError(src, "VMM needs audio and the source has no audio")
-    tracking = getattr(provider, "stats", None)
-    if tracking is not None and tracking.status == "no subject" and base in ("FDM", "FSM"):
-        raise ClipError(src, f"{code} needs a subject and no face was found in any frame")
-    result = ClipResult(clip_id=src.stem, source=info, settings=st, fsm_kernel=fsm_k, fdm_kernel=fdm_k)
+    result = ClipResult(clip_id=src.stem, source=info, settings=st, fdm_kernel=fdm_k)
     _run(src, info, provider, st, [code], {code: dst}, None, fdm_k, fsm_k, result)
+    if result.status.get(code) is not None and result.status[code].status == "skipped":
+        raise ClipError(src, f"{code} needs a subject and no face was found in any frame")
     return dst

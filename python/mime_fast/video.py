@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import wave
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -73,6 +74,7 @@ __all__ = [
     "write_wav",
     "Mp4Writer",
     "AacTrack",
+    "BlackVideo",
     "WavReader",
     "black_frame",
     "remux_video",
@@ -467,7 +469,6 @@ def prefetch(iterable, maxsize: int = 4):
         yield from iterable
         return
     import queue
-    import threading
 
     q: queue.Queue = queue.Queue(maxsize=maxsize)
     stop = threading.Event()
@@ -744,6 +745,99 @@ class AacTrack:
         return c, c.streams.audio[0]
 
 
+def _add_x264_stream(c, width: int, height: int, fps: Fraction, crf: int, preset: str, threads: int, matrix: str):
+    """The libx264 yuv420p stream of every output (one place, so cached packets match a writer's)."""
+    vs = c.add_stream("libx264", rate=fps)
+    vs.width, vs.height = width, height
+    vs.pix_fmt = "yuv420p"
+    vs.codec_context.time_base = 1 / fps
+    vs.codec_context.thread_count = threads
+    vs.codec_context.thread_type = "FRAME" if threads != 1 else "SLICE"
+    vs.options = {"crf": str(crf), "preset": preset}
+    # the colour matrix the frames were converted with, limited range
+    vs.codec_context.colorspace = _COLORSPACE[matrix]
+    vs.codec_context.color_range = 1
+    return vs
+
+
+class BlackVideo:
+    """The libx264 packets of a run of black frames (:func:`black_frame`, VMM's picture) for one
+    encoder configuration, kept per process and muxed as they are into every VMM of that
+    configuration (:meth:`Mp4Writer.write_black`).
+
+    With preset ``"ultrafast"`` (no lookahead, no B-frames) libx264 gives frame ``i`` the same
+    packet whatever frames follow, so the first ``n`` packets of a longer run are exactly the
+    encode of ``n`` black frames: the files are the bytes a direct encode writes
+    (``tests/test_video.py`` compares them).  The run is encoded frame by frame as far as a clip
+    asks (the first clip of a size costs what encoding its black frames costs; later clips of that
+    size, none of it), by an encoder kept open for the two configurations used last.  A packet is
+    about 24 bytes (3 KB for the key frame every 250 frames).  Thread-safe (one lock for all
+    configurations); use :meth:`shared`.
+    """
+
+    _lock = threading.RLock()
+    _instances: dict = {}  # config -> BlackVideo, most recently used last (at most 8)
+    _open: list = []  # instances whose encoder is open, most recently used last (at most 2)
+
+    def __init__(self, config: tuple):
+        self.config = config  # (width, height, fps, crf, preset, threads, matrix) of _add_x264_stream
+        self._packets: list[tuple[bytes, int, int, int, bool]] = []
+        self._enc = None  # [container, stream, frame, frames fed]
+
+    @classmethod
+    def reset(cls) -> None:
+        """Forget every run and close the encoders."""
+        with cls._lock:
+            for inst in list(cls._instances.values()):
+                inst._close()
+            cls._instances.clear()
+
+    @classmethod
+    def shared(cls, config: tuple) -> "BlackVideo":
+        """The process's instance for ``config``."""
+        with cls._lock:
+            inst = cls._instances.pop(config, None) or cls(config)
+            cls._instances[config] = inst
+            while len(cls._instances) > 8:
+                cls._instances.pop(next(iter(cls._instances)))._close()
+            return inst
+
+    def packet(self, i: int) -> tuple[bytes, int, int, int, bool]:
+        """``(data, pts, dts, duration, keyframe)`` of frame ``i`` (times in ``1/fps``), encoding
+        black frames until libx264 has returned it."""
+        with self._lock:
+            while i >= len(self._packets):
+                self._feed()
+            return self._packets[i]
+
+    def _feed(self) -> None:
+        if self._enc is None:
+            import io
+
+            c = av.open(io.BytesIO(), "w", format="mp4")  # the container makes the SPS/PPS global
+            self._enc = [c, _add_x264_stream(c, *self.config), black_frame(*self.config[:2]), 0]
+            BlackVideo._open.append(self)
+            while len(BlackVideo._open) > 2:
+                BlackVideo._open[0]._close()
+        c, vs, vf, fed = self._enc
+        vf.pts, vf.time_base = fed, 1 / self.config[2]
+        self._enc[3] = fed + 1
+        for p in vs.encode(vf):
+            if int(p.dts) < len(self._packets):  # re-encoding after the encoder was closed
+                continue
+            if int(p.dts) != len(self._packets) or int(p.pts) != int(p.dts):
+                raise RuntimeError(f"libx264 {self.config[4]!r} reorders frames: black packets cannot be reused")
+            self._packets.append((bytes(p), int(p.pts), int(p.dts), int(p.duration or 0), bool(p.is_keyframe)))
+
+    def _close(self) -> None:
+        enc, self._enc = self._enc, None
+        if enc is not None:
+            with contextlib.suppress(Exception):
+                enc[0].close()
+        if self in BlackVideo._open:
+            BlackVideo._open.remove(self)
+
+
 class Mp4Writer:
     """libx264 (yuv420p) MP4 writer with an optional AAC track.
 
@@ -766,19 +860,10 @@ class Mp4Writer:
         self.width, self.height = int(width), int(height)
         self.fps = Fraction(fps)
         self.c = av.open(str(self.path), "w", format="mp4")
+        self._config = (self.width, self.height, self.fps, int(crf), str(preset), int(threads), matrix)
         try:
-            vs = self.c.add_stream("libx264", rate=self.fps)
-            vs.width, vs.height = self.width, self.height
-            vs.pix_fmt = "yuv420p"
-            vs.codec_context.time_base = 1 / self.fps
-            vs.codec_context.thread_count = int(threads)
-            vs.codec_context.thread_type = "FRAME" if threads != 1 else "SLICE"
-            vs.options = {"crf": str(crf), "preset": str(preset)}
-            # the colour matrix the frames were converted with, limited range
-            vs.codec_context.colorspace = _COLORSPACE[matrix]
-            vs.codec_context.color_range = 1
+            self.vs = _add_x264_stream(self.c, *self._config)
             self.matrix = matrix
-            self.vs = vs
             self.audio = None
             self._track = None
             if audio_track is not None:
@@ -804,7 +889,6 @@ class Mp4Writer:
         self._thread = None
         if queue_size > 0:
             import queue
-            import threading
 
             self._q = queue.Queue(maxsize=int(queue_size))
             self._thread = threading.Thread(target=self._worker, name=f"mp4writer-{self.path.name}", daemon=True)
@@ -839,6 +923,16 @@ class Mp4Writer:
         vf.pts = pts
         vf.time_base = self.vs.codec_context.time_base
         self._mux(self.vs.encode(vf))
+
+    def _do_packet(self, data: bytes, pts: int, dts: int, duration: int, keyframe: bool):
+        p = av.Packet(data)
+        p.pts, p.dts, p.duration, p.is_keyframe = pts, dts, duration, keyframe
+        p.time_base = self.vs.codec_context.time_base
+        p.stream = self.vs
+        self.c.mux(p)
+
+    def _do_black(self, pts: int):
+        self._do_packet(*BlackVideo.shared(self._config).packet(pts))
 
     def _do_rgb(self, rgb, pts):
         self._do_frame(yuv420_frame(rgb, matrix=self.matrix), pts)
@@ -880,6 +974,18 @@ class Mp4Writer:
         """Encode a ready ``av.VideoFrame`` (rgb24 or yuv420p) with the given pts (frame index).
         The frame object is reused by nobody else while queued (its pts is set by the encoder)."""
         self._submit("frame", vf, int(pts))
+        self.frames += 1
+
+    def write_black(self, pts: int) -> None:
+        """Frame ``pts`` (frame index; call with 0, 1, 2, ... in order) is black: with preset
+        ``"ultrafast"`` the packet of :class:`BlackVideo` for this writer's configuration is muxed
+        as it is (the bytes its encoder would write), else a black frame is encoded."""
+        if self._config[4] != "ultrafast":
+            self.write_frame(black_frame(self.width, self.height), pts)
+            return
+        if pts != self.frames:
+            raise ValueError(f"write_black: frame {pts} after {self.frames} frames (black runs start at 0, in order)")
+        self._submit("black", int(pts))
         self.frames += 1
 
     def write_rgb(self, rgb: np.ndarray, pts: int) -> None:

@@ -406,6 +406,17 @@ class SubjectTracker:
         self.stats.tracked += 1
         return FrameTrack(pts, pbox.astype(np.float32), "detected", self._height, self.margin * _size(pbox))
 
+    def finish(self, tracks: list[FrameTrack]) -> tuple[list[FrameTrack], TrackingStats]:
+        """Complete the clip: ``tracks`` are this tracker's :meth:`update` results, one per frame in
+        order; fills the gaps between detections (:func:`fill_gaps`, in place) and the statistics
+        that need the whole clip (median face height, frames without the subject)."""
+        fill_gaps(tracks, self.hold_frames, self.stats)
+        hs = [t.height for t in tracks if t.kind == "detected"]
+        self.stats.face_height = float(np.median(hs)) if hs else None
+        if self.stats.status == "no subject":
+            self.stats.without_subject = len(tracks)
+        return tracks, self.stats
+
     def update(self, frame: np.ndarray) -> FrameTrack:
         self._index += 1
         self.stats.frames += 1
@@ -574,10 +585,4 @@ def track_clip(frames, stack, *, hold_frames: int = 15, **kw) -> tuple[list[Fram
     """Track the subject over an iterable of RGB frames, then :func:`fill_gaps`.  Returns the
     per-frame tracks and the statistics."""
     tr = SubjectTracker(stack, hold_frames=hold_frames, **kw)
-    tracks = [tr.update(f) for f in frames]
-    fill_gaps(tracks, hold_frames, tr.stats)
-    hs = [t.height for t in tracks if t.kind == "detected"]
-    tr.stats.face_height = float(np.median(hs)) if hs else None
-    if tr.stats.status == "no subject":
-        tr.stats.without_subject = len(tracks)
-    return tracks, tr.stats
+    return tr.finish([tr.update(f) for f in frames])

@@ -79,6 +79,15 @@ def insightface_class(module: str, name: str):
     return getattr(mod, name)
 
 
+def ours_and_theirs(ours_cls, module: str, name: str, model_path):
+    """Our model class and insightface's on the same ONNX file, after checking that they read the
+    same input normalisation from it."""
+    theirs = insightface_class(module, name)(str(model_path))
+    ours = ours_cls(model_path)
+    assert (ours.input_mean, ours.input_std) == (theirs.input_mean, theirs.input_std)
+    return ours, theirs
+
+
 class InsightFace(dict):
     """insightface's Face: a dict with attribute access."""
 
@@ -271,10 +280,7 @@ def test_landmark_input_normalisation_follows_the_graph(models):
 
 @pytest.mark.parametrize("name", ["2d106det.onnx", "variants_lmk_normalised.onnx"])
 def test_landmarks_match_insightface(models, name):
-    Landmark = insightface_class("landmark", "Landmark")
-    theirs = Landmark(str(models / name))
-    ours = Landmark106(models / name)
-    assert (ours.input_mean, ours.input_std) == (theirs.input_mean, theirs.input_std)
+    ours, theirs = ours_and_theirs(Landmark106, "landmark", "Landmark", models / name)
     rng = np.random.default_rng(3)
     frame = (rng.random((480, 640, 3)) * 255).astype(np.uint8)
     boxes = np.array([[250.3, 180.7, 351.1, 297.9], [-30, -20, 90, 110], [500.5, 300.25, 700, 520]], np.float32)
@@ -413,10 +419,7 @@ def test_arcface_embeddings(models):
 
 @pytest.mark.parametrize("name", ["w600k_r50.onnx", "variants_arcface_selfnorm.onnx"])
 def test_arcface_matches_insightface(models, name):
-    ArcFaceONNX = insightface_class("arcface_onnx", "ArcFaceONNX")
-    theirs = ArcFaceONNX(str(models / name))
-    ours = ArcFaceEmbedder(models / name)
-    assert (ours.input_mean, ours.input_std) == (theirs.input_mean, theirs.input_std)
+    ours, theirs = ours_and_theirs(ArcFaceEmbedder, "arcface_onnx", "ArcFaceONNX", models / name)
     rng = np.random.default_rng(4)
     frame = (rng.random((360, 480, 3)) * 255).astype(np.uint8)
     kps = np.stack([similar_template(1.3, 10, [100, 60]) + rng.normal(0, 2, (5, 2)),

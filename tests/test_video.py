@@ -458,10 +458,10 @@ def test_shared_aac_track_gives_each_writer_the_audio_it_would_encode(tmp_path, 
 @pytest.mark.parametrize("queue_size", [0, 2])
 def test_black_video_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_size):
     # VMM's black frames come from BlackVideo, encoded once per configuration and reused: every
-    # length, shorter or longer than what was encoded before, even over a key frame (every 250),
-    # for several sizes in turn (only two encoders stay open: the first size is re-encoded when it
-    # needs more frames again) gives the same file as a writer encoding black frames itself,
-    # audio included, and decodes to black
+    # length, shorter or longer than what was encoded before (longer: the run is re-encoded from
+    # the start, as each writer releases the encoder when it closes), even over a key frame (every
+    # 250), for several sizes in turn, gives the same file as a writer encoding black frames
+    # itself, audio included, and decodes to black
     video.BlackVideo.reset()
     pcm = (np.sin(np.arange(48000) / 7) * 6000).astype(np.int16)[:, None]
     video.write_wav(tmp_path / "a.wav", pcm, 16000)
@@ -480,7 +480,9 @@ def test_black_video_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_si
                 wr.write_audio_until(Fraction(i + 1, 30))
             wr.close()
         assert sha256(cached) == sha256(direct), (w, h, n)
-    assert len(video.BlackVideo._instances) == 3 and len(video.BlackVideo._open) == 2
+    assert len(video.BlackVideo._instances) == 3
+    assert all(b._enc is None for b in video.BlackVideo._instances.values())  # no encoder held after the writers
+    assert len(video.BlackVideo.shared((64, 48, Fraction(30), 18, "ultrafast", 2, "bt601"))._packets) == 251
     dec, times, _ = decode_video(tmp_path / "cached5.mp4")
     assert len(dec) == 251 and times[-1] == Fraction(250, 30) and max(int(d.max()) for d in dec) <= 2
     # out of order is refused; another preset encodes black frames itself
@@ -495,4 +497,4 @@ def test_black_video_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_si
     dec, _, _ = decode_video(tmp_path / "vf.mp4")
     assert len(dec) == 3 and max(int(d.max()) for d in dec) <= 2
     video.BlackVideo.reset()
-    assert video.BlackVideo._instances == {} and video.BlackVideo._open == []
+    assert video.BlackVideo._instances == {}

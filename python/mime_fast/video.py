@@ -769,27 +769,27 @@ class BlackVideo:
     packet whatever frames follow, so the first ``n`` packets of a longer run are exactly the
     encode of ``n`` black frames: the files are the bytes a direct encode writes
     (``tests/test_video.py`` compares them).  The run is encoded frame by frame as far as a clip
-    asks (the first clip of a size costs what encoding its black frames costs; later clips of that
-    size, none of it), by an encoder kept open for the two configurations used last.  A packet is
-    about 24 bytes (3 KB for the key frame every 250 frames).  Thread-safe (one lock for all
-    configurations); use :meth:`shared`.
+    asks, so the first clip of a configuration costs what encoding its black frames costs and a
+    later one only the frames beyond the longest before it (re-encoded from the start: the encoder
+    is released when the writer closes, as its buffers are large, 30 MB at 720p).  The packets
+    stay: about 24 bytes a frame (3 KB for the key frame every 250 frames), for the 8
+    configurations used last.  Thread-safe (one lock for all); use :meth:`shared`.
     """
 
     _lock = threading.RLock()
     _instances: dict = {}  # config -> BlackVideo, most recently used last (at most 8)
-    _open: list = []  # instances whose encoder is open, most recently used last (at most 2)
 
     def __init__(self, config: tuple):
         self.config = config  # (width, height, fps, crf, preset, threads, matrix) of _add_x264_stream
         self._packets: list[tuple[bytes, int, int, int, bool]] = []
-        self._enc = None  # [container, stream, frame, frames fed]
+        self._enc = None  # [container, stream, frame, frames fed] while a writer extends the run
 
     @classmethod
     def reset(cls) -> None:
-        """Forget every run and close the encoders."""
+        """Forget every run."""
         with cls._lock:
-            for inst in list(cls._instances.values()):
-                inst._close()
+            for inst in cls._instances.values():
+                inst.release()
             cls._instances.clear()
 
     @classmethod
@@ -799,7 +799,7 @@ class BlackVideo:
             inst = cls._instances.pop(config, None) or cls(config)
             cls._instances[config] = inst
             while len(cls._instances) > 8:
-                cls._instances.pop(next(iter(cls._instances)))._close()
+                cls._instances.pop(next(iter(cls._instances))).release()
             return inst
 
     def packet(self, i: int) -> tuple[bytes, int, int, int, bool]:
@@ -810,32 +810,29 @@ class BlackVideo:
                 self._feed()
             return self._packets[i]
 
+    def release(self) -> None:
+        """Free the encoder (the packets stay)."""
+        with self._lock:
+            enc, self._enc = self._enc, None
+            if enc is not None:
+                with contextlib.suppress(Exception):
+                    enc[0].close()
+
     def _feed(self) -> None:
         if self._enc is None:
             import io
 
             c = av.open(io.BytesIO(), "w", format="mp4")  # the container makes the SPS/PPS global
             self._enc = [c, _add_x264_stream(c, *self.config), black_frame(*self.config[:2]), 0]
-            BlackVideo._open.append(self)
-            while len(BlackVideo._open) > 2:
-                BlackVideo._open[0]._close()
         c, vs, vf, fed = self._enc
         vf.pts, vf.time_base = fed, 1 / self.config[2]
         self._enc[3] = fed + 1
         for p in vs.encode(vf):
-            if int(p.dts) < len(self._packets):  # re-encoding after the encoder was closed
+            if int(p.dts) < len(self._packets):  # re-encoding the start of the run
                 continue
             if int(p.dts) != len(self._packets) or int(p.pts) != int(p.dts):
                 raise RuntimeError(f"libx264 {self.config[4]!r} reorders frames: black packets cannot be reused")
             self._packets.append((bytes(p), int(p.pts), int(p.dts), int(p.duration or 0), bool(p.is_keyframe)))
-
-    def _close(self) -> None:
-        enc, self._enc = self._enc, None
-        if enc is not None:
-            with contextlib.suppress(Exception):
-                enc[0].close()
-        if self in BlackVideo._open:
-            BlackVideo._open.remove(self)
 
 
 class Mp4Writer:
@@ -883,6 +880,7 @@ class Mp4Writer:
                 self._track[0].close()
             raise
         self.frames = 0
+        self._black = False  # write_black used: the shared black run's encoder is released at the end
         self._closed = False
         self._error: BaseException | None = None
         self._q = None
@@ -985,6 +983,7 @@ class Mp4Writer:
             return
         if pts != self.frames:
             raise ValueError(f"write_black: frame {pts} after {self.frames} frames (black runs start at 0, in order)")
+        self._black = True
         self._submit("black", int(pts))
         self.frames += 1
 
@@ -1020,7 +1019,7 @@ class Mp4Writer:
             self._q.put(None)
             self._thread.join()
         self._closed = True
-        self._close_track()
+        self._close_sources()
         if self._error is not None:
             with contextlib.suppress(Exception):
                 self.c.close()
@@ -1036,14 +1035,16 @@ class Mp4Writer:
             self._error = self._error or RuntimeError("aborted")
             self._q.put(None)
             self._thread.join()
-        self._close_track()
+        self._close_sources()
         with contextlib.suppress(Exception):
             self.c.close()
 
-    def _close_track(self) -> None:
+    def _close_sources(self) -> None:
         if self._track is not None:
             with contextlib.suppress(Exception):
                 self._track[0].close()
+        if self._black:
+            BlackVideo.shared(self._config).release()
 
 
 def black_frame(width: int, height: int):

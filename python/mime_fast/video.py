@@ -881,6 +881,7 @@ class Mp4Writer:
             raise
         self.frames = 0
         self._black = False  # write_black used: the shared black run's encoder is released at the end
+        self._black_frame = None  # write_black's picture with a preset other than "ultrafast"
         self._closed = False
         self._error: BaseException | None = None
         self._q = None
@@ -979,7 +980,9 @@ class Mp4Writer:
         ``"ultrafast"`` the packet of :class:`BlackVideo` for this writer's configuration is muxed
         as it is (the bytes its encoder would write), else a black frame is encoded."""
         if self._config[4] != "ultrafast":
-            self.write_frame(black_frame(self.width, self.height), pts)
+            if self._black_frame is None:  # one picture for every call (the encoder copies it)
+                self._black_frame = black_frame(self.width, self.height)
+            self.write_frame(self._black_frame, pts)
             return
         if pts != self.frames:
             raise ValueError(f"write_black: frame {pts} after {self.frames} frames (black runs start at 0, in order)")

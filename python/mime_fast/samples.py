@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .video import x264_options
+
 __all__ = ["SampleClip", "SceneClip", "make_clip", "make_scene_clip", "make_audio_only", "face_sprite",
            "FACE_TONES_HZ"]
 
@@ -214,7 +216,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
         tb = Fraction(1, 1000) if vfr else 1 / fps
         vs.codec_context.time_base = tb
         vs.codec_context.thread_count = 1
-        vs.options = {"crf": str(crf), "preset": "ultrafast"}
+        vs.options = x264_options(crf, "ultrafast") if codec == "libx264" else {"crf": str(crf), "preset": "ultrafast"}
         if k or hflip:
             if not hasattr(vs, "set_display_rotation"):
                 raise RuntimeError("writing rotation metadata needs PyAV >= 18.1 (Stream.set_display_rotation)")
@@ -388,7 +390,7 @@ def make_scene_clip(path, *, other=None, mode: str = "crossing", size=(640, 360)
         vs = c.add_stream("libx264", rate=fps)
         vs.width, vs.height, vs.pix_fmt = w - w % 2, h - h % 2, "yuv420p"
         vs.codec_context.thread_count = 1
-        vs.options = {"crf": str(crf), "preset": "ultrafast"}
+        vs.options = x264_options(crf, "ultrafast")
         for i in range(n):
             t = i / (n - 1)
             ox = int(round(pad + 20 * np.sin(2 * np.pi * i / float(fps) * 0.7)))

@@ -202,7 +202,7 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
     samples.make_clip(root / "b.mp4", duration=0.5, fps=30, size=(352, 288), seed=12, audio=False)
     samples.make_clip(root / "c.mp4", duration=0.4, fps=24, size=(320, 240), seed=13, audio_delay=0.1)
     assert a.path.with_suffix(".npz").exists()  # landmarks beside the clips: no model needed
-    small = ["--min-height", "0", "--subsets", "FM,FDM,FSM,VMM,FSAM"]
+    small = ["--min-height", "0", "--min-duration", "0", "--subsets", "FM,FDM,FSM,VMM,FSAM"]
     busy = [subprocess.Popen([sys.executable, "-c", BUSY, "600"]) for _ in range(2)]
     try:
         outs = {}
@@ -224,7 +224,7 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
         for name, q in (("sync", 0), ("again", 4)):
             outs[name] = tmp_path / name
             for clip in sorted(root.glob("*.mp4")):
-                build_subsets(clip, outs[name], landmarks=clip.with_suffix(".npz"), min_height=0,
+                build_subsets(clip, outs[name], landmarks=clip.with_suffix(".npz"), min_height=0, min_duration=0,
                               subsets=["FM", "FDM", "FSM", "VMM", "FSAM"], queue_size=q)
     finally:
         for p in busy:

@@ -26,6 +26,8 @@ def _build(argv: list[str]) -> int:
     ap.add_argument("--fsm-kernel", default="auto", choices=["auto", "35", "55"], help="FSM kernel policy")
     ap.add_argument("--fdm-kernel", type=int, default=15)
     ap.add_argument("--min-height", type=int, default=480, help="quality gate: shorter side in pixels")
+    ap.add_argument("--min-duration", type=float, default=0.5, help="quality gate: seconds of video")
+    ap.add_argument("--min-frames", type=int, default=5, help="quality gate: source frames")
     ap.add_argument("--crf", type=int, default=18, help="libx264 CRF")
     ap.add_argument("--preset", default="veryfast", help="libx264 preset")
     ap.add_argument("--threads", type=int, default=2, help="libx264 threads per output")
@@ -49,14 +51,16 @@ def _build(argv: list[str]) -> int:
         print(f"no clips found in {args.input}", file=sys.stderr)
         return 2
     settings = dict(fsm_kernel=args.fsm_kernel if args.fsm_kernel == "auto" else int(args.fsm_kernel),
-                    fdm_kernel=args.fdm_kernel, min_height=args.min_height, crf=args.crf, preset=args.preset,
+                    fdm_kernel=args.fdm_kernel, min_height=args.min_height,
+                    min_duration=args.min_duration, min_frames=args.min_frames, crf=args.crf, preset=args.preset,
                     threads=args.threads, feather=args.feather, margin=args.margin, device=args.device,
                     detect_every=args.detect_every)
     summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
                          workers=args.workers, use_ray=args.ray, detect_ahead=args.detect_ahead,
                          ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
                          **settings)
-    print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
+    print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete {len(summary.skipped)}, "
+          f"failed {len(summary.failed)} "
           f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
     for clip_id, reason in summary.failed.items():
         print(f"  failed {clip_id}: {reason}")
@@ -87,7 +91,11 @@ def _summary(argv: list[str]) -> int:
         d = [r["duration_s"] for r in rows if r["subset"] == c and r["duration_s"] is not None]
         means.append(f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}")
     print(f"{'mean s':<{width}} " + " ".join(means))
-    failed = [r for r in compact(read_rows(args.dir)) if r["status"] == "failed"]
+    all_rows = compact(read_rows(args.dir))
+    no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
+    if no_subject:
+        print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")
+    failed = [r for r in all_rows if r["status"] == "failed"]
     if failed:
         print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
     return 0

@@ -37,7 +37,10 @@ tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found a
 tracking_frames_*      source frames in which the subject was detected, interpolated between
                        detections, held from a nearby detection, or absent (left unmasked)
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
-reason                 why, for anything but a plain success
+reason                 why, for anything but a plain success, in plain words (e.g. "not a media
+                       file", "truncated: ...", "corrupt video stream: ...", "below the quality
+                       gate: too short ...", "no subject: ...")
+detail                 for a failed clip: FFmpeg's own message (or the error's type), else ``None``
 run                    id of the run that wrote the row (UTC time and process id)
 =====================  =========================================================================
 """
@@ -75,7 +78,7 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
-    "status", "reason", "run",
+    "status", "reason", "detail", "run",
 )
 
 

@@ -274,6 +274,7 @@ def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack
     walker = by[("walker", "FDM")]
     assert walker["status"] == "ok" and walker["tracking_status"] == "ok"
     assert walker["tracking_frames_detected"] >= 12 and walker["tracking_frames_without_subject"] == 0
+    assert walker["tracking_shots"] == 1 and json.loads(walker["tracking_shot_frames"]) == [[15, 15]]
     for s in ("FM", "VMM", "AMM", "audio"):
         assert by[("faceless", s)]["status"] == "ok"
     for s in ("FDM", "FSM", "FDAM", "FSAM"):

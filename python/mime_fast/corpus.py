@@ -235,6 +235,8 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
         "tracking_frames_interpolated": getattr(tracking, "interpolated", None),
         "tracking_frames_held": getattr(tracking, "held", None),
         "tracking_frames_without_subject": getattr(tracking, "without_subject", None),
+        "tracking_shots": getattr(tracking, "shots", None),
+        "tracking_shot_frames": json.dumps(tracking.shot_frames) if getattr(tracking, "shot_frames", None) else None,
     }
     width = result.source.width - result.source.width % 2
     height = result.source.height - result.source.height % 2

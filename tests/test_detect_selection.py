@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-cv2 = pytest.importorskip("cv2")
+from conftest import import_for_models  # noqa: E402
+
+cv2 = import_for_models("cv2", module_level=True)
 
 from mime_fast.detect import (
     WEIGHTS,
@@ -85,7 +87,6 @@ def _oval(faces: Faces, n=64) -> Landmarks:
 
 def test_terms_are_in_unit_range_and_weighted():
     assert sum(WEIGHTS.values()) == pytest.approx(1.0)
-    assert WEIGHTS == {"centrality": 0.40, "structure": 0.30, "body": 0.20, "scale": 0.10}
     rng = np.random.default_rng(4)
     xy = rng.uniform(-50, 600, (7, 2))
     faces = _faces(np.c_[xy, xy + rng.uniform(20, 150, (7, 1))])
@@ -160,6 +161,66 @@ def test_ties_go_to_the_higher_detector_score():
     faces = _faces([[100, 215, 150, 265], [490, 215, 540, 265]])  # mirror images about the centre
     faces = Faces(faces.boxes, [0.8, 0.9], faces.keypoints)
     assert select_primary_subject((480, 640), faces).index == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# Scenes where the weights decide: two candidates, each ahead on one term, equal on the others.
+# The documented score is 0.40 C + 0.30 Q + 0.20 B + 0.10 F.  Each scene pits two terms whose
+# weights are neighbours in that order against each other, with the lead on the lighter term a
+# little larger than the lead on the heavier one, so the heavier term's weight must win -- and any
+# exchange of two weights reverses at least one of the three pairs (C, Q), (Q, B), (B, F), hence
+# changes at least one pick.  Frames are 1000 x 1000; faces are squares with frontal keypoints
+# (s = 1) and an oval of landmarks inside the frame (v = 1), so Q is the landmark confidence p;
+# without a person box the body is the prior (cx +- 1.5 w, y0 .. y0 + 5 h).
+
+
+def _scene(cands):
+    """``cands``: ``(cx, cy, side, p, person_box or None)`` per face."""
+    boxes = [[cx - a / 2, cy - a / 2, cx + a / 2, cy + a / 2] for cx, cy, a, _, _ in cands]
+    faces = _faces(boxes)
+    lmk = _oval(faces)
+    lmk = Landmarks(lmk.points, np.array([p for *_, p, _ in cands], np.float32))
+    persons = [b for *_, b in cands if b is not None]
+    return faces, lmk, (Persons(np.array(persons, np.float32)) if persons else None)
+
+
+SCENES = {
+    # Centrality vs quality.  A: 40 px face at the centre, C = 1, p = 0.4.  B: the same face
+    # 250 sqrt(2) = 353.6 px right of the centre: |d| = 353.6 / 500 = 0.7071, C = 1 - 0.7071 /
+    # 1.4142 = 0.5; p = 1.  Same size, bodies (prior, 120 x 200, inside the frame) equal: B = F = 1.
+    #   A = 0.40 * 1   + 0.30 * 0.4 + 0.30 = 0.82
+    #   B = 0.40 * 0.5 + 0.30 * 1   + 0.30 = 0.80   -> A.
+    # With C and Q's weights exchanged: A = 0.30 + 0.16 + 0.30 = 0.76 < B = 0.15 + 0.40 + 0.30 = 0.85.
+    "centrality_over_quality": ([(500.0, 500.0, 40.0, 0.4, None),
+                                 (500.0 + 250.0 * np.sqrt(2.0), 500.0, 40.0, 1.0, None)], 0),
+    # Quality vs body.  Faces of 40 px mirrored about the centre (x = 300, 700): equal C; F = 1 both.
+    # A: p = 0.5, person box 200 x 500 (area 100000): B = 1.  B: p = 1, person box 100 x 400 (area
+    # 40000): B = 0.4.
+    #   A = 0.30 * 0.5 + 0.20 * 1   = 0.35 (+ the equal terms)
+    #   B = 0.30 * 1   + 0.20 * 0.4 = 0.38          -> B.
+    # With Q and B's weights exchanged: A = 0.10 + 0.30 = 0.40 > B = 0.20 + 0.12 = 0.32.
+    "quality_over_body": ([(300.0, 500.0, 40.0, 0.5, [200, 470, 400, 970]),
+                           (700.0, 500.0, 40.0, 1.0, [650, 470, 750, 870])], 1),
+    # Body vs scale.  Mirrored about the centre: equal C; p = 1 both: Q = 1.  A: 80 px face, person
+    # box 200 x 300 (60000): F = 1, B = 0.6.  B: 40 px face, person box 200 x 500 (100000):
+    # F = 40 / 80 = 0.5, B = 1.
+    #   A = 0.20 * 0.6 + 0.10 * 1   = 0.22 (+ the equal terms)
+    #   B = 0.20 * 1   + 0.10 * 0.5 = 0.25          -> B.
+    # With B and F's weights exchanged: A = 0.06 + 0.20 = 0.26 > B = 0.10 + 0.10 = 0.20.
+    "body_over_scale": ([(300.0, 500.0, 80.0, 1.0, [200, 440, 400, 740]),
+                         (700.0, 500.0, 40.0, 1.0, [600, 460, 800, 960])], 1),
+}
+
+
+@pytest.mark.parametrize("name", list(SCENES))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_weights_decide_between_candidates_each_ahead_on_one_term(name, reverse):
+    cands, winner = SCENES[name]
+    order = [1, 0] if reverse else [0, 1]  # the pick must not depend on the candidates' order
+    faces, lmk, persons = _scene([cands[i] for i in order])
+    sel = select_primary_subject((1000, 1000), faces, lmk, persons)
+    assert persons is None or sel.body_detected.all()
+    assert order[sel.index] == winner, (name, sel.scores, {k: v.tolist() for k, v in sel.terms.items()})
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -156,6 +156,40 @@ def test_auto_feather_scales_with_face_size() -> None:
     assert tiny.feather == 1.0  # floor of one pixel
 
 
+def measured_feather(row: np.ndarray) -> float:
+    """Feather read off one row of mask values going outwards from a hull edge: the ramp falls by
+    255 / (feather + 1) per pixel, so feather = 255 / |slope| - 1 (least squares over the pixels
+    strictly between 0 and 255, whose values are rounded)."""
+    v = row.astype(np.float64)
+    ramp = np.nonzero((v > 0) & (v < 255))[0]
+    assert len(ramp) >= 2 and np.all(np.diff(ramp) == 1), row
+    slope = np.polyfit(ramp, v[ramp], 1)[0]
+    return 255.0 / -slope - 1.0
+
+
+@pytest.mark.parametrize("w,h,want", [
+    # README: feather=None is 0.06 * sqrt(hull area) px, at least 1 px
+    (200, 200, 12.0),  # 0.06 * sqrt(200 * 200) = 0.06 * 200
+    (500, 300, 23.24),  # 0.06 * sqrt(150000) = 0.06 * 387.3
+    (120, 30, 3.6),  # 0.06 * sqrt(3600) = 0.06 * 60
+    (10, 10, 1.0),  # 0.06 * 10 = 0.6: the 1 px floor
+])
+def test_auto_feather_ramp_width_in_pixels(w: int, h: int, want: float) -> None:
+    # An axis-aligned rectangle (integer coordinates are pixel centres): along the middle row and
+    # column the distance to the hull grows by 1 px per pixel, so the ramp's slope gives the feather.
+    x0, y0 = 150, 140
+    poly = np.array([[x0, y0], [x0 + w, y0], [x0 + w, y0 + h], [x0, y0 + h]], np.float64)
+    mask, _ = ops.hull_mask(poly, (600, 800))
+    cx, cy = x0 + w // 2, y0 + h // 2
+    rays = {"right": mask[cy, x0 + w:], "left": mask[cy, :x0 + 1][::-1],
+            "down": mask[y0 + h:, cx], "up": mask[:y0 + 1, cx][::-1]}
+    for side, row in rays.items():
+        assert row[0] < 255 and row[-1] == 0, side  # the ramp starts at the edge and ends inside the frame
+        assert measured_feather(row) == pytest.approx(want, abs=0.15), side
+        # ... and reaches 0 feather + 0.5 px past the edge
+        assert abs(int(np.argmax(row == 0)) - (want + 0.5)) <= 1.0, side
+
+
 def test_fast_rasteriser_equals_per_pixel_body(rng: np.random.Generator) -> None:
     # hull_mask_reference evaluates every pixel with the shared body, as the CUDA kernel does.
     for trial in range(150):

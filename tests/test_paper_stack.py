@@ -13,9 +13,11 @@ import warnings
 import numpy as np
 import pytest
 
-cv2 = pytest.importorskip("cv2")
-pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+from conftest import import_for_models, models_unavailable  # noqa: E402
+
+cv2 = import_for_models("cv2", module_level=True)
+import_for_models("onnx", module_level=True)
+import_for_models("onnxruntime", module_level=True)
 
 import onnx_fakes as fakes  # noqa: E402
 
@@ -71,12 +73,8 @@ def clean_env(monkeypatch, tmp_path):
 
 
 def insightface_class(module: str, name: str):
-    """insightface 2.1's class (installed --no-deps; model_zoo needs onnx, skimage, cv2)."""
-    try:
-        mod = __import__(f"insightface.model_zoo.{module}", fromlist=[name])
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        pytest.skip(f"insightface.model_zoo.{module} cannot be imported ({e}): comparison skipped")
-    return getattr(mod, name)
+    """insightface 2.1's class (installed --no-deps; model_zoo needs onnx, skimage, cv2, requests)."""
+    return getattr(import_for_models(f"insightface.model_zoo.{module}"), name)
 
 
 def ours_and_theirs(ours_cls, module: str, name: str, model_path):
@@ -353,10 +351,7 @@ def similar_template(scale: float, angle_deg: float, t) -> np.ndarray:
 
 
 def test_arcface_transform_matches_insightface_estimate_norm():
-    try:
-        from insightface.utils.face_align import estimate_norm
-    except ImportError as e:  # pragma: no cover
-        pytest.skip(f"insightface.utils.face_align cannot be imported ({e})")
+    estimate_norm = import_for_models("insightface.utils.face_align").estimate_norm
     rng = np.random.default_rng(11)
     for size in (112, 224, 128):
         kps = similar_template(1.7, 18, [300, 120]) + rng.normal(0, 2.5, (5, 2)).astype(np.float32)
@@ -613,8 +608,6 @@ def test_stack_env_override(models, clean_env, monkeypatch):
 
 
 def test_offline_stack_is_named(clean_env, monkeypatch):
-    from conftest import models_unavailable
-
     monkeypatch.setenv("MIME_FAST_STACK", "offline")
     try:
         st = load_stack(embedder=False, persons=False)

@@ -13,15 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-cv2 = pytest.importorskip("cv2")
+from conftest import import_for_models, models_unavailable  # noqa: E402
+
+cv2 = import_for_models("cv2", module_level=True)
 
 from mime_fast import ops, samples, video
-from mime_fast.detect import (HOLD_GROWTH, FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
+from mime_fast.detect import (FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
                               grow_hull, package_file)
 from mime_fast.landmarks import DetectedLandmarks, detect_subject
 from mime_fast.subsets import ClipError, build_subsets, degrade
 
-from conftest import models_unavailable
 
 try:
     from video_fixtures import (assert_planes_equal, capture_encoder_frames, expected_encoder_planes,
@@ -113,7 +114,8 @@ def test_fill_gaps_interpolates_holds_then_reports():
     # interpolation moves the hull linearly (mesh point counts match) ...
     np.testing.assert_allclose(tracks[2].points, (tracks[0].points + tracks[4].points) / 2, atol=1e-4)
     # ... and margins grow with the distance to the nearest detection
-    assert tracks[2].margin == pytest.approx(4.0 + HOLD_GROWTH * 50 * 2)  # face size max(w, h) = 50
+    # 4 px detection margin + 5 % of the face size (max(w, h) = 50 px) per frame away: 2.5 px x 2
+    assert tracks[2].margin == pytest.approx(9.0)
     assert tracks[11].margin < tracks[12].margin < tracks[13].margin
     assert tracks[19].margin < tracks[18].margin < tracks[17].margin  # backward hold before re-detection
     # a held hull covers the last detection's hull, grown
@@ -121,6 +123,59 @@ def test_fill_gaps_interpolates_holds_then_reports():
     m_held = _mask(tracks[13].hull(), (200, 400)) >= 128
     assert np.all(m_held[m_det])
     assert m_held.sum() > m_det.sum()
+
+
+def _det_at(x, y, margin, n=468, size=50.0):
+    """A detection: a mesh of ``n`` points on an ellipse centred at (x, y), box ``size`` px tall."""
+    th = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    pts = np.stack([x + 20 * np.cos(th), y + size / 2 * np.sin(th)], 1).astype(np.float32)
+    return FrameTrack(pts, np.array([x - 20, y - size / 2, x + 20, y + size / 2], np.float32), "detected", size,
+                      margin)
+
+
+def _centre_of_mask(points, shape=(300, 400)):
+    m = ops.hull_mask(points, shape, feather=0)[0].astype(np.float64)
+    ys, xs = np.mgrid[0:shape[0], 0:shape[1]]
+    return float((m * xs).sum() / m.sum()), float((m * ys).sum() / m.sum())
+
+
+def test_fill_gaps_interpolates_in_proportion_to_the_distances():
+    # Detected at frames 0 (centre (100, 120), margin 4 px) and 4 (centre (140, 80), margin 8 px),
+    # face size 50 px: frame i lies i/4 of the way from the first to the second, so frame 1 is
+    # 3/4 of the first + 1/4 of the second.  Margins: the same mix of the detections' margins plus
+    # 5 % of the face size (2.5 px) per frame to the nearer detection.
+    tracks = [_det_at(100.0, 120.0, 4.0), FrameTrack(), FrameTrack(), FrameTrack(), _det_at(140.0, 80.0, 8.0)]
+    fill_gaps(tracks, hold_frames=3)
+    assert [t.kind for t in tracks] == ["detected", "interpolated", "interpolated", "interpolated", "detected"]
+    expect = {  # frame: (centre x, centre y, margin)
+        1: (110.0, 110.0, 0.75 * 4 + 0.25 * 8 + 2.5 * 1),  # 7.5
+        2: (120.0, 100.0, 0.5 * 4 + 0.5 * 8 + 2.5 * 2),  # 11.0
+        3: (130.0, 90.0, 0.25 * 4 + 0.75 * 8 + 2.5 * 1),  # 9.5
+    }
+    for i, (x, y, margin) in expect.items():
+        t = tracks[i]
+        np.testing.assert_allclose(t.points.mean(0), [x, y], atol=1e-3, err_msg=str(i))
+        np.testing.assert_allclose(t.box, [x - 20, y - 25, x + 20, y + 25], atol=1e-3, err_msg=str(i))
+        assert t.margin == pytest.approx(margin), i
+        # the mask the pipeline builds from the provider sits there too (the margin grows it evenly)
+        provider = DetectedLandmarks(tracks, None)
+        np.testing.assert_allclose(_centre_of_mask(provider.points(i)), [x, y], atol=0.3, err_msg=str(i))
+
+
+def test_fill_gaps_holds_and_grows_by_the_distance_to_the_nearer_detection():
+    # Detections at 3 (x = 100, margin 4) and 12 (x = 200, margin 6); hold 2: frames 0-2 are held
+    # from 3 backwards (to the shot's first frame, however far; the growth stops at 2 frames' worth),
+    # 4-5 from 3, 10-11 from 12, 13-14 from 12; 6-9 (more than 2 frames from both) are left
+    # unmasked.  Each held frame: its detection's points, margin + 2.5 px per frame.
+    tracks = [FrameTrack() for _ in range(15)]
+    tracks[3], tracks[12] = _det_at(100.0, 120.0, 4.0), _det_at(200.0, 120.0, 6.0)
+    fill_gaps(tracks, hold_frames=2)
+    assert "".join(t.kind[0] for t in tracks) == "hhhdhhaaaahhdhh"
+    expect = {0: (100, 9.0), 1: (100, 9.0), 2: (100, 6.5), 4: (100, 6.5), 5: (100, 9.0),
+              10: (200, 11.0), 11: (200, 8.5), 13: (200, 8.5), 14: (200, 11.0)}
+    for i, (x, margin) in expect.items():
+        assert tracks[i].points.mean(0)[0] == pytest.approx(x, abs=1e-3), i
+        assert tracks[i].margin == pytest.approx(margin), i
 
 
 def test_fill_gaps_unions_partial_detections():

@@ -91,6 +91,23 @@ def test_probe_flags_vfr(tmp_path):
     assert info.frame_times == [Fraction(round(t * 1000), 1000) for t in clip.times]
 
 
+@pytest.mark.parametrize("suffix", [".mkv", ".mp4"])
+@pytest.mark.parametrize("start,audio,audio_delay", [
+    (0.6, False, 0.0),  # first frame at 0.6 s: Matroska's duration counts from time 0 (1.6 s)
+    (0.0, True, 0.7),  # audio 0.7 s past the end of the video: the container lasts 1.72 s
+    (0.48, True, -0.3),
+])
+def test_probe_times_a_late_first_frame_and_accepts_audio_that_outlasts_the_video(tmp_path, suffix, start, audio,
+                                                                                  audio_delay):
+    # Complete files, not truncated ones: the first frame's time is the start and the video lasts
+    # its 25 frames of 40 ms.
+    clip = samples.make_clip(tmp_path / f"s{suffix}", duration=1.0, fps=25, size=(160, 120), start=start,
+                             audio=audio, audio_delay=audio_delay)
+    info = video.probe(clip.path)
+    assert info.start == Fraction(start).limit_denominator(1000) and info.duration == Fraction(1)
+    assert info.video_frames == 25 and info.frame_times[0] == info.start and info.has_audio == audio
+
+
 @pytest.mark.parametrize("kind", ["zero", "random", "truncated", "audio_only", "missing", "text", "cut_matroska",
                                   "jpeg_as_mp4", "png", "bmp", "one_frame_mjpeg_avi"])
 def test_bad_inputs_raise_clip_error(tmp_path, kind):

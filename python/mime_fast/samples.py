@@ -8,7 +8,7 @@ known Lissajous path.  For every frame the generator knows
 * ``boxes[i]``: the face box ``(x, y, w, h)`` (float) in displayed-frame pixels,
 * ``landmarks[i]``: 106 ``(x, y)`` points: 33 on the face ellipse contour + 73 interior points on
   concentric ellipses (a stand-in for a dense 106-point landmark set),
-* ``times[i]``: the presentation time in seconds.
+* ``times[i]``: the presentation time in seconds (the first frame's is ``start``, 0 by default).
 
 An optional generated audio track (440 Hz on the left channel, 1000 Hz on the right, 0.25 full scale
 each, AAC, default 48 kHz stereo) exercises resampling.  Rotation metadata (display matrix) can be
@@ -27,6 +27,7 @@ Needs scikit-image (test dependency) and PyAV.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -164,7 +165,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
               audio_rate: int = 48000, audio_channels: int = 2, rotation: int = 0, vfr: bool = False,
               face_scale: float | None = None, face: bool = True, seed: int = 0, crf: int = 16,
               codec: str = "libx264", save_npz: bool = True, audio_delay: float = 0.0,
-              hflip: bool = False) -> SampleClip:
+              hflip: bool = False, start: float = 0.0, audio_marks=None) -> SampleClip:
     """Write a synthetic clip to ``path`` (container from the suffix: .mp4, .mkv, .mov) and its
     ground truth to ``<stem>.npz``.
 
@@ -175,8 +176,13 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     horizontal mirror to the display matrix (applied after the rotation, as PyAV's
     ``set_display_rotation`` defines it); the stored frames are mirrored accordingly.  ``face_scale``: sprite scale
     (default: face height ~ 0.3 x frame height).  ``face=False`` gives a clip without a face
-    (landmarks all NaN).  ``audio_delay``: the audio track starts this many seconds after the first
-    video frame (its timestamps are shifted), to exercise audio/video alignment.
+    (landmarks all NaN).  ``start``: presentation time (s) of the first video frame (the video
+    timestamps are shifted; ``times`` includes it; the picture content is the same as with
+    ``start=0``).  ``audio_delay``: the audio track starts this many seconds after the first
+    video frame (its timestamps are shifted; negative: before it), to exercise audio/video
+    alignment.  ``audio_marks``: times (s, from the start of the audio track) where a 50 ms burst of
+    the tones plays over silence, instead of the continuous tones (``audio_delay`` + a mark is where
+    the burst belongs relative to the first video frame).
     """
     import av
 
@@ -186,7 +192,12 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     fps = Fraction(fps).limit_denominator(1001) if not isinstance(fps, Fraction) else fps
     rng = np.random.default_rng(seed)
     n = max(1, int(round(duration * fps)))
-    times = _frame_times(n, fps, vfr)
+    times = _frame_times(n, fps, vfr)  # from the first frame; the timestamps add ``start``
+    t_start = Fraction(start).limit_denominator(1000)
+    if t_start < 0:
+        raise ValueError("start must be >= 0")
+    if audio and t_start + Fraction(audio_delay).limit_denominator(audio_rate) < 0:
+        raise ValueError("the audio would start before time 0 (start + audio_delay < 0)")
     if face_scale is None:
         face_scale = 0.3 * h / (2 * 58.0)  # the sprite's scale: 0.3 h over the head size of 116 px
     sprite, alpha, sprite_pts = face_sprite(face_scale)
@@ -214,6 +225,9 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
         else:
             vs.pix_fmt = "yuv420p"
         tb = Fraction(1, 1000) if vfr else 1 / fps
+        if (t_start / tb).denominator != 1:  # a time base that holds the start and every frame time
+            tb = Fraction(math.gcd(tb.numerator * t_start.denominator, t_start.numerator * tb.denominator),
+                          tb.denominator * t_start.denominator)
         vs.codec_context.time_base = tb
         vs.codec_context.thread_count = 1
         vs.options = x264_options(crf, "ultrafast") if codec == "libx264" else {"crf": str(crf), "preset": "ultrafast"}
@@ -246,7 +260,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
             disp = frame[:, ::-1] if hflip else frame
             stored = np.ascontiguousarray(np.rot90(disp, -k)) if (k or hflip) else frame
             vf = av.VideoFrame.from_ndarray(stored, format="rgb24")
-            vf.pts = int(t / tb)
+            vf.pts = int((t + t_start) / tb)
             vf.time_base = tb
             for pkt in vs.encode(vf):
                 c.mux(pkt)
@@ -257,6 +271,11 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
             tt = np.arange(total) / audio_rate
             left = 0.25 * np.sin(2 * np.pi * FACE_TONES_HZ[0] * tt)
             right = 0.25 * np.sin(2 * np.pi * FACE_TONES_HZ[1] * tt)
+            if audio_marks is not None:
+                gate = np.zeros(total)
+                for m in audio_marks:
+                    gate[(tt >= m) & (tt < m + 0.05)] = 1.0
+                left, right = left * gate, right * gate
             chans = [left, right] if audio_channels == 2 else [(left + right) / 2]
             pcm = (np.stack(chans, 1) * 32767).astype(np.int16)
             step = 1024
@@ -264,13 +283,13 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
                 blk = np.ascontiguousarray(pcm[s0:s0 + step]).reshape(1, -1)
                 af = av.AudioFrame.from_ndarray(blk, format="s16", layout=ast.codec_context.layout.name)
                 af.sample_rate = audio_rate
-                af.pts = s0 + int(round(audio_delay * audio_rate))
+                af.pts = s0 + int(round((float(t_start) + audio_delay) * audio_rate))
                 af.time_base = Fraction(1, audio_rate)
                 for pkt in ast.encode(af):
                     c.mux(pkt)
             for pkt in ast.encode(None):
                 c.mux(pkt)
-    times_arr = np.array([float(t) for t in times])
+    times_arr = np.array([float(t + t_start) for t in times])
     npz = path.with_suffix(".npz")
     if save_npz:
         np.savez(npz, landmarks=lms, boxes=boxes, times=times_arr)

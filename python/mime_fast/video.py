@@ -313,11 +313,17 @@ def probe(path) -> SourceInfo:
         audio = c.streams.audio[0] if c.streams.audio else None
         pts_list: list = []
         durations: list[int] = []
+        audio_end = None  # end (s, from time 0) of the last audio packet
         try:
-            for pkt in c.demux(vs):
+            for pkt in c.demux(*([vs, audio] if audio is not None else [vs])):
                 if pkt.size == 0:
                     continue
                 ts = pkt.pts if pkt.pts is not None else pkt.dts
+                if pkt.stream.index != stream_index:
+                    if ts is not None and pkt.stream.time_base:
+                        e = Fraction(ts + int(pkt.duration or 0)) * pkt.stream.time_base
+                        audio_end = e if audio_end is None else max(audio_end, e)
+                    continue
                 pts_list.append(ts)  # None: filled in below from the frame rate
                 durations.append(int(pkt.duration or 0))
         except av.FFmpegError as exc:
@@ -360,8 +366,15 @@ def probe(path) -> SourceInfo:
             raise ClipError(path, f"truncated: the index declares {declared_frames} video frames, "
                                   f"only {len(spts)} are readable")
         # containers without a frame index (Matroska, WebM, TS) stop early on truncated data:
-        # compare with the declared duration (heuristic: >25% and >0.5 s missing)
-        if declared_dur is not None and duration < declared_dur * 3 / 4 and declared_dur - duration > Fraction(1, 2):
+        # compare with the declared duration (heuristic: >25% and >0.5 s missing).  The video
+        # stream's own duration is its length; the container's spans every stream and, in
+        # Matroska, counts from time 0: it is compared with where the last packet of the video or
+        # the audio ends (a clip whose first frame is late, or whose audio outlasts the video, is
+        # not truncated).
+        got = duration
+        if declared_dur is not None and not vs.duration:
+            got = max([Fraction(end) * tb] + ([audio_end] if audio_end is not None else []))
+        if declared_dur is not None and got < declared_dur * 3 / 4 and declared_dur - got > Fraction(1, 2):
             raise ClipError(path, f"truncated: video lasts {float(duration):.3f} s of the declared "
                                   f"{float(declared_dur):.3f} s")
         is_vfr = bool(deltas) and (max(deltas) - min(deltas)) > max(1, med // 100)

@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import parse_args, save
+from _harness import parse_args, pipeline_with_hulls, save
 
 import mime_fast
-from mime_fast import build_subsets, ops
+from mime_fast import build_subsets
 from mime_fast.corpus import discover, run_corpus
 from mime_fast.landmarks import default_stack, detect_subject
 from mime_fast.samples import make_clip
@@ -92,26 +92,9 @@ def main() -> None:
             assert r.tracking.status == "ok" and len(r.outputs) == 7
 
             # the pipeline alone with the same hulls, timing the masking calls
-            acc = {"t": 0.0}
-            hm, bm = ops.hull_mask, ops.blur_in_mask
-
-            def timed(fn):
-                def w(*a, **k):
-                    t0 = time.perf_counter()
-                    try:
-                        return fn(*a, **k)
-                    finally:
-                        acc["t"] += time.perf_counter() - t0
-                return w
-
-            ops.hull_mask, ops.blur_in_mask = timed(hm), timed(bm)
-            try:
-                t = time.perf_counter()
-                build_subsets(clip.path, tmp / f"pipe{rep}", landmarks=prov)
-                pipeline_s.append(time.perf_counter() - t)
-            finally:
-                ops.hull_mask, ops.blur_in_mask = hm, bm
-            masked_s.append(acc["t"])
+            pipe, masked = pipeline_with_hulls(clip.path, tmp / f"pipe{rep}", prov)
+            pipeline_s.append(pipe)
+            masked_s.append(masked)
             t = time.perf_counter()
             every = detect_subject(clip.path, stack=stack, detect_every=1)
             detect_every1_s.append(time.perf_counter() - t)

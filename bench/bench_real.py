@@ -22,11 +22,11 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from _harness import save
+from _harness import pipeline_with_hulls, save
 from bench_detect import libx264_floor
 
 import mime_fast
-from mime_fast import build_subsets, ops
+from mime_fast import build_subsets
 from mime_fast.landmarks import default_stack, detect_subject
 from mime_fast.samples import make_clip, make_cut_sequence
 from mime_fast.video import x264_options
@@ -109,26 +109,9 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) 
         detect_s.append(time.perf_counter() - t)
         timers_all.append(timers)
         stats = prov.stats
-        acc = {"t": 0.0}
-        hm, bm = ops.hull_mask, ops.blur_in_mask
-
-        def timed(fn):
-            def w(*a, **k):
-                t0 = time.perf_counter()
-                try:
-                    return fn(*a, **k)
-                finally:
-                    acc["t"] += time.perf_counter() - t0
-            return w
-
-        ops.hull_mask, ops.blur_in_mask = timed(hm), timed(bm)
-        try:
-            t = time.perf_counter()
-            build_subsets(clip, tmp / f"{name}-pipe{rep}", landmarks=prov, **extra)
-            pipe_s.append(time.perf_counter() - t)
-        finally:
-            ops.hull_mask, ops.blur_in_mask = hm, bm
-        masked_s.append(acc["t"])
+        pipe, masked = pipeline_with_hulls(clip, tmp / f"{name}-pipe{rep}", prov, **extra)
+        pipe_s.append(pipe)
+        masked_s.append(masked)
         print(f"  {name} repeat {rep}: end to end {e2e[-1]:.1f} s ({n_src / e2e[-1]:.1f} source fps), "
               f"libx264 alone {floor[-1]:.1f} s, detection pass {detect_s[-1]:.1f} s", flush=True)
 

@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from fractions import Fraction
 from pathlib import Path
 

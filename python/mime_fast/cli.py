@@ -94,7 +94,7 @@ def _summary(argv: list[str]) -> int:
 
 
 def _preview(argv: list[str]) -> int:
-    from .preview import SUBSETS, write_contact_sheet
+    from .preview import SUBSETS, ClipFailed, write_contact_sheet
 
     ap = argparse.ArgumentParser(prog="mime-fast preview", description="PNG contact sheet of a clip's seven subsets.")
     ap.add_argument("clip", help="clip id (with --dir) or the path of one of its outputs, e.g. OUT/FSM/<id>.mp4")
@@ -110,6 +110,9 @@ def _preview(argv: list[str]) -> int:
         ap.error("give --dir OUT with a clip id, or the path of an output file")
     try:
         png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
+    except ClipFailed as exc:  # the manifest says why
+        print(f"mime-fast preview: error: {exc}", file=sys.stderr)
+        return 1
     except (FileNotFoundError, ValueError) as exc:
         print(f"mime-fast preview: {exc}", file=sys.stderr)
         return 2

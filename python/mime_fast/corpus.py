@@ -1,10 +1,11 @@
 """Corpus-scale runs: many clips in, the MIME subsets and one manifest out.
 
-Inputs (:func:`discover`):
+Inputs (:func:`find_inputs`, :func:`discover`), any number of:
 
 - a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`); the clip id is the file
   stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
-  (:mod:`mime_fast.landmarks`);
+  (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`);
+- a video file (same rules);
 - a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
   optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),
   ``dataset`` and ``landmarks`` columns.
@@ -36,8 +37,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .manifest import BLUR_LEVEL, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
+from .subsets import Settings, _codes
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "discover", "run_corpus", "clean_stale_temporaries"]
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
+           "run_corpus", "clean_stale_temporaries"]
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
                               ".wmv", ".3gp"})
@@ -88,15 +91,20 @@ def _valid_id(clip_id: str) -> str | None:
     return None
 
 
-def _from_folder(root: Path, exclude: Path | None) -> list[ClipSpec]:
-    specs = []
+def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path]]:
+    """The clips of a folder, and its other files (hidden files and landmark sidecars aside)."""
+    specs, others = [], []
     for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.suffix.lower() not in VIDEO_EXTENSIONS or p.name.startswith("."):
+        if not p.is_file() or p.name.startswith("."):
             continue
         if exclude is not None and exclude in p.resolve().parents:
             continue  # never take our own outputs as inputs
-        specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
-    return specs
+        if p.suffix.lower() in VIDEO_EXTENSIONS:
+            specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
+        else:
+            others.append(p)
+    sidecars = {s.landmarks for s in specs}
+    return specs, [p for p in others if p not in sidecars]
 
 
 def _from_list(list_path: Path) -> list[ClipSpec]:
@@ -131,16 +139,61 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
     return specs
 
 
-def discover(source: str | os.PathLike, *, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:
-    """The clips of a folder or a CSV/JSONL list, validated: each problem is recorded on its clip
-    (``error``), never raised, except for an input that is neither a folder nor a readable list."""
-    source = Path(source)
-    if source.is_dir():
-        specs = _from_folder(source, Path(exclude).resolve() if exclude else None)
-    elif source.is_file() and source.suffix.lower() in (".csv", ".jsonl"):
-        specs = _from_list(source)
-    else:
-        raise ValueError(f"{source}: expected a folder of clips or a .csv/.jsonl list of clips")
+@dataclass
+class Inputs:
+    """What :func:`find_inputs` found: the clips, and the files of the folders searched that are
+    not videos (hidden files and the landmarks beside clips aside), which are skipped."""
+
+    clips: list[ClipSpec]
+    skipped: list[Path]
+
+
+def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
+                exclude: str | os.PathLike | None = None) -> Inputs:
+    """The clips of one or more inputs -- folders, video files, CSV/JSONL lists -- validated: each
+    problem is recorded on its clip (``error``), never raised, except for an input that is none of
+    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder).
+    A file reached twice (a clip given and also inside a folder given) is taken once."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    sources = [Path(s) for s in sources]
+    if not sources:
+        raise ValueError("no input given")
+    excluded = Path(exclude).resolve() if exclude else None
+    specs: list[ClipSpec] = []
+    skipped: list[Path] = []
+    found: set[Path] = set()
+    for source in sources:
+        suffix = source.suffix.lower()
+        if source.is_dir():
+            clips, others = _from_folder(source, excluded)
+        elif source.is_file() and suffix in (".csv", ".jsonl"):
+            specs.extend(_from_list(source))
+            continue
+        elif source.is_file() and suffix in VIDEO_EXTENSIONS:
+            clips, others = [ClipSpec(source.stem, source, landmarks=_sidecar_landmarks(source))], []
+        elif not source.exists():
+            raise ValueError(f"{source}: no such file or folder")
+        else:
+            raise ValueError(f"{source}: not a folder, a video ({', '.join(sorted(VIDEO_EXTENSIONS))}) or a "
+                             ".csv/.jsonl list of clips")
+        for spec in clips:
+            key = spec.path.resolve()
+            if key not in found:
+                found.add(key)
+                specs.append(spec)
+        skipped.extend(others)
+    _validate(specs)
+    return Inputs(specs, skipped)
+
+
+def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:
+    """The clips of folders, video files and CSV/JSONL lists (:func:`find_inputs`)."""
+    return find_inputs(sources, exclude=exclude).clips
+
+
+def _validate(specs: list[ClipSpec]) -> None:
+    """Record on each clip what makes it unusable as listed (``error``)."""
     seen: dict[str, Path] = {}
     for s in specs:
         if s.error:
@@ -164,7 +217,6 @@ def discover(source: str | os.PathLike, *, exclude: str | os.PathLike | None = N
             s.error = f"input file not readable: {s.path}"
         elif s.landmarks is not None and not s.landmarks.is_file():
             s.error = f"landmarks file not found: {s.landmarks}"
-    return specs
 
 
 # ---------------------------------------------------------------------------------------- resuming
@@ -287,6 +339,24 @@ def _fmt_eta(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settings: Any) -> Settings:
+    """Check the settings of a :func:`run_corpus` before anything runs: ``ValueError`` or
+    ``TypeError`` for a bad or unknown one (:class:`mime_fast.subsets.Settings`), ``RuntimeError``
+    for a device that cannot be used."""
+    if int(workers) < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not float(ray_cpus_per_clip) > 0:
+        raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
+    return Settings.from_kwargs(**settings)
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Raise ``OSError`` now, before any clip, when files cannot be created in ``out_dir``."""
+    probe = out_dir / f".write-check.tmp-{os.getpid()}"
+    probe.touch()
+    probe.unlink()
+
+
 def run_corpus(
     specs: list[ClipSpec],
     out_dir: str | os.PathLike,
@@ -301,9 +371,12 @@ def run_corpus(
     **settings: Any,
 ) -> CorpusSummary:
     """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
-    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`.
-    ``progress`` receives one line per clip (default: stderr). ``workers > 1`` builds that many clips
-    at once in worker processes on this machine (each libx264 encoder also runs its own threads).
+    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`; they,
+    ``subsets`` and the output folder are checked before the first clip (``ValueError`` /
+    ``TypeError`` for a bad setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
+    folder that cannot be written). ``progress`` receives one line per clip (default: stderr).
+    ``workers > 1`` builds that many clips at once in worker processes on this machine (each
+    libx264 encoder also runs its own threads).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -316,11 +389,10 @@ def run_corpus(
     every worker sees (a shared filesystem on a multi-machine cluster); the driver writes the
     manifest. Outputs and manifest are the same as a local run's."""
     out_dir = Path(out_dir)
+    codes = _codes(subsets)
+    check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, **settings)  # before the first clip
     out_dir.mkdir(parents=True, exist_ok=True)
-    codes = [str(c).upper() for c in (subsets or ALL_SUBSETS)]
-    for c in codes:
-        if c not in ALL_SUBSETS:
-            raise ValueError(f"unknown subset {c!r}; expected some of {ALL_SUBSETS}")
+    _check_writable(out_dir)
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     clean_stale_temporaries(out_dir)
@@ -337,8 +409,6 @@ def run_corpus(
         else:
             pending.append(spec)
     t0 = time.perf_counter()
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
     if use_ray:
         results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
     elif workers > 1 and len(pending) > 1:

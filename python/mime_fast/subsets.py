@@ -88,6 +88,9 @@ ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 REMUXED_FROM = {"FDAM": "FDM", "FSAM": "FSM", "AMM": "FM"}
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
 FSM_AUTO_MIN_FACE_HEIGHT = 160.0
+#: libx264's presets (``Settings.preset``).
+X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+                "placebo")
 
 
 @dataclass(frozen=True)
@@ -109,10 +112,11 @@ class Settings:
     fdm_kernel
         FDM kernel, default 15.
     crf, preset, threads
-        libx264 CRF (18), preset ("veryfast"; VMM, a constant black picture, always uses
-        "ultrafast", which gives the same picture, and its packets are encoded once per process and
-        size, :class:`mime_fast.video.BlackVideo`) and thread count (2).  A fixed thread count keeps
-        outputs byte-identical across runs and machines with the same FFmpeg build.
+        libx264 CRF (18; 0 to 51), preset (one of :data:`X264_PRESETS`, "veryfast"; VMM, a constant
+        black picture, always uses "ultrafast", which gives the same picture, and its packets are
+        encoded once per process and size, :class:`mime_fast.video.BlackVideo`) and thread count
+        (2).  A fixed thread count keeps outputs byte-identical across runs and machines with the
+        same FFmpeg build.
     queue_size
         Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
         each fed by a bounded queue of this many frames (memory stays constant whatever the clip
@@ -157,6 +161,16 @@ class Settings:
             raise ValueError(f'fsm_kernel must be 55, 35 or "auto", got {self.fsm_kernel!r}')
         if int(self.fdm_kernel) < 1 or int(self.fdm_kernel) % 2 == 0:
             raise ValueError("fdm_kernel must be a positive odd integer")
+        if int(self.min_height) < 0:
+            raise ValueError(f"min_height must be >= 0, got {self.min_height}")
+        if not 0 <= int(self.crf) <= 51:
+            raise ValueError(f"crf must be between 0 and 51 (libx264), got {self.crf}")
+        if self.preset not in X264_PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(X264_PRESETS)}; got {self.preset!r}")
+        if self.feather is not None and not float(self.feather) >= 0:
+            raise ValueError(f"feather must be >= 0 pixels (or None: automatic), got {self.feather}")
+        if not float(self.margin) >= 0:
+            raise ValueError(f"margin must be >= 0 pixels, got {self.margin}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f'device must be "cpu" or "cuda", got {self.device!r}')
         if self.device == "cuda":

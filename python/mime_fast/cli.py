@@ -1,9 +1,9 @@
 """The ``mime-fast`` command: ``mime-fast COMMAND --help`` describes each command.
 
 Exit status: 0 success; 1 a clip failed, or the run could not go on (its environment: an output
-folder that cannot be written, CUDA unavailable, …); 2 a usage error (an unknown option or subset, a
-bad setting, an input that does not exist, …), reported before any clip starts. Errors are one line
-on stderr; ``--verbose`` adds the traceback.
+folder that cannot be written, CUDA or a model missing, …); 2 a usage error (an unknown option or
+subset, a bad setting, an input that does not exist, …), reported before any clip starts. Errors are
+one line on stderr; ``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -63,8 +63,13 @@ def _as_option(message: str) -> str:
     return message
 
 
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 def _build(args: argparse.Namespace) -> int:
     from .corpus import check_settings, find_inputs, run_corpus
+    from .progress import LineMonitor, TqdmMonitor
     from .subsets import _codes
 
     # Every setting is checked here, before anything is read or written.
@@ -98,17 +103,24 @@ def _build(args: argparse.Namespace) -> int:
         skipped = f" (skipped {len(inputs.skipped)} non-video files: --list-skipped)" if inputs.skipped else ""
         raise UsageError(f"no clips found in {', '.join(str(p) for p in args.inputs)}{skipped}")
 
-    summary = run_corpus(inputs.clips, args.out, subsets=codes, workers=args.workers, use_ray=args.ray,
-                         detect_ahead=args.detect_ahead, ray_address=args.ray_address,
+    if args.quiet:
+        monitor = LineMonitor(errors_only=True)
+    elif _stderr_is_terminal():
+        monitor = TqdmMonitor()
+    else:
+        monitor = LineMonitor()
+    summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
+                         use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
                          ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
-    print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
-          f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
-    for clip_id, reason in summary.failed.items():
-        print(f"  failed {clip_id}: {reason}")
-    if inputs.skipped:
-        n = len(inputs.skipped)
-        print(f"skipped {n} non-video file{'s' if n != 1 else ''} in the input folders "
-              "(list them: the same command with --list-skipped)")
+    if not args.quiet:
+        print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
+              f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
+        for clip_id, reason in summary.failed.items():
+            print(f"  failed {clip_id}: {reason}")
+        if inputs.skipped:
+            n = len(inputs.skipped)
+            print(f"skipped {n} non-video file{'s' if n != 1 else ''} in the input folders "
+                  "(list them: the same command with --list-skipped)")
     return 0 if summary.ok else 1
 
 
@@ -120,8 +132,9 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                     "so rerunning an interrupted or failed build resumes it.",
         epilog="Inputs: video files; folders, searched recursively for videos (a <clip>.npz or <clip>.json "
                "beside a clip is its landmarks; other files are skipped and counted: --list-skipped lists them); "
-               ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Exit status: 0 "
-               "every clip built, 1 a clip failed or the run could not go on, 2 usage error.")
+               ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Progress: bars on "
+               "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
+               "clip failed or the run could not go on, 2 usage error.")
     ap.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
                     help="video file, folder of clips (recursive) or .csv/.jsonl list of clips")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
@@ -153,6 +166,7 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, metavar="N", help="CPUs each clip task reserves")
     ap.add_argument("--list-skipped", action="store_true",
                     help="list the files of the input folders that are not videos (skipped), and exit")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     ap.set_defaults(run=_build)
 
 

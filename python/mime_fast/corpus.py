@@ -20,6 +20,9 @@ complete; manifest rows are appended after that, so a run killed at any moment (
 and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
 rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
 run left behind.
+
+Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
+started, frames processed, finished).
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .manifest import BLUR_LEVEL, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
-from .subsets import Settings, _codes
+from .progress import LineMonitor, Monitor
+from .subsets import FACE_SUBSETS, REMUXED_FROM, Settings, _codes
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
            "run_corpus", "clean_stale_temporaries"]
@@ -315,11 +318,15 @@ def _failed_row(spec: ClipSpec, reason: str, run: str) -> dict[str, Any]:
             "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
-def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
-                  run: str, located=None) -> tuple[list[dict[str, Any]], str | None, int]:
+Progress = Callable[[int], None]
+
+
+def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+                  located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
-    bad clip. Runs in the driver (local runs) or in a Ray worker. ``located``: a future of the
-    clip's :func:`~mime_fast.subsets.locate_subject` (detection started ahead), or None."""
+    bad clip. Runs in the driver (local runs) or in a worker.
+    ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
+    started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
     from .subsets import build_subsets
@@ -327,16 +334,11 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     try:
         landmarks = located.result() if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
-                               **settings)
+                               progress=progress, **settings)
     except Exception as exc:  # one bad clip never stops the batch
         reason = str(exc) or type(exc).__name__
         return [_failed_row(spec, reason, run)], reason, 0
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
-
-
-def _fmt_eta(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settings: Any) -> Settings:
@@ -350,11 +352,33 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settin
     return Settings.from_kwargs(**settings)
 
 
+def _face_codes(codes: Iterable[str]) -> bool:
+    return any(REMUXED_FROM.get(c, c) in FACE_SUBSETS for c in codes)
+
+
+def _detects(spec: ClipSpec, codes: list[str]) -> bool:
+    """Whether building ``spec`` runs the subject detection (no landmarks given, a face subset asked)."""
+    return not spec.error and spec.landmarks is None and _face_codes(codes)
+
+
 def _check_writable(out_dir: Path) -> None:
     """Raise ``OSError`` now, before any clip, when files cannot be created in ``out_dir``."""
     probe = out_dir / f".write-check.tmp-{os.getpid()}"
     probe.touch()
     probe.unlink()
+
+
+def _load_models(monitor: Monitor, pool=None) -> None:
+    """Load the detection models before the first clip (on ``pool``'s thread when given: the models
+    are loaded once per thread), saying so; a missing model fails the run here, not every clip."""
+    from .landmarks import default_stack
+
+    monitor.status("loading detection models…")
+    if pool is None:
+        default_stack()
+    else:
+        pool.submit(default_stack).result()
+    monitor.status(None)
 
 
 def run_corpus(
@@ -363,6 +387,7 @@ def run_corpus(
     *,
     subsets: Iterable[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    monitor: Monitor | None = None,
     workers: int = 1,
     use_ray: bool = False,
     ray_address: str | None = None,
@@ -374,7 +399,10 @@ def run_corpus(
     compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`; they,
     ``subsets`` and the output folder are checked before the first clip (``ValueError`` /
     ``TypeError`` for a bad setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
-    folder that cannot be written). ``progress`` receives one line per clip (default: stderr).
+    folder that cannot be written), and so are the detection models when a clip needs them
+    (``ImportError``). ``monitor`` hears about clips and frames as they go
+    (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
+    printing through ``progress`` (default stderr) one line per clip.
     ``workers > 1`` builds that many clips at once in worker processes on this machine (each
     libx264 encoder also runs its own threads).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
@@ -391,9 +419,9 @@ def run_corpus(
     out_dir = Path(out_dir)
     codes = _codes(subsets)
     check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, **settings)  # before the first clip
+    monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     clean_stale_temporaries(out_dir)
     prev_by_clip: dict[str, list[dict[str, Any]]] = {}
@@ -405,70 +433,137 @@ def run_corpus(
     for spec in specs:
         if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
             summary.skipped.append(spec.clip_id)
-            say(f"{spec.clip_id}: already complete, skipped")
+            monitor.skipped(spec.clip_id)
         else:
             pending.append(spec)
+    pool_mode = not use_ray and workers > 1 and len(pending) > 1
+    ahead = detect_ahead and not use_ray and not pool_mode
+    detecting = any(_detects(s, codes) for s in pending)
+    # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass
+    passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
     t0 = time.perf_counter()
-    if use_ray:
-        results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
-    elif workers > 1 and len(pending) > 1:
-        results = _process_pool_results(pending, out_dir, codes, settings, run, workers)
-    elif detect_ahead:
-        results = _detect_ahead_results(pending, out_dir, codes, settings, run)
-    else:
-        results = (_process_clip(spec, out_dir, codes, settings, run) for spec in pending)
     with ManifestWriter(out_dir) as writer:
-        for n, (rows, reason, frames) in enumerate(results, 1):
-            clip_id = rows[0]["clip_id"]
-            writer.append(rows)
-            head = f"[{n}/{len(pending)}] {clip_id}"
-            if reason is not None:
-                summary.failed[clip_id] = reason
-                say(f"{head}: failed: {reason}")
-                continue
-            summary.done.append(clip_id)
-            summary.frames += frames
-            elapsed = time.perf_counter() - t0
-            rate = n / elapsed
-            say(f"{head}: ok | {rate:.2f} clips/s, {summary.frames / elapsed:.0f} frames/s, "
-                f"ETA {_fmt_eta((len(pending) - n) / rate)}")
+        monitor.start(pending, passes)
+        if use_ray:
+            results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+        elif pool_mode:
+            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting)
+        elif ahead:
+            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting)
+        else:
+            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting)
+        try:
+            for rows, reason, frames in results:
+                clip_id = rows[0]["clip_id"]
+                writer.append(rows)
+                if reason is not None:
+                    summary.failed[clip_id] = reason
+                else:
+                    summary.done.append(clip_id)
+                    summary.frames += frames
+                monitor.clip_done(clip_id, reason, frames)
+        finally:
+            results.close()  # stops worker processes and threads
+            monitor.close()
     write_compacted(out_dir, compact(read_rows(out_dir)))
     summary.elapsed_s = time.perf_counter() - t0
     return summary
 
 
+def _frames_to(monitor: Monitor, clip_id: str) -> Progress:
+    return lambda n: monitor.frames(clip_id, n)
+
+
+def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
+                        run: str, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
+    """Yield _process_clip results clip by clip, in this thread."""
+    if detecting:
+        _load_models(monitor)
+    for spec in pending:
+        yield _process_clip(spec, out_dir, codes, settings, run, progress=_frames_to(monitor, spec.clip_id))
+
+
 def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
-                          run: str):
+                          run: str, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
     """Yield _process_clip results in order, clip by clip, while one thread detects the subject of
     the next clip (clips with given landmarks or a known error need no detection)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .subsets import locate_subject
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect")
+    try:
+        if detecting:
+            _load_models(monitor, pool)
 
         def start(i: int):
-            if i >= len(pending) or pending[i].error or pending[i].landmarks is not None:
+            if i >= len(pending) or not _detects(pending[i], codes):
                 return None
             return pool.submit(locate_subject, pending[i].path, **settings)
 
         ahead = start(0)
         for i, spec in enumerate(pending):
             located, ahead = ahead, start(i + 1)
-            yield _process_clip(spec, out_dir, codes, settings, run, located)
+            if located is not None and not located.done():
+                monitor.status(f"finding the subject of {spec.clip_id}…")
+            yield _process_clip(spec, out_dir, codes, settings, run, located, _frames_to(monitor, spec.clip_id))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# Worker processes send the frame counts of their clips to the driver through a queue.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(frames) -> None:
+    _WORKER.update(frames=frames)
+
+
+def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
+                            run: str) -> tuple[list[dict[str, Any]], str | None, int]:
+    queue = _WORKER["frames"]
+    unsent, last = 0, time.monotonic()
+
+    def progress(n: int) -> None:
+        nonlocal unsent, last
+        unsent += n
+        if time.monotonic() - last >= 0.1:
+            queue.put((spec.clip_id, unsent))
+            unsent, last = 0, time.monotonic()
+
+    try:
+        return _process_clip(spec, out_dir, codes, settings, run, progress=progress)
+    finally:
+        if unsent:  # sent before the result: the driver reads it first (_process_pool_results)
+            queue.put((spec.clip_id, unsent))
 
 
 def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
-                          workers: int):
-    """Yield _process_clip results from a pool of worker processes, as clips complete."""
+                          workers: int, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
+    """Yield _process_clip results from a pool of worker processes, as clips complete, relaying
+    the frame counts the workers send to ``monitor``."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    if detecting:  # each worker loads its own; loaded here first, a missing model stops the run now
+        _load_models(monitor)
     # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_process_clip, spec, out_dir, codes, settings, run) for spec in pending]
-        for fut in as_completed(futures):
-            yield fut.result()
+    ctx = multiprocessing.get_context("spawn")
+    frames = ctx.SimpleQueue()
+
+    def relay() -> None:
+        while not frames.empty():
+            monitor.frames(*frames.get())
+
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(frames,)) as pool:
+        futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]
+        running = set(futures)
+        while running:
+            done, running = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
+            relay()  # a worker sends its last count before its result: a finished clip's are all here
+            for fut in done:
+                yield fut.result()
 
 
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,

@@ -1,14 +1,18 @@
 """The `mime-fast` command as people use it: help per command, one-line errors with exit codes,
-several inputs, skipped files, progress output."""
+several inputs, skipped files, progress output, Ctrl-C."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 import mime_fast
@@ -253,3 +257,66 @@ def test_quiet_still_reports_failed_clips(tmp_path: Path, capsys) -> None:
     printed = capsys.readouterr()
     assert printed.out == ""
     assert one_line(printed.err).startswith("[1/1] broken: failed: ")
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def five_clips(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ctrlc") / "in"
+    for i in range(5):
+        samples.make_clip(root / f"k{i}.mp4", duration=2.0, fps=25, size=(320, 240), seed=10 + i)
+    return root
+
+
+def first_row_and_temporaries(out: Path) -> bool:
+    manifest = out / "manifest.jsonl"
+    return (manifest.exists() and '"ok"' in manifest.read_text()
+            and any(".tmp-" in p.name or ".scratch-" in p.name for p in out.rglob(".*")))
+
+
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "two-workers"])
+def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Path, extra: list[str]) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]
+    # A session of its own: SIGINT goes to the whole process group, as a terminal's Ctrl-C does.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and not first_row_and_temporaries(out):
+            time.sleep(0.05)  # a clip takes seconds: the build is caught with a clip done and one in progress
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted, rerun to resume"
+    assert stdout == ""
+    assert not [p for p in out.rglob(".*")]  # no temporary left
+    rows = read_rows(out)
+    finished = {r["clip_id"] for r in rows}
+    assert finished  # (the clip in progress may have finished while told to stop: it keeps its rows)
+    for clip in finished:  # rows only for finished clips, each complete and matching its files
+        mine = [r for r in rows if r["clip_id"] == clip]
+        assert sorted(r["subset"] for r in mine) == sorted(["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM",
+                                                            "audio"])
+        for r in mine:
+            assert r["status"] == "ok" and sha256(out / r["path"]) == r["sha256"]
+    # the manifest was compacted on the way out
+    assert pq.read_table(out / "manifest.parquet").num_rows == len(rows)
+    # the rerun skips what was finished and builds the rest
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stderr.count("already complete") == len(finished)
+    rows = read_rows(out)
+    assert {r["clip_id"] for r in rows} == {f"k{i}" for i in range(5)} and len(rows) == 5 * 8
+    for r in rows:
+        assert sha256(out / r["path"]) == r["sha256"]

@@ -2,8 +2,9 @@
 
 Exit status: 0 success; 1 a clip failed, or the run could not go on (its environment: an output
 folder that cannot be written, CUDA or a model missing, …); 2 a usage error (an unknown option or
-subset, a bad setting, an input that does not exist, …), reported before any clip starts. Errors are
-one line on stderr; ``--verbose`` adds the traceback.
+subset, a bad setting, an input that does not exist, …), reported before any clip starts; 130
+interrupted (Ctrl-C; ``build`` resumes where it stopped when rerun). Errors are one line on stderr;
+``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ blurred), FSM (face heavily blurred), VMM (black video, audio), FDAM, FSAM and A
 audio) of each clip, and a manifest."""
 
 EPILOG = """\
-exit status: 0 success, 1 a clip failed or the run could not go on, 2 usage error. Run
-'mime-fast COMMAND --help' for a command's options."""
+exit status: 0 success, 1 a clip failed or the run could not go on, 2 usage error, 130 interrupted
+(Ctrl-C: rerun the same command to resume). Run 'mime-fast COMMAND --help' for a command's options."""
 
 
 class UsageError(Exception):
@@ -134,7 +135,8 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                "beside a clip is its landmarks; other files are skipped and counted: --list-skipped lists them); "
                ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Progress: bars on "
                "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
-               "clip failed or the run could not go on, 2 usage error.")
+               "clip failed or the run could not go on, 2 usage error, 130 interrupted (Ctrl-C: rerun to "
+               "resume).")
     ap.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
                     help="video file, folder of clips (recursive) or .csv/.jsonl list of clips")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
@@ -331,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         message = _one_line(exc).replace("(see 'mime-fast --help')", f"(see '{command} --help')")
         print(f"{command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if verbose:
+            traceback.print_exc()
+        resumable = command in ("mime-fast build", "mime-fast demo")
+        print("interrupted, rerun to resume" if resumable else "interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001 - the run's environment, or a bug: one line (--verbose: traceback)
         if verbose:
             traceback.print_exc()

@@ -19,7 +19,8 @@ and the batch goes on. Outputs are written under temporary names and renamed whe
 complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
 and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
 rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
-run left behind.
+run left behind. An interrupted run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes
+their temporaries, compacts the manifest (rows of finished clips only) and re-raises.
 
 Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
 started, frames processed, finished).
@@ -27,12 +28,16 @@ started, frames processed, finished).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import hashlib
 import json
 import os
 import re
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,9 +258,10 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str])
 _TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")
 
 
-def clean_stale_temporaries(out_dir: Path) -> list[Path]:
+def clean_stale_temporaries(out_dir: Path, *, mine: bool = False) -> list[Path]:
     """Remove temporaries (``.<name>.tmp-<pid>…``, ``….scratch-<pid>…``) of processes that no longer
-    run: what a killed run leaves behind. Returns the removed paths."""
+    run: what a killed run leaves behind; with ``mine``, also this process's (once it writes no
+    more: after an interrupted run). Returns the removed paths."""
     removed = []
     if not out_dir.exists():
         return removed
@@ -266,7 +272,7 @@ def clean_stale_temporaries(out_dir: Path) -> list[Path]:
         pid = int(m.group(1))
         try:
             os.kill(pid, 0)  # signal 0: only asks whether the process exists
-            alive = True
+            alive = not (mine and pid == os.getpid())
         except ProcessLookupError:
             alive = False
         except PermissionError:  # exists, owned by someone else
@@ -324,7 +330,7 @@ Progress = Callable[[int], None]
 def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
                   located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
-    bad clip. Runs in the driver (local runs) or in a worker.
+    bad clip (``KeyboardInterrupt`` propagates). Runs in the driver (local runs) or in a worker.
     ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
     started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
@@ -366,6 +372,71 @@ def _check_writable(out_dir: Path) -> None:
     probe = out_dir / f".write-check.tmp-{os.getpid()}"
     probe.touch()
     probe.unlink()
+
+
+def _default_sigint() -> bool:
+    """Whether this is the main thread and Ctrl-C does what Python does by default (raise
+    ``KeyboardInterrupt``): only then does a run handle it itself."""
+    return (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def _sigint_flagged(interrupt: threading.Event) -> Iterator[None]:
+    """Ctrl-C during the block sets ``interrupt`` and raises ``KeyboardInterrupt``. Where Python
+    cannot raise it (in a weakref callback or a destructor it is "ignored"), it is dropped silently
+    and the flag stops the run at its next frame or clip."""
+    if not _default_sigint():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        interrupt.set()
+        raise KeyboardInterrupt
+
+    def unraisable(u) -> None:
+        if not isinstance(u.exc_value, KeyboardInterrupt):
+            previous_hook(u)
+
+    previous, previous_hook = signal.signal(signal.SIGINT, on_sigint), sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C during the block takes effect after it (``KeyboardInterrupt`` then): what the block
+    writes is written whole. Only in the main thread with Python's default SIGINT handler."""
+    if not _default_sigint():
+        yield
+        return
+    hit: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: hit.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread (delivered when the block ends): processes started meanwhile
+    inherit it blocked, so a terminal's Ctrl-C, which reaches the whole process group, never
+    interrupts a worker while it starts."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _load_models(monitor: Monitor, pool=None) -> None:
@@ -411,6 +482,10 @@ def run_corpus(
     Either way the detection, which uses under two cores by itself, runs beside encoders, and
     outputs are the same bytes (``bench/bench_detect.py`` measures both).
 
+    ``KeyboardInterrupt`` (Ctrl-C) stops the clips in progress (worker processes too), removes
+    their temporaries, compacts the manifest (the rows of finished clips) and is re-raised: a rerun
+    resumes.
+
     With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
     (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task
     reserving ``ray_cpus_per_clip`` CPUs. Workers write the outputs, so ``out_dir`` must be a path
@@ -442,16 +517,18 @@ def run_corpus(
     # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass
     passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
     t0 = time.perf_counter()
-    with ManifestWriter(out_dir) as writer:
+    interrupted, interrupt = False, threading.Event()
+    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt):
         monitor.start(pending, passes)
         if use_ray:
             results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
         elif pool_mode:
-            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting)
+            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting,
+                                            interrupt)
         elif ahead:
-            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting)
+            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
         else:
-            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting)
+            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
         try:
             for rows, reason, frames in results:
                 clip_id = rows[0]["clip_id"]
@@ -462,29 +539,42 @@ def run_corpus(
                     summary.done.append(clip_id)
                     summary.frames += frames
                 monitor.clip_done(clip_id, reason, frames)
+        except KeyboardInterrupt:
+            interrupted = True
         finally:
-            results.close()  # stops worker processes and threads
+            results.close()  # stops worker processes and threads (on an interrupt: clips in progress)
             monitor.close()
-    write_compacted(out_dir, compact(read_rows(out_dir)))
+    with _sigint_deferred():  # the manifest is rewritten whole, even on a second Ctrl-C
+        write_compacted(out_dir, compact(read_rows(out_dir)))
+        if interrupted:
+            clean_stale_temporaries(out_dir, mine=True)  # nothing of this run writes any more
     summary.elapsed_s = time.perf_counter() - t0
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
 
 
-def _frames_to(monitor: Monitor, clip_id: str) -> Progress:
-    return lambda n: monitor.frames(clip_id, n)
+def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Progress:
+    def progress(n: int) -> None:
+        if interrupt.is_set():
+            raise KeyboardInterrupt  # a Ctrl-C Python could not raise where it came (_sigint_flagged)
+        monitor.frames(clip_id, n)
+
+    return progress
 
 
 def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
-                        run: str, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
+                        run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results clip by clip, in this thread."""
     if detecting:
         _load_models(monitor)
     for spec in pending:
-        yield _process_clip(spec, out_dir, codes, settings, run, progress=_frames_to(monitor, spec.clip_id))
+        yield _process_clip(spec, out_dir, codes, settings, run,
+                            progress=_frames_to(monitor, spec.clip_id, interrupt))
 
 
 def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
-                          run: str, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
+                          run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results in order, clip by clip, while one thread detects the subject of
     the next clip (clips with given landmarks or a known error need no detection)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -506,26 +596,35 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
             located, ahead = ahead, start(i + 1)
             if located is not None and not located.done():
                 monitor.status(f"finding the subject of {spec.clip_id}…")
-            yield _process_clip(spec, out_dir, codes, settings, run, located, _frames_to(monitor, spec.clip_id))
+            yield _process_clip(spec, out_dir, codes, settings, run, located,
+                                _frames_to(monitor, spec.clip_id, interrupt))
     finally:
+        # a detection running for the next clip writes nothing: it is waited for, not stopped
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-# Worker processes send the frame counts of their clips to the driver through a queue.
+# Worker processes: the driver hands each worker an event that stops its clip (workers ignore
+# SIGINT: a terminal's Ctrl-C reaches every process of the group, and the driver decides) and a
+# queue for frame counts.
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(frames) -> None:
-    _WORKER.update(frames=frames)
+def _init_worker(stop, frames) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
+    _WORKER.update(stop=stop, frames=frames)
 
 
 def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
                             run: str) -> tuple[list[dict[str, Any]], str | None, int]:
-    queue = _WORKER["frames"]
+    stop, queue = _WORKER["stop"], _WORKER["frames"]
+    if stop.is_set():
+        raise KeyboardInterrupt
     unsent, last = 0, time.monotonic()
 
     def progress(n: int) -> None:
         nonlocal unsent, last
+        if stop.is_set():
+            raise KeyboardInterrupt  # aborts the clip: its temporaries are removed
         unsent += n
         if time.monotonic() - last >= 0.1:
             queue.put((spec.clip_id, unsent))
@@ -539,7 +638,8 @@ def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], set
 
 
 def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
-                          workers: int, monitor: Monitor, detecting: bool) -> Iterator[tuple]:
+                          workers: int, monitor: Monitor, detecting: bool,
+                          interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results from a pool of worker processes, as clips complete, relaying
     the frame counts the workers send to ``monitor``."""
     import multiprocessing
@@ -549,21 +649,37 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
         _load_models(monitor)
     # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
     ctx = multiprocessing.get_context("spawn")
-    frames = ctx.SimpleQueue()
+    stop, frames = ctx.Event(), ctx.SimpleQueue()
 
     def relay() -> None:
         while not frames.empty():
             monitor.frames(*frames.get())
 
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(frames,)) as pool:
-        futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]
-        running = set(futures)
-        while running:
-            done, running = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
-            relay()  # a worker sends its last count before its result: a finished clip's are all here
-            for fut in done:
-                yield fut.result()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(stop, frames))
+    try:
+        with _sigint_blocked():  # the workers start (on submit) with SIGINT blocked
+            futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]
+        running, yielded = set(futures), set()
+        try:
+            while running:
+                if interrupt.is_set():
+                    raise KeyboardInterrupt
+                done, running = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
+                relay()  # a worker sends its last count before its result: a finished clip's are all here
+                for fut in done:
+                    yielded.add(fut)
+                    yield fut.result()
+        except KeyboardInterrupt:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for fut in futures:  # clips that were finished when they were told to stop still get their rows
+                if fut not in yielded and fut.done() and not fut.cancelled() and fut.exception() is None:
+                    yield fut.result()
+            raise
+    finally:
+        stop.set()  # on an interrupt: the clips in progress stop at their next frame
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,

@@ -320,3 +320,19 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
     assert {r["clip_id"] for r in rows} == {f"k{i}" for i in range(5)} and len(rows) == 5 * 8
     for r in rows:
         assert sha256(out / r["path"]) == r["sha256"]
+
+
+# ------------------------------------------------------------------------------------------ README
+
+
+def test_readme_python_snippet_runs(tmp_path: Path, monkeypatch, stack) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    usage = readme[readme.index("## Usage"):]
+    snippet = usage[usage.index("```python") + len("```python"): usage.index("```", usage.index("```python") + 9)]
+    clip = samples.make_clip(tmp_path / "clip.mp4", duration=0.4, fps=25, size=(854, 480), seed=8)
+    assert (tmp_path / "clip.npz").is_file()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    assert namespace["result"].outputs["FSM"] == Path("out/FSM/clip.mp4") and clip.path.is_file()
+    assert (tmp_path / "clip_fdm.mp4").is_file()

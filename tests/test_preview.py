@@ -20,7 +20,7 @@ YELLOW = np.array([255, 220, 0], np.uint8)
 def built(tmp_path_factory):
     d = tmp_path_factory.mktemp("preview")
     clip = samples.make_clip(d / "src" / "p1.mp4", duration=1.0, fps=25, size=(320, 240), seed=4)
-    build_subsets(clip.path, d / "out", landmarks=clip.landmarks, min_height=0)
+    build_subsets(clip.path, d / "out", landmarks=clip.landmarks, min_height=0, min_duration=0)
     return d / "out", clip
 
 

@@ -24,14 +24,15 @@ def two_clips(tmp_path_factory) -> Path:
 def test_build_subsets_reports_each_source_frame(two_clips: Path, tmp_path: Path) -> None:
     calls: list[int] = []
     result = build_subsets(two_clips / "long.mp4", tmp_path, landmarks=two_clips / "long.npz",
-                           subsets=["FM", "FDM", "VMM"], min_height=0, progress=calls.append)
+                           subsets=["FM", "FDM", "VMM"], min_height=0, min_duration=0, progress=calls.append)
     assert result.source_frames == 20 and calls == [1] * 20  # one pass: with landmarks
 
 
 def test_build_subsets_reports_both_passes_with_detection(tmp_path: Path, stack) -> None:
     clip = samples.make_clip(tmp_path / "walker.mp4", duration=0.4, fps=25, size=(640, 360), seed=8, save_npz=False)
     calls: list[int] = []
-    result = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM"], min_height=0, progress=calls.append)
+    result = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM"], min_height=0, min_duration=0,
+                           progress=calls.append)
     assert result.tracking.status == "ok"
     assert sum(calls) == 2 * result.source_frames == 20  # detection + FM pass, then FDM pass
 
@@ -46,7 +47,8 @@ def test_an_exception_from_progress_stops_the_clip_and_leaves_no_file(two_clips:
 
     out = tmp_path / "out"
     with pytest.raises(KeyboardInterrupt):
-        build_subsets(two_clips / "long.mp4", out, landmarks=two_clips / "long.npz", min_height=0, progress=progress)
+        build_subsets(two_clips / "long.mp4", out, landmarks=two_clips / "long.npz", min_height=0, min_duration=0,
+                      progress=progress)
     assert len(seen) == 5
     assert [p for p in out.rglob("*") if p.is_file()] == []  # no output, no temporary
 
@@ -100,7 +102,7 @@ class Recorder(TqdmMonitor):
 def test_corpus_run_moves_frame_by_frame(two_clips: Path, tmp_path: Path, workers: int) -> None:
     m = Recorder()
     summary = run_corpus(discover(two_clips), tmp_path / "out", subsets=["FM", "FDM"], monitor=m, workers=workers,
-                         min_height=0)
+                         min_height=0, min_duration=0)
     assert sorted(summary.done) == ["long", "short"]
     assert m.overall.n == m.overall.total == 30  # every frame of both clips, counted as processed
     counts = [n for _, n in m.events]
@@ -115,7 +117,8 @@ def test_detection_models_loading_is_shown(tmp_path: Path, stack) -> None:
     root = tmp_path / "in"
     samples.make_clip(root / "walker.mp4", duration=0.2, fps=25, size=(640, 360), seed=8, save_npz=False)
     m = TqdmMonitor(file=io.StringIO())
-    summary = run_corpus(discover(root), tmp_path / "out", subsets=["FM", "FDM"], monitor=m, min_height=0)
+    summary = run_corpus(discover(root), tmp_path / "out", subsets=["FM", "FDM"], monitor=m, min_height=0,
+                         min_duration=0)
     assert summary.done == ["walker"]
     text = m.file.getvalue()
     assert "loading detection models…" in text

@@ -27,7 +27,7 @@ except ImportError:  # tests/ imported as a package
                                  gradient_energy, psnr, sha256, source_display_frames, tree_files,
                                  video_packets)
 
-SMALL = dict(min_height=0)  # small clips are below the 480p quality gate on purpose
+SMALL = dict(min_height=0, min_duration=0)  # small, short clips: below the quality gate on purpose
 
 
 def _inner_box(box, frac=0.5):
@@ -318,6 +318,69 @@ def test_degrade_matches_build_subsets_and_is_deterministic(tmp_path):
 # ------------------------------------------------------------------ errors and safety
 
 
+@pytest.mark.parametrize("case", ["short", "few_frames", "ok_at_the_limit"])
+def test_too_short_or_too_few_frames_rejected_before_writing(tmp_path, case):
+    # the media gate: a clip must last min_duration (0.5 s) and hold min_frames (5) source frames
+    if case == "short":  # 0.4 s at 30 fps: 12 frames, too short
+        clip = samples.make_clip(tmp_path / "c.mp4", duration=0.4, fps=30, size=(320, 240), audio=False)
+        match = "too short, 0.400 s of video < min_duration=0.5 s"
+    elif case == "few_frames":  # 4 frames at 4 fps: a second long, but a slideshow
+        clip = samples.make_clip(tmp_path / "c.mp4", duration=1.0, fps=4, size=(320, 240), audio=False)
+        match = "too few frames, 4 < min_frames=5"
+    else:  # exactly 0.5 s and 5 frames (10 fps) pass
+        clip = samples.make_clip(tmp_path / "c.mp4", duration=0.5, fps=10, size=(320, 240), audio=False)
+        match = None
+    if match is None:
+        res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, min_height=0, subsets=["FM"])
+        assert res.status["FM"].status == "ok"
+        return
+    with pytest.raises(ClipError, match="below the quality gate: " + match) as ei:
+        build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, min_height=0)
+    assert ei.value.path == clip.path
+    assert not (tmp_path / "o").exists()
+    # the gate is a setting: lowered, the same clip is built
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, min_height=0, min_duration=0,
+                        min_frames=1, subsets=["FM"])
+    assert res.status["FM"].status == "ok"
+
+
+@pytest.mark.parametrize("given", ["nan_array", "empty_array", "nan_npz", "null_json", "empty_json"])
+def test_landmarks_without_any_face_mean_no_subject(tmp_path, given):
+    # user landmarks that mark the subject nowhere behave like detection finding nobody: FM, VMM, AMM
+    # and the audio are written, the face subsets skipped with the reason (never an "ok" FSM that
+    # blurs nothing)
+    clip = samples.make_clip(tmp_path / "n.mp4", duration=0.3, fps=30, size=(320, 240))
+    n = len(clip.landmarks)
+    if given == "nan_array":
+        lm = np.full((n, 106, 2), np.nan, np.float32)
+    elif given == "empty_array":
+        lm = np.zeros((n, 0, 2), np.float32)
+    elif given == "nan_npz":
+        lm = tmp_path / "n.npz"
+        np.savez(lm, landmarks=np.full((n, 68, 2), np.nan))
+    elif given == "null_json":
+        lm = tmp_path / "n.json"
+        lm.write_text(json.dumps({"landmarks": [None] * n}))
+    else:
+        lm = tmp_path / "n.json"
+        lm.write_text(json.dumps([[] for _ in range(n)]))
+    res = build_subsets(clip.path, tmp_path / "o", landmarks=lm, **SMALL)
+    for c in ("FDM", "FSM", "FDAM", "FSAM"):
+        assert res.status[c].status == "skipped" and res.status[c].reason.startswith("no subject"), c
+        assert not (tmp_path / "o" / c).exists()
+    for c in ("FM", "VMM", "AMM"):
+        assert res.status[c].status == "ok"
+    assert res.audio is not None and res.audio.is_file()
+    with pytest.raises(ClipError, match="needs a subject"):
+        degrade(clip.path, tmp_path / "d.mp4", "FSM", landmarks=lm, **SMALL)
+    assert not (tmp_path / "d.mp4").exists()
+
+
+def test_landmarks_with_fewer_than_three_points_are_refused():
+    with pytest.raises(ValueError, match="at least 3 points"):
+        ArrayLandmarks(np.ones((4, 2, 2), np.float32))
+
+
 def test_below_min_height_rejected_before_writing(tmp_path):
     clip = samples.make_clip(tmp_path / "lo.mp4", duration=0.2, fps=30, size=(640, 360), audio=False)
     with pytest.raises(ClipError, match="quality gate") as ei:
@@ -414,7 +477,7 @@ def test_memory_does_not_grow_with_clip_length(tmp_path):
         "import resource, sys, numpy as np\n"
         "from mime_fast.subsets import build_subsets\n"
         "lm = np.load(sys.argv[2])['landmarks']\n"
-        "build_subsets(sys.argv[1], sys.argv[3], landmarks=lm, subsets=['FM', 'FSM', 'VMM'], min_height=0)\n"
+        "build_subsets(sys.argv[1], sys.argv[3], landmarks=lm, subsets=['FM', 'FSM', 'VMM'], min_height=0, min_duration=0)\n"
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
     peaks = []
@@ -468,7 +531,7 @@ def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkey
                              rotation=rotation)
     captured = capture_encoder_frames(monkeypatch)
     res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM", "FSM"],
-                        min_height=0, fsm_kernel=35)
+                        min_height=0, min_duration=0, fsm_kernel=35)
     info, times, frames = source_display_frames(clip.path)
     assert info.yuv_passthrough == (rotation == 0) and info.matrix == "bt601"
     decoded = source_yuv_planes(clip.path)
@@ -508,7 +571,7 @@ def test_bt709_source_keeps_its_matrix(tmp_path):
             out.mux(p)
     info = video.probe(src709)
     assert info.matrix == "bt709" and info.yuv_passthrough
-    res = build_subsets(src709, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0)
+    res = build_subsets(src709, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0, min_duration=0)
     _, times, frames = source_display_frames(src709)
     for code in ("FM", "FDM"):
         with av.open(str(res.outputs[code])) as c:
@@ -557,7 +620,7 @@ def test_ten_bit_input(tmp_path):
             out.mux(p)
     with av.open(str(src10)) as c:
         assert c.streams.video[0].codec_context.pix_fmt == "yuv420p10le"
-    res = build_subsets(src10, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0)
+    res = build_subsets(src10, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0, min_duration=0)
     fm, times, info = decode_video(res.outputs["FM"])
     fdm, _, _ = decode_video(res.outputs["FDM"])
     assert info["average_rate"] == 30 and len(fm) == len(fdm) == 30

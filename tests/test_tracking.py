@@ -157,7 +157,7 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
 
     monkeypatch.setattr(DetectedLandmarks, "points", record)
     captured = capture_encoder_frames(monkeypatch)
-    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM", "FSM"], min_height=0)
+    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "FDM", "FSM"], min_height=0, min_duration=0)
     st = res.tracking
     assert isinstance(st, TrackingStats) and st.status == "ok" and st.selected_frame == 0
     assert (st.frames, st.detected, st.without_subject) == (25, 25, 0)
@@ -202,10 +202,10 @@ def test_detection_rides_along_the_fm_vmm_pass(tmp_path, stack, monkeypatch):
         return original(*a, **k)
 
     monkeypatch.setattr(subsets, "iter_display_frames", counting)
-    auto = build_subsets(clip.path, tmp_path / "auto", min_height=0)
+    auto = build_subsets(clip.path, tmp_path / "auto", min_height=0, min_duration=0)
     assert passes == [True, False]  # pass 1: RGB for the models; pass 2: only the blurred regions
     assert sorted(auto.outputs) == sorted(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"))
-    given = build_subsets(clip.path, tmp_path / "given", min_height=0,
+    given = build_subsets(clip.path, tmp_path / "given", min_height=0, min_duration=0,
                           landmarks=detect_subject(clip.path, stack=stack))
     assert passes == [True, False, False]
     assert auto.tracking.as_dict() == given.tracking.as_dict() and auto.tracking.frames == clip.frames
@@ -231,7 +231,7 @@ def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatc
     monkeypatch.setattr(landmarks.SubjectDetection, "feed", failing)
     before = {p: p.read_bytes() for p in tree_files(tmp_path / "src")}
     with pytest.raises(RuntimeError, match="frame 7"):
-        build_subsets(clip.path, tmp_path / "out", min_height=0)
+        build_subsets(clip.path, tmp_path / "out", min_height=0, min_duration=0)
     assert tree_files(tmp_path / "out") == []
     assert {p: p.read_bytes() for p in tree_files(tmp_path / "src")} == before  # inputs untouched
 
@@ -247,10 +247,10 @@ def test_subsets_without_a_face_run_no_detection(tmp_path, monkeypatch):
     monkeypatch.setattr(landmarks.SubjectDetection, "__init__", refuse)
     monkeypatch.setattr(landmarks, "detect_subject", refuse)
     clip = samples.make_clip(tmp_path / "n.mp4", duration=0.4, fps=25, size=(320, 240), audio=True)
-    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "VMM", "AMM"], min_height=0)
+    res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "VMM", "AMM"], min_height=0, min_duration=0)
     assert sorted(res.outputs) == ["AMM", "FM", "VMM"] and res.tracking is None and res.fsm_kernel is None
     with pytest.raises(AssertionError, match="need no mask"):
-        build_subsets(clip.path, tmp_path / "out2", subsets=["FDM"], min_height=0)
+        build_subsets(clip.path, tmp_path / "out2", subsets=["FDM"], min_height=0, min_duration=0)
     assert tree_files(tmp_path / "out2") == []
 
 
@@ -306,7 +306,7 @@ def test_brief_occlusion_is_held_then_reacquired(tmp_path, stack):
 
 def test_clip_without_a_face_reports_no_subject(tmp_path, stack):
     clip = samples.make_clip(tmp_path / "empty.mp4", duration=0.4, fps=25, size=(320, 240), face=False)
-    res = build_subsets(clip.path, tmp_path / "out", min_height=0)
+    res = build_subsets(clip.path, tmp_path / "out", min_height=0, min_duration=0)
     assert res.tracking.status == "no subject" and res.tracking.without_subject == res.tracking.frames == 10
     for c in ("FM", "VMM", "AMM"):
         assert res.status[c].status == "ok" and res.outputs[c].is_file()
@@ -315,7 +315,7 @@ def test_clip_without_a_face_reports_no_subject(tmp_path, stack):
         assert c not in res.outputs and not (tmp_path / "out" / c).exists()
     assert res.audio is not None and res.audio.is_file()
     with pytest.raises(ClipError, match="no face"):
-        degrade(clip.path, tmp_path / "d.mp4", "FDM", min_height=0)
+        degrade(clip.path, tmp_path / "d.mp4", "FDM", min_height=0, min_duration=0)
     assert not (tmp_path / "d.mp4").exists()
 
 
@@ -335,7 +335,7 @@ def test_carphone_every_frame_with_the_face_is_masked(tmp_path, stack, carphone)
     Every frame is masked, and the mask covers the face found by an independent detector (OpenCV's
     Haar cascade; its box shrunk to the central 80 %, the face proper) by >= 95 % wherever the
     cascade finds it."""
-    res = build_subsets(carphone, tmp_path / "out", subsets=["FDM"], min_height=0)
+    res = build_subsets(carphone, tmp_path / "out", subsets=["FDM"], min_height=0, min_duration=0)
     st = res.tracking
     assert (st.status, st.frames, st.without_subject) == ("ok", 120, 0), st
     assert st.detected >= 110

@@ -53,8 +53,8 @@ def _describe(exc: BaseException) -> str:
 
 # ------------------------------------------------------------------------------------------- build
 
-_SETTING_OPTIONS = ("fsm_kernel", "fdm_kernel", "min_height", "crf", "preset", "threads", "feather", "margin",
-                    "device", "detect_every", "workers", "ray_cpus_per_clip")
+_SETTING_OPTIONS = ("fsm_kernel", "fdm_kernel", "min_height", "min_duration", "min_frames", "crf", "preset", "threads",
+                    "feather", "margin", "device", "detect_every", "workers", "ray_cpus_per_clip")
 
 
 def _as_option(message: str) -> str:
@@ -80,8 +80,9 @@ def _build(args: argparse.Namespace) -> int:
         raise UsageError(f"--subsets: {exc}") from None
     fsm = args.fsm_kernel.strip().lower()
     settings = dict(fsm_kernel=int(fsm) if fsm.isdigit() else fsm, fdm_kernel=args.fdm_kernel,
-                    min_height=args.min_height, crf=args.crf, preset=args.preset, threads=args.threads,
-                    feather=args.feather, margin=args.margin, device=args.device, detect_every=args.detect_every)
+                    min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
+                    crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
+                    device=args.device, detect_every=args.detect_every)
     try:
         check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
     except (ValueError, TypeError) as exc:
@@ -114,8 +115,9 @@ def _build(args: argparse.Namespace) -> int:
                          use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
                          ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
     if not args.quiet:
-        print(f"done {len(summary.done)}, already complete {len(summary.skipped)}, failed {len(summary.failed)} "
-              f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
+        print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
+              f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "
+              f"manifest: {args.out / 'manifest.jsonl'}")
         for clip_id, reason in summary.failed.items():
             print(f"  failed {clip_id}: {reason}")
         if inputs.skipped:
@@ -148,6 +150,9 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                     help="FDM blur kernel, a positive odd number (default 15)")
     ap.add_argument("--min-height", type=int, default=480, metavar="PX",
                     help="quality gate: shorter side in pixels (default 480)")
+    ap.add_argument("--min-duration", type=float, default=0.5, metavar="S",
+                    help="quality gate: seconds of video (default 0.5)")
+    ap.add_argument("--min-frames", type=int, default=5, metavar="N", help="quality gate: source frames (default 5)")
     ap.add_argument("--crf", type=int, default=18, metavar="N", help="libx264 CRF, 0 to 51 (default 18)")
     ap.add_argument("--preset", default="veryfast", metavar="NAME", help="libx264 preset (default veryfast)")
     ap.add_argument("--threads", type=int, default=2, metavar="N", help="libx264 threads per output (default 2)")
@@ -202,7 +207,11 @@ def _summary(args: argparse.Namespace) -> int:
         d = [r["duration_s"] for r in rows if r["subset"] == c and r["duration_s"] is not None]
         means.append(f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}")
     print(f"{'mean s':<{width}} " + " ".join(means))
-    failed = [r for r in compact(read_rows(args.dir)) if r["status"] == "failed"]
+    all_rows = compact(read_rows(args.dir))
+    no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
+    if no_subject:
+        print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")
+    failed = [r for r in all_rows if r["status"] == "failed"]
     if failed:
         print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
     return 0

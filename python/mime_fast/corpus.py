@@ -74,6 +74,7 @@ class CorpusSummary:
     done: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # already complete
     failed: dict[str, str] = field(default_factory=dict)  # clip_id -> reason
+    no_subject: list[str] = field(default_factory=list)  # done, but no face: face subsets skipped
     frames: int = 0
     elapsed_s: float = 0.0
 
@@ -295,6 +296,8 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
         "tracking_frames_interpolated": getattr(tracking, "interpolated", None),
         "tracking_frames_held": getattr(tracking, "held", None),
         "tracking_frames_without_subject": getattr(tracking, "without_subject", None),
+        "tracking_shots": getattr(tracking, "shots", None),
+        "tracking_shot_frames": json.dumps(tracking.shot_frames) if getattr(tracking, "shot_frames", None) else None,
     }
     width = result.source.width - result.source.width % 2
     height = result.source.height - result.source.height % 2
@@ -319,9 +322,9 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
     return rows
 
 
-def _failed_row(spec: ClipSpec, reason: str, run: str) -> dict[str, Any]:
+def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None) -> dict[str, Any]:
     return {"clip_id": spec.clip_id, "subset": None, "path": str(spec.path), "status": "failed", "reason": reason,
-            "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
+            "detail": detail, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
 Progress = Callable[[int], None]
@@ -336,14 +339,17 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
     from .subsets import build_subsets
+    from .video import ClipError
 
     try:
         landmarks = located.result() if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
                                progress=progress, **settings)
+    except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
+        return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
     except Exception as exc:  # one bad clip never stops the batch
         reason = str(exc) or type(exc).__name__
-        return [_failed_row(spec, reason, run)], reason, 0
+        return [_failed_row(spec, reason, run, type(exc).__name__)], reason, 0
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
 
 
@@ -537,6 +543,8 @@ def run_corpus(
                     summary.failed[clip_id] = reason
                 else:
                     summary.done.append(clip_id)
+                    if any(r["status"] == "skipped" and str(r["reason"]).startswith("no subject") for r in rows):
+                        summary.no_subject.append(clip_id)
                     summary.frames += frames
                 monitor.clip_done(clip_id, reason, frames)
         except KeyboardInterrupt:

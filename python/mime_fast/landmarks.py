@@ -14,7 +14,9 @@ Built-in providers:
 
 * :class:`ArrayLandmarks` from an in-memory ``(frames, N, 2)`` array; a frame whose points are all
   NaN is absent, NaN points inside a present frame are ignored (a frame with fewer than 3 finite
-  points is absent).
+  points is absent; an empty ``(frames, 0, 2)`` array, or one all NaN, says the subject is in no
+  frame: :func:`mime_fast.build_subsets` then skips the face subsets with reason "no subject", as
+  when detection finds nobody).
 * :func:`load_landmarks` from ``.npz`` (key ``"landmarks"``) or ``.json`` (either a list of frames
   -- each ``null`` or a list of ``[x, y]`` -- or an object with key ``"landmarks"`` holding it).
 * :func:`as_provider` turns any of: provider, array, path into a provider.
@@ -26,6 +28,7 @@ Built-in providers:
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -51,7 +54,7 @@ class ArrayLandmarks:
         a = np.asarray(landmarks, dtype=np.float32)
         if a.ndim != 3 or a.shape[2] != 2:
             raise ValueError(f"landmarks must have shape (frames, N, 2), got {a.shape}")
-        if a.shape[1] < 3:
+        if a.shape[1] < 3 and np.isfinite(a).any():
             raise ValueError(f"landmarks need at least 3 points per frame, got {a.shape[1]}")
         self._a = a
         self.num_frames = a.shape[0]
@@ -70,6 +73,8 @@ class ArrayLandmarks:
 
     def face_heights(self) -> np.ndarray:
         """Per-frame ``max(y) - min(y)`` of the finite points (NaN where absent)."""
+        if self._a.shape[1] == 0:
+            return np.full(self._a.shape[0], np.nan)
         with np.errstate(invalid="ignore"), _nan_ok():
             return np.nanmax(self._a[:, :, 1], axis=1) - np.nanmin(self._a[:, :, 1], axis=1)
 
@@ -94,9 +99,9 @@ def _from_json(obj) -> np.ndarray:
     if not isinstance(obj, list):
         raise ValueError("JSON landmarks must be a list of frames")
     n = max((len(f) for f in obj if f), default=0)
-    if n < 3:
-        raise ValueError("JSON landmarks hold no frame with at least 3 points")
-    a = np.full((len(obj), n, 2), np.nan, np.float32)
+    if 0 < n < 3:
+        raise ValueError("JSON landmarks need at least 3 points per frame with a face")
+    a = np.full((len(obj), max(n, 3), 2), np.nan, np.float32)  # no face in any frame: all absent
     for i, f in enumerate(obj):
         if f:
             p = np.asarray(f, dtype=np.float32).reshape(-1, 2)
@@ -200,21 +205,30 @@ class SubjectDetection:
         import math
 
         from .detect import SubjectTracker
+        from .detect.shots import ShotDetector
 
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
         self._tracker = SubjectTracker(default_stack() if stack is None else stack, hold_frames=self.hold_frames,
                                        detect_size=detect_size, detect_every=detect_every, margin=margin,
                                        timers=timers)
+        self._shots = ShotDetector(float(rate))
+        self._timers = self._tracker.timers
         self._tracks: list = []
 
     def feed(self, rgb: np.ndarray) -> None:
-        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation)."""
+        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation),
+        camera shots detected on the way (:mod:`mime_fast.detect.shots`)."""
+        t = time.perf_counter()
+        if self._shots.feed(rgb):
+            self._tracker.new_shot()
+        self._timers["shots"] = self._timers.get("shots", 0.0) + time.perf_counter() - t
         self._tracks.append(self._tracker.update(rgb))
 
     def result(self) -> DetectedLandmarks:
-        """The provider for every frame fed (gaps filled; see :func:`mime_fast.detect.fill_gaps`)."""
-        tracks, stats = self._tracker.finish(self._tracks)
+        """The provider for every frame fed (gaps filled inside each shot; see
+        :func:`mime_fast.detect.fill_gaps`)."""
+        tracks, stats = self._tracker.finish(self._tracks, shots=self._shots.finish())
         return DetectedLandmarks(tracks, stats)
 
 

@@ -36,8 +36,14 @@ tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found a
                        (no landmarks given), else ``None``
 tracking_frames_*      source frames in which the subject was detected, interpolated between
                        detections, held from a nearby detection, or absent (left unmasked)
+tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
+tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
+                       text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
-reason                 why, for anything but a plain success
+reason                 why, for anything but a plain success, in plain words (e.g. "not a media
+                       file", "truncated: ...", "corrupt video stream: ...", "below the quality
+                       gate: too short ...", "no subject: ...")
+detail                 for a failed clip: FFmpeg's own message (or the error's type), else ``None``
 run                    id of the run that wrote the row (UTC time and process id)
 =====================  =========================================================================
 """
@@ -75,7 +81,8 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
-    "status", "reason", "run",
+    "tracking_shots", "tracking_shot_frames",
+    "status", "reason", "detail", "run",
 )
 
 
@@ -178,7 +185,8 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq
 
         schema = pa.schema([
-            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes") or c.startswith("tracking_frames")
+            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_shots")
+             or c.startswith("tracking_frames")
              else pa.float64() if c in ("duration_s", "fps")
              else pa.bool_() if c == "has_audio"
              else pa.string())

@@ -101,9 +101,12 @@ class Settings:
         Output frame rate (constant).  Default 30.
     audio_rate, audio_channels
         Output audio: 16000 Hz, 1 channel (mono).
-    min_height
-        Quality gate: the shorter side of the displayed frame must be at least this; otherwise
-        :class:`ClipError` before anything is written.  Default 480.
+    min_height, min_duration, min_frames
+        Quality gate, checked before anything is written (:class:`ClipError` naming the clip and the
+        reason otherwise): the shorter side of the displayed frame must be at least ``min_height``
+        (480 px), the video must last at least ``min_duration`` (0.5 s) and hold at least
+        ``min_frames`` (5) source frames.  Still images (a JPEG or PNG, whatever its file name) are
+        never videos (:func:`mime_fast.video.probe`).
     fsm_kernel
         ``55``, ``35`` or ``"auto"`` (default): 55 when the median over frames of the face height
         (``max(y) - min(y)`` of the landmark points, frames with a face only) is at least
@@ -139,6 +142,8 @@ class Settings:
     audio_rate: int = 16000
     audio_channels: int = 1
     min_height: int = 480
+    min_duration: float = 0.5
+    min_frames: int = 5
     fsm_kernel: int | str = "auto"
     fdm_kernel: int = 15
     crf: int = 18
@@ -160,9 +165,9 @@ class Settings:
         if str(self.fsm_kernel) not in ("55", "35", "auto"):
             raise ValueError(f'fsm_kernel must be 55, 35 or "auto", got {self.fsm_kernel!r}')
         if int(self.fdm_kernel) < 1 or int(self.fdm_kernel) % 2 == 0:
-            raise ValueError("fdm_kernel must be a positive odd integer")
-        if int(self.min_height) < 0:
-            raise ValueError(f"min_height must be >= 0, got {self.min_height}")
+            raise ValueError(f"fdm_kernel must be a positive odd integer, got {self.fdm_kernel!r}")
+        if int(self.min_height) < 0 or float(self.min_duration) < 0 or int(self.min_frames) < 0:
+            raise ValueError("min_height, min_duration and min_frames must be >= 0")
         if not 0 <= int(self.crf) <= 51:
             raise ValueError(f"crf must be between 0 and 51 (libx264), got {self.crf}")
         if self.preset not in X264_PRESETS:
@@ -331,11 +336,26 @@ def _plan_faces(provider: MaskProvider, fsm_policy, codes: list[str], result: Cl
     fsm_k = choose_fsm_kernel("auto", provider) if str(fsm_policy) == "auto" else int(fsm_policy)
     result.fsm_kernel = fsm_k
     result.tracking = getattr(provider, "stats", None)
+    reason = None
     if result.tracking is not None and result.tracking.status == "no subject":
+        reason = "no subject: no face found in any frame"
+    elif result.tracking is None and _never_present(provider):
+        reason = "no subject: the landmarks given have no face in any frame"
+    if reason is not None:
         for c in [c for c in codes if REMUXED_FROM.get(c, c) in FACE_SUBSETS]:
-            result.status[c] = SubsetStatus(c, "skipped", "no subject: no face found in any frame")
+            result.status[c] = SubsetStatus(c, "skipped", reason)
             codes.remove(c)
     return fsm_k
+
+
+def _never_present(provider: MaskProvider) -> bool:
+    """Whether a provider that knows every frame marks the subject absent in all of them (all-NaN
+    or empty landmarks): the clip then has no subject, as when detection finds none.  ``False`` for a
+    provider that cannot tell (no ``num_frames``)."""
+    n = getattr(provider, "num_frames", None)
+    if n is None:
+        return False
+    return all(provider.points(i) is None for i in range(int(n)))
 
 
 def _check_frame_count(src: Path, provider: MaskProvider, info: SourceInfo) -> None:
@@ -526,6 +546,12 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider |
     if min(info.width, info.height) < st.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
                              f"shorter side < min_height={st.min_height}")
+    if info.duration < Fraction(st.min_duration).limit_denominator(10**6):
+        raise ClipError(src, f"below the quality gate: too short, {float(info.duration):.3f} s of video "
+                             f"< min_duration={st.min_duration:g} s")
+    if info.video_frames < st.min_frames:
+        raise ClipError(src, f"below the quality gate: too few frames, {info.video_frames} "
+                             f"< min_frames={st.min_frames}")
     if provider is not None:
         _check_frame_count(src, provider, info)
     return src, info, provider, st

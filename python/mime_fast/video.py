@@ -98,12 +98,75 @@ PTS_TOLERANCE = Fraction(1, 1000)
 
 
 class ClipError(ValueError):
-    """An input clip that cannot be processed.  ``path`` is the clip, ``reason`` says why."""
+    """An input clip that cannot be processed.  ``path`` is the clip, ``reason`` says why in plain
+    words (``"not a media file"``, ``"truncated: ..."``, ``"corrupt video stream: ..."``, ``"no video
+    stream ..."``, ``"a still image ..."``, ``"below the quality gate: ..."``); ``detail`` keeps
+    FFmpeg's own message, when there is one, for whoever needs to dig (the manifest's ``detail``)."""
 
-    def __init__(self, path, reason: str):
+    def __init__(self, path, reason: str, detail: str | None = None):
         self.path = Path(path) if path is not None else None
         self.reason = reason
+        self.detail = detail
         super().__init__(f"{path}: {reason}")
+
+
+def _ffmpeg_detail(exc: BaseException) -> str:
+    """FFmpeg's message of ``exc`` without the file name PyAV appends (the row names the clip)."""
+    msg = getattr(exc, "strerror", None) or str(exc)
+    return f"{type(exc).__name__}: {msg}"
+
+
+#: Leading bytes of the containers FFmpeg reads that these corpora use: ``(offset, magic, name)``.
+_SIGNATURES = (
+    (4, b"ftyp", "MP4/MOV"), (4, b"moov", "MP4/MOV"), (4, b"mdat", "MP4/MOV"), (4, b"free", "MP4/MOV"),
+    (4, b"wide", "MP4/MOV"), (0, b"\x1a\x45\xdf\xa3", "Matroska/WebM"), (0, b"RIFF", "AVI"),
+    (0, b"FLV", "FLV"), (0, b"OggS", "Ogg"), (0, b"\x30\x26\xb2\x75", "ASF/WMV"), (0, b"\x00\x00\x01\xba", "MPEG-PS"),
+)
+
+
+def _mp4_boxes(path: Path, size: int) -> tuple[list[str], bool]:
+    """The top-level box types of an MP4/MOV file and whether the last one runs past the end."""
+    names: list[str] = []
+    with open(path, "rb") as f:
+        pos = 0
+        while pos + 8 <= size and len(names) < 1000:
+            f.seek(pos)
+            head = f.read(16)
+            n = int.from_bytes(head[:4], "big")
+            names.append(head[4:8].decode("latin-1"))
+            if n == 1 and len(head) >= 16:
+                n = int.from_bytes(head[8:16], "big")
+            elif n == 0:  # runs to the end of the file
+                n = size - pos
+            if n < 8:
+                return names, True
+            pos += n
+        return names, pos > size
+
+
+def _unreadable(path: Path, exc: BaseException) -> ClipError:
+    """The :class:`ClipError` of a file FFmpeg cannot open, in plain words: not a media file, or a
+    known container that is truncated (an MP4 whose index, ``moov``, never got written) or corrupt."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(16)
+    kind = next((name for off, magic, name in _SIGNATURES if head[off:off + len(magic)] == magic), None)
+    if head[:1] == b"\x47" and size >= 376:  # MPEG-TS: a sync byte every 188 bytes
+        with open(path, "rb") as f:
+            data = f.read(188 * 3)
+        if data[188:189] == b"\x47" and data[376:377] == b"\x47":
+            kind = "MPEG-TS"
+    detail = _ffmpeg_detail(exc)
+    if kind is None:
+        return ClipError(path, "not a media file (no audio or video container FFmpeg recognises)", detail)
+    if kind == "MP4/MOV":
+        names, cut = _mp4_boxes(path, size)
+        if "moov" not in names:
+            return ClipError(path, "truncated: an MP4/MOV file without its index ('moov' box missing), "
+                                   "as when a download or copy stops early", detail)
+        if cut:
+            return ClipError(path, "truncated: the MP4/MOV file ends inside a box", detail)
+    return ClipError(path, f"corrupt {kind} file: FFmpeg cannot read its structure", detail)
 
 
 @dataclass
@@ -158,9 +221,10 @@ def _open(path: Path):
     try:
         return av.open(str(path), "r")
     except av.FFmpegError as exc:
-        raise ClipError(path, f"cannot open as media ({type(exc).__name__}: {exc})") from exc
+        raise _unreadable(Path(path), exc) from exc
     except (OSError, ValueError) as exc:
-        raise ClipError(path, f"cannot open as media ({exc})") from exc
+        raise ClipError(path, f"cannot be read ({exc.strerror or exc})" if isinstance(exc, OSError)
+                        else f"cannot be read ({exc})") from exc
 
 
 def _video_streams(c):
@@ -175,6 +239,14 @@ def _video_streams(c):
         if not pic:
             out.append(st)
     return out
+
+
+#: FFmpeg demuxers of image files (a JPEG renamed .mp4 opens as ``jpeg_pipe``; every ``*_pipe``
+#: demuxer reads one image format) and codecs that only store still pictures.
+_IMAGE_DEMUXERS = frozenset({"image2", "image2pipe", "gif_pipe"})
+_IMAGE_CODECS = frozenset({"mjpeg", "png", "apng", "bmp", "tiff", "webp", "jpeg2000", "jpegls", "jpegxl", "gif",
+                           "pam", "pbm", "pgm", "ppm", "qoi", "sgi", "targa", "dds", "exr", "hdr", "pcx",
+                           "sunrast", "xbm", "xwd", "photocd", "avif"})
 
 
 def _display_transform(frame) -> tuple[int, int, int, int]:
@@ -249,9 +321,13 @@ def probe(path) -> SourceInfo:
                 pts_list.append(ts)  # None: filled in below from the frame rate
                 durations.append(int(pkt.duration or 0))
         except av.FFmpegError as exc:
-            raise ClipError(path, f"corrupt or truncated video stream after {len(pts_list)} packets ({exc})") from exc
+            raise ClipError(path, f"corrupt or truncated: the video stream breaks off after {len(pts_list)} packets",
+                            _ffmpeg_detail(exc)) from exc
         if not pts_list:
             raise ClipError(path, "video stream has no frames")
+        fmt = c.format.name
+        if fmt in _IMAGE_DEMUXERS or fmt.endswith("_pipe") or (codec in _IMAGE_CODECS and len(pts_list) == 1):
+            raise ClipError(path, f"a still image ({codec} in {fmt}), not a video")
         declared_frames = int(vs.frames or 0)
         declared_dur = None
         if vs.duration:
@@ -297,7 +373,7 @@ def probe(path) -> SourceInfo:
         try:
             first = next(iter(c.decode(vs)), None)
         except av.FFmpegError as exc:
-            raise ClipError(path, f"video stream does not decode ({exc})") from exc
+            raise ClipError(path, "corrupt video stream: its first frame does not decode", _ffmpeg_detail(exc)) from exc
         if first is None:
             raise ClipError(path, "video stream decodes to no frames")
         transform = _display_transform(first)
@@ -457,7 +533,7 @@ def iter_display_frames(path, info: SourceInfo, *, rgb: bool = True, keep_yuv: b
                     yield n, t, img
                 n += 1
         except av.FFmpegError as exc:
-            raise ClipError(path, f"decoding failed after {n} frames ({exc})") from exc
+            raise ClipError(path, f"corrupt video stream: decoding fails after {n} frames", _ffmpeg_detail(exc)) from exc
     if n < info.video_frames:
         raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")
 
@@ -605,7 +681,7 @@ def extract_audio_wav(path, info: SourceInfo, wav_path, *, n_samples: int, rate:
             else:
                 consume(resampler.resample(None))
         except av.FFmpegError as exc:
-            raise ClipError(path, f"audio decoding failed ({exc})") from exc
+            raise ClipError(path, "corrupt audio stream: decoding fails", _ffmpeg_detail(exc)) from exc
         if written < n_samples:
             emit(np.zeros((n_samples - written, channels), np.int16), False)
     return from_source

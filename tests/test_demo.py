@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import av
+import numpy as np
 
 from mime_fast.cli import main
+from mime_fast.preview import draw_text
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 
@@ -29,6 +31,19 @@ def test_demo_writes_every_subset_and_a_preview(tmp_path: Path, capsys) -> None:
     assert {r["label"] for r in rows} == {"Happy", "Neutral"}
     png = (tmp_path / "preview.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10000
+    # Each column is labelled with its subset and blur kernel (the kernels the manifest records).
+    from skimage.io import imread
+
+    img = imread(tmp_path / "preview.png")
+    kernel = {r["subset"]: r["kernel"] for r in rows if r["clip_id"] == "astronaut_walk"}
+    assert kernel["FDM"] == 15 and kernel["FSM"] in (35, 55)
+    labels = ["FM", "FDM k=15", f"FSM k={kernel['FSM']}", "VMM"]
+    assert img.shape == (24 + 360, 4 * 640, 3)
+    header = np.full((24, 4 * 640, 3), 24, np.uint8)
+    for j, label in enumerate(labels):
+        draw_text(header, label, j * 640 + 6, 5)
+    assert np.array_equal(img[:24], header)
+    assert " | ".join(labels) in printed
     # No temporary file is left behind anywhere.
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name or "scratch" in p.name]
 

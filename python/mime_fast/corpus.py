@@ -1,10 +1,11 @@
 """Corpus-scale runs: many clips in, the MIME subsets and one manifest out.
 
-Inputs (:func:`discover`):
+Inputs (:func:`find_inputs`, :func:`discover`), any number of:
 
 - a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`); the clip id is the file
   stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
-  (:mod:`mime_fast.landmarks`);
+  (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`);
+- a video file (same rules);
 - a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
   optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),
   ``dataset`` and ``landmarks`` columns.
@@ -18,26 +19,36 @@ and the batch goes on. Outputs are written under temporary names and renamed whe
 complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
 and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
 rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
-run left behind.
+run left behind. An interrupted run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes
+their temporaries, compacts the manifest (rows of finished clips only) and re-raises.
+
+Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
+started, frames processed, finished).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import hashlib
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from .manifest import BLUR_LEVEL, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
+from .progress import LineMonitor, Monitor
+from .subsets import FACE_SUBSETS, REMUXED_FROM, Settings, _codes
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "discover", "run_corpus", "clean_stale_temporaries"]
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
+           "run_corpus", "clean_stale_temporaries"]
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
                               ".wmv", ".3gp"})
@@ -89,15 +100,20 @@ def _valid_id(clip_id: str) -> str | None:
     return None
 
 
-def _from_folder(root: Path, exclude: Path | None) -> list[ClipSpec]:
-    specs = []
+def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path]]:
+    """The clips of a folder, and its other files (hidden files and landmark sidecars aside)."""
+    specs, others = [], []
     for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.suffix.lower() not in VIDEO_EXTENSIONS or p.name.startswith("."):
+        if not p.is_file() or p.name.startswith("."):
             continue
         if exclude is not None and exclude in p.resolve().parents:
             continue  # never take our own outputs as inputs
-        specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
-    return specs
+        if p.suffix.lower() in VIDEO_EXTENSIONS:
+            specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
+        else:
+            others.append(p)
+    sidecars = {s.landmarks for s in specs}
+    return specs, [p for p in others if p not in sidecars]
 
 
 def _from_list(list_path: Path) -> list[ClipSpec]:
@@ -132,16 +148,61 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
     return specs
 
 
-def discover(source: str | os.PathLike, *, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:
-    """The clips of a folder or a CSV/JSONL list, validated: each problem is recorded on its clip
-    (``error``), never raised, except for an input that is neither a folder nor a readable list."""
-    source = Path(source)
-    if source.is_dir():
-        specs = _from_folder(source, Path(exclude).resolve() if exclude else None)
-    elif source.is_file() and source.suffix.lower() in (".csv", ".jsonl"):
-        specs = _from_list(source)
-    else:
-        raise ValueError(f"{source}: expected a folder of clips or a .csv/.jsonl list of clips")
+@dataclass
+class Inputs:
+    """What :func:`find_inputs` found: the clips, and the files of the folders searched that are
+    not videos (hidden files and the landmarks beside clips aside), which are skipped."""
+
+    clips: list[ClipSpec]
+    skipped: list[Path]
+
+
+def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
+                exclude: str | os.PathLike | None = None) -> Inputs:
+    """The clips of one or more inputs -- folders, video files, CSV/JSONL lists -- validated: each
+    problem is recorded on its clip (``error``), never raised, except for an input that is none of
+    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder).
+    A file reached twice (a clip given and also inside a folder given) is taken once."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    sources = [Path(s) for s in sources]
+    if not sources:
+        raise ValueError("no input given")
+    excluded = Path(exclude).resolve() if exclude else None
+    specs: list[ClipSpec] = []
+    skipped: list[Path] = []
+    found: set[Path] = set()
+    for source in sources:
+        suffix = source.suffix.lower()
+        if source.is_dir():
+            clips, others = _from_folder(source, excluded)
+        elif source.is_file() and suffix in (".csv", ".jsonl"):
+            specs.extend(_from_list(source))
+            continue
+        elif source.is_file() and suffix in VIDEO_EXTENSIONS:
+            clips, others = [ClipSpec(source.stem, source, landmarks=_sidecar_landmarks(source))], []
+        elif not source.exists():
+            raise ValueError(f"{source}: no such file or folder")
+        else:
+            raise ValueError(f"{source}: not a folder, a video ({', '.join(sorted(VIDEO_EXTENSIONS))}) or a "
+                             ".csv/.jsonl list of clips")
+        for spec in clips:
+            key = spec.path.resolve()
+            if key not in found:
+                found.add(key)
+                specs.append(spec)
+        skipped.extend(others)
+    _validate(specs)
+    return Inputs(specs, skipped)
+
+
+def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:
+    """The clips of folders, video files and CSV/JSONL lists (:func:`find_inputs`)."""
+    return find_inputs(sources, exclude=exclude).clips
+
+
+def _validate(specs: list[ClipSpec]) -> None:
+    """Record on each clip what makes it unusable as listed (``error``)."""
     seen: dict[str, Path] = {}
     for s in specs:
         if s.error:
@@ -165,7 +226,6 @@ def discover(source: str | os.PathLike, *, exclude: str | os.PathLike | None = N
             s.error = f"input file not readable: {s.path}"
         elif s.landmarks is not None and not s.landmarks.is_file():
             s.error = f"landmarks file not found: {s.landmarks}"
-    return specs
 
 
 # ---------------------------------------------------------------------------------------- resuming
@@ -199,9 +259,10 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str])
 _TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")
 
 
-def clean_stale_temporaries(out_dir: Path) -> list[Path]:
+def clean_stale_temporaries(out_dir: Path, *, mine: bool = False) -> list[Path]:
     """Remove temporaries (``.<name>.tmp-<pid>…``, ``….scratch-<pid>…``) of processes that no longer
-    run: what a killed run leaves behind. Returns the removed paths."""
+    run: what a killed run leaves behind; with ``mine``, also this process's (once it writes no
+    more: after an interrupted run). Returns the removed paths."""
     removed = []
     if not out_dir.exists():
         return removed
@@ -212,7 +273,7 @@ def clean_stale_temporaries(out_dir: Path) -> list[Path]:
         pid = int(m.group(1))
         try:
             os.kill(pid, 0)  # signal 0: only asks whether the process exists
-            alive = True
+            alive = not (mine and pid == os.getpid())
         except ProcessLookupError:
             alive = False
         except PermissionError:  # exists, owned by someone else
@@ -266,11 +327,15 @@ def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None
             "detail": detail, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
-def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
-                  run: str, located=None) -> tuple[list[dict[str, Any]], str | None, int]:
+Progress = Callable[[int], None]
+
+
+def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+                  located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
-    bad clip. Runs in the driver (local runs) or in a Ray worker. ``located``: a future of the
-    clip's :func:`~mime_fast.subsets.locate_subject` (detection started ahead), or None."""
+    bad clip (``KeyboardInterrupt`` propagates). Runs in the driver (local runs) or in a worker.
+    ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
+    started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
     from .subsets import build_subsets
@@ -279,7 +344,7 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     try:
         landmarks = located.result() if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
-                               **settings)
+                               progress=progress, **settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
         return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
     except Exception as exc:  # one bad clip never stops the batch
@@ -288,9 +353,109 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
 
 
-def _fmt_eta(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settings: Any) -> Settings:
+    """Check the settings of a :func:`run_corpus` before anything runs: ``ValueError`` or
+    ``TypeError`` for a bad or unknown one (:class:`mime_fast.subsets.Settings`), ``RuntimeError``
+    for a device that cannot be used."""
+    if int(workers) < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not float(ray_cpus_per_clip) > 0:
+        raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
+    return Settings.from_kwargs(**settings)
+
+
+def _face_codes(codes: Iterable[str]) -> bool:
+    return any(REMUXED_FROM.get(c, c) in FACE_SUBSETS for c in codes)
+
+
+def _detects(spec: ClipSpec, codes: list[str]) -> bool:
+    """Whether building ``spec`` runs the subject detection (no landmarks given, a face subset asked)."""
+    return not spec.error and spec.landmarks is None and _face_codes(codes)
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Raise ``OSError`` now, before any clip, when files cannot be created in ``out_dir``."""
+    probe = out_dir / f".write-check.tmp-{os.getpid()}"
+    probe.touch()
+    probe.unlink()
+
+
+def _default_sigint() -> bool:
+    """Whether this is the main thread and Ctrl-C does what Python does by default (raise
+    ``KeyboardInterrupt``): only then does a run handle it itself."""
+    return (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def _sigint_flagged(interrupt: threading.Event) -> Iterator[None]:
+    """Ctrl-C during the block sets ``interrupt`` and raises ``KeyboardInterrupt``. Where Python
+    cannot raise it (in a weakref callback or a destructor it is "ignored"), it is dropped silently
+    and the flag stops the run at its next frame or clip."""
+    if not _default_sigint():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        interrupt.set()
+        raise KeyboardInterrupt
+
+    def unraisable(u) -> None:
+        if not isinstance(u.exc_value, KeyboardInterrupt):
+            previous_hook(u)
+
+    previous, previous_hook = signal.signal(signal.SIGINT, on_sigint), sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C during the block takes effect after it (``KeyboardInterrupt`` then): what the block
+    writes is written whole. Only in the main thread with Python's default SIGINT handler."""
+    if not _default_sigint():
+        yield
+        return
+    hit: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: hit.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread (delivered when the block ends): processes started meanwhile
+    inherit it blocked, so a terminal's Ctrl-C, which reaches the whole process group, never
+    interrupts a worker while it starts."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _load_models(monitor: Monitor, pool=None) -> None:
+    """Load the detection models before the first clip (on ``pool``'s thread when given: the models
+    are loaded once per thread), saying so; a missing model fails the run here, not every clip."""
+    from .landmarks import default_stack
+
+    monitor.status("loading detection models…")
+    if pool is None:
+        default_stack()
+    else:
+        pool.submit(default_stack).result()
+    monitor.status(None)
 
 
 def run_corpus(
@@ -299,6 +464,7 @@ def run_corpus(
     *,
     subsets: Iterable[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    monitor: Monitor | None = None,
     workers: int = 1,
     use_ray: bool = False,
     ray_address: str | None = None,
@@ -307,14 +473,24 @@ def run_corpus(
     **settings: Any,
 ) -> CorpusSummary:
     """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
-    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`.
-    ``progress`` receives one line per clip (default: stderr). ``workers > 1`` builds that many clips
-    at once in worker processes on this machine (each libx264 encoder also runs its own threads).
+    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`; they,
+    ``subsets`` and the output folder are checked before the first clip (``ValueError`` /
+    ``TypeError`` for a bad setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
+    folder that cannot be written), and so are the detection models when a clip needs them
+    (``ImportError``). ``monitor`` hears about clips and frames as they go
+    (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
+    printing through ``progress`` (default stderr) one line per clip.
+    ``workers > 1`` builds that many clips at once in worker processes on this machine (each
+    libx264 encoder also runs its own threads).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
     Either way the detection, which uses under two cores by itself, runs beside encoders, and
     outputs are the same bytes (``bench/bench_detect.py`` measures both).
+
+    ``KeyboardInterrupt`` (Ctrl-C) stops the clips in progress (worker processes too), removes
+    their temporaries, compacts the manifest (the rows of finished clips) and is re-raised: a rerun
+    resumes.
 
     With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
     (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task
@@ -322,12 +498,11 @@ def run_corpus(
     every worker sees (a shared filesystem on a multi-machine cluster); the driver writes the
     manifest. Outputs and manifest are the same as a local run's."""
     out_dir = Path(out_dir)
+    codes = _codes(subsets)
+    check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, **settings)  # before the first clip
+    monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
-    codes = [str(c).upper() for c in (subsets or ALL_SUBSETS)]
-    for c in codes:
-        if c not in ALL_SUBSETS:
-            raise ValueError(f"unknown subset {c!r}; expected some of {ALL_SUBSETS}")
-    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    _check_writable(out_dir)
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     clean_stale_temporaries(out_dir)
     prev_by_clip: dict[str, list[dict[str, Any]]] = {}
@@ -339,74 +514,180 @@ def run_corpus(
     for spec in specs:
         if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
             summary.skipped.append(spec.clip_id)
-            say(f"{spec.clip_id}: already complete, skipped")
+            monitor.skipped(spec.clip_id)
         else:
             pending.append(spec)
+    pool_mode = not use_ray and workers > 1 and len(pending) > 1
+    ahead = detect_ahead and not use_ray and not pool_mode
+    detecting = any(_detects(s, codes) for s in pending)
+    # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass
+    passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
     t0 = time.perf_counter()
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if use_ray:
-        results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
-    elif workers > 1 and len(pending) > 1:
-        results = _process_pool_results(pending, out_dir, codes, settings, run, workers)
-    elif detect_ahead:
-        results = _detect_ahead_results(pending, out_dir, codes, settings, run)
-    else:
-        results = (_process_clip(spec, out_dir, codes, settings, run) for spec in pending)
-    with ManifestWriter(out_dir) as writer:
-        for n, (rows, reason, frames) in enumerate(results, 1):
-            clip_id = rows[0]["clip_id"]
-            writer.append(rows)
-            head = f"[{n}/{len(pending)}] {clip_id}"
-            if reason is not None:
-                summary.failed[clip_id] = reason
-                say(f"{head}: failed: {reason}")
-                continue
-            summary.done.append(clip_id)
-            if any(r["status"] == "skipped" and str(r["reason"]).startswith("no subject") for r in rows):
-                summary.no_subject.append(clip_id)
-            summary.frames += frames
-            elapsed = time.perf_counter() - t0
-            rate = n / elapsed
-            say(f"{head}: ok | {rate:.2f} clips/s, {summary.frames / elapsed:.0f} frames/s, "
-                f"ETA {_fmt_eta((len(pending) - n) / rate)}")
-    write_compacted(out_dir, compact(read_rows(out_dir)))
+    interrupted, interrupt = False, threading.Event()
+    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt):
+        monitor.start(pending, passes)
+        if use_ray:
+            results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+        elif pool_mode:
+            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting,
+                                            interrupt)
+        elif ahead:
+            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
+        else:
+            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
+        try:
+            for rows, reason, frames in results:
+                clip_id = rows[0]["clip_id"]
+                writer.append(rows)
+                if reason is not None:
+                    summary.failed[clip_id] = reason
+                else:
+                    summary.done.append(clip_id)
+                    if any(r["status"] == "skipped" and str(r["reason"]).startswith("no subject") for r in rows):
+                        summary.no_subject.append(clip_id)
+                    summary.frames += frames
+                monitor.clip_done(clip_id, reason, frames)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            results.close()  # stops worker processes and threads (on an interrupt: clips in progress)
+            monitor.close()
+    with _sigint_deferred():  # the manifest is rewritten whole, even on a second Ctrl-C
+        write_compacted(out_dir, compact(read_rows(out_dir)))
+        if interrupted:
+            clean_stale_temporaries(out_dir, mine=True)  # nothing of this run writes any more
     summary.elapsed_s = time.perf_counter() - t0
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
 
 
+def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Progress:
+    def progress(n: int) -> None:
+        if interrupt.is_set():
+            raise KeyboardInterrupt  # a Ctrl-C Python could not raise where it came (_sigint_flagged)
+        monitor.frames(clip_id, n)
+
+    return progress
+
+
+def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
+                        run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
+    """Yield _process_clip results clip by clip, in this thread."""
+    if detecting:
+        _load_models(monitor)
+    for spec in pending:
+        yield _process_clip(spec, out_dir, codes, settings, run,
+                            progress=_frames_to(monitor, spec.clip_id, interrupt))
+
+
 def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
-                          run: str):
+                          run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results in order, clip by clip, while one thread detects the subject of
     the next clip (clips with given landmarks or a known error need no detection)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .subsets import locate_subject
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect") as pool:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect")
+    try:
+        if detecting:
+            _load_models(monitor, pool)
 
         def start(i: int):
-            if i >= len(pending) or pending[i].error or pending[i].landmarks is not None:
+            if i >= len(pending) or not _detects(pending[i], codes):
                 return None
             return pool.submit(locate_subject, pending[i].path, **settings)
 
         ahead = start(0)
         for i, spec in enumerate(pending):
             located, ahead = ahead, start(i + 1)
-            yield _process_clip(spec, out_dir, codes, settings, run, located)
+            if located is not None and not located.done():
+                monitor.status(f"finding the subject of {spec.clip_id}…")
+            yield _process_clip(spec, out_dir, codes, settings, run, located,
+                                _frames_to(monitor, spec.clip_id, interrupt))
+    finally:
+        # a detection running for the next clip writes nothing: it is waited for, not stopped
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+# Worker processes: the driver hands each worker an event that stops its clip (workers ignore
+# SIGINT: a terminal's Ctrl-C reaches every process of the group, and the driver decides) and a
+# queue for frame counts.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(stop, frames) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
+    _WORKER.update(stop=stop, frames=frames)
+
+
+def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
+                            run: str) -> tuple[list[dict[str, Any]], str | None, int]:
+    stop, queue = _WORKER["stop"], _WORKER["frames"]
+    if stop.is_set():
+        raise KeyboardInterrupt
+    unsent, last = 0, time.monotonic()
+
+    def progress(n: int) -> None:
+        nonlocal unsent, last
+        if stop.is_set():
+            raise KeyboardInterrupt  # aborts the clip: its temporaries are removed
+        unsent += n
+        if time.monotonic() - last >= 0.1:
+            queue.put((spec.clip_id, unsent))
+            unsent, last = 0, time.monotonic()
+
+    try:
+        return _process_clip(spec, out_dir, codes, settings, run, progress=progress)
+    finally:
+        if unsent:  # sent before the result: the driver reads it first (_process_pool_results)
+            queue.put((spec.clip_id, unsent))
 
 
 def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
-                          workers: int):
-    """Yield _process_clip results from a pool of worker processes, as clips complete."""
+                          workers: int, monitor: Monitor, detecting: bool,
+                          interrupt: threading.Event) -> Iterator[tuple]:
+    """Yield _process_clip results from a pool of worker processes, as clips complete, relaying
+    the frame counts the workers send to ``monitor``."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    if detecting:  # each worker loads its own; loaded here first, a missing model stops the run now
+        _load_models(monitor)
     # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_process_clip, spec, out_dir, codes, settings, run) for spec in pending]
-        for fut in as_completed(futures):
-            yield fut.result()
+    ctx = multiprocessing.get_context("spawn")
+    stop, frames = ctx.Event(), ctx.SimpleQueue()
+
+    def relay() -> None:
+        while not frames.empty():
+            monitor.frames(*frames.get())
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(stop, frames))
+    try:
+        with _sigint_blocked():  # the workers start (on submit) with SIGINT blocked
+            futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]
+        running, yielded = set(futures), set()
+        try:
+            while running:
+                if interrupt.is_set():
+                    raise KeyboardInterrupt
+                done, running = wait(running, timeout=0.1, return_when=FIRST_COMPLETED)
+                relay()  # a worker sends its last count before its result: a finished clip's are all here
+                for fut in done:
+                    yielded.add(fut)
+                    yield fut.result()
+        except KeyboardInterrupt:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            for fut in futures:  # clips that were finished when they were told to stop still get their rows
+                if fut not in yielded and fut.done() and not fut.cancelled() and fut.exception() is None:
+                    yield fut.result()
+            raise
+    finally:
+        stop.set()  # on an interrupt: the clips in progress stop at their next frame
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,

@@ -5,7 +5,8 @@ and write the manifest and a preview.
     mime-fast demo [--out DIR] [--seconds S]        (or: python -m mime_fast.demo)
 
 Writes DIR/sources/ (clips, landmarks, clips.jsonl), DIR/<SUBSET>/<clip>.mp4, DIR/audio/<clip>.wav,
-DIR/manifest.jsonl + .parquet and DIR/preview.png (middle frame of FM, FDM, FSM and VMM).
+DIR/manifest.jsonl + .parquet and DIR/preview.png (middle frame of FM, FDM, FSM and VMM, each
+labelled with its subset and blur kernel).
 """
 
 from __future__ import annotations
@@ -15,6 +16,29 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+#: The subsets side by side in DIR/preview.png.
+PREVIEW_SUBSETS = ("FM", "FDM", "FSM", "VMM")
+
+
+def preview_labels(kernels: dict[str, int | None]) -> list[str]:
+    """The column labels of the preview: the subset, and its blur kernel when it has one
+    (``kernels``: subset -> the manifest's kernel), e.g. ``["FM", "FDM k=15", "FSM k=55", "VMM"]``."""
+    return [f"{c} k={kernels[c]}" if kernels.get(c) else c for c in PREVIEW_SUBSETS]
+
+
+def labelled_row(tiles: list[np.ndarray], labels: list[str], header: int = 24) -> np.ndarray:
+    """``tiles`` side by side under a dark strip of ``header`` pixels holding each tile's label."""
+    from .preview import draw_text
+
+    row = np.concatenate(tiles, axis=1)
+    img = np.full((header + row.shape[0], row.shape[1], 3), 24, np.uint8)
+    img[header:] = row
+    x = 0
+    for tile, label in zip(tiles, labels):
+        draw_text(img, label, x + 6, 5)
+        x += tile.shape[1]
+    return img
 
 
 def middle_frame(path: Path) -> np.ndarray:
@@ -54,9 +78,10 @@ def run(out: Path, seconds: float = 3.0) -> int:
         frames = f"{r['frames']} frames @ 30 fps" if r["frames"] is not None else ""
         print(f"  {r['subset']:<5} {frames:<20} {r['duration_s']:.2f} s  {audio:<12} {out / r['path']}")
     print(f"manifest: {out / 'manifest.jsonl'} and {out / 'manifest.parquet'}")
-    tiles = [middle_frame(out / code / "astronaut_walk.mp4") for code in ("FM", "FDM", "FSM", "VMM")]
-    write_png(out / "preview.png", np.concatenate([t[::2, ::2] for t in tiles], axis=1))
-    print(f"preview (FM | FDM | FSM | VMM): {out / 'preview.png'}")
+    labels = preview_labels({r["subset"]: r["kernel"] for r in rows})
+    tiles = [middle_frame(out / code / "astronaut_walk.mp4")[::2, ::2] for code in PREVIEW_SUBSETS]
+    write_png(out / "preview.png", labelled_row(tiles, labels))
+    print(f"preview ({' | '.join(labels)}): {out / 'preview.png'}")
     return 0 if summary.ok else 1
 
 

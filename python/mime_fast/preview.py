@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["contact_sheet", "write_contact_sheet", "write_png"]
+__all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 
@@ -30,7 +30,13 @@ _GLYPHS = {
     "6": (0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E), "7": (0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08),
     "8": (0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E), "9": (0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C),
     ".": (0, 0, 0, 0, 0, 0x0C, 0x0C), "s": (0, 0, 0x0F, 0x10, 0x0E, 0x01, 0x1E), " ": (0,) * 7,
+    "k": (0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12), "=": (0, 0, 0x1F, 0, 0x1F, 0, 0),
 }
+
+
+class ClipFailed(FileNotFoundError):
+    """The clip has no outputs because its build failed; the message says why (the manifest's
+    reason)."""
 
 
 def write_png(path: Path, img: np.ndarray) -> None:
@@ -49,7 +55,9 @@ def write_png(path: Path, img: np.ndarray) -> None:
     tmp.replace(path)
 
 
-def _draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:
+def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:
+    """Draw ``text`` (the characters of the subset labels: A D F M S V k s = . digits, space) into the
+    RGB ``img`` with its top-left corner at ``(x, y)``, each glyph 5 x 7 cells of ``scale`` pixels."""
     for ch in text:
         glyph = _GLYPHS.get(ch, _GLYPHS[" "])
         for r, bits in enumerate(glyph):
@@ -148,6 +156,7 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
     out_dir = Path(out_dir)
     present = [s for s in SUBSETS if (out_dir / s / f"{clip_id}.mp4").is_file()]
     if not present:
+        _raise_failed(out_dir, clip_id)
         raise FileNotFoundError(f"no subset of clip {clip_id!r} under {out_dir}")
     decoded = {s: _frames_at(out_dir / s / f"{clip_id}.mp4", times) for s in present}
     region = None
@@ -160,11 +169,11 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
     label_w, pad, header = 90, 4, 24
     sheet = np.full((header + len(present) * (th + pad), label_w + times * (tw + pad), 3), 24, np.uint8)
     for j, t in enumerate(decoded[present[0]][1]):
-        _draw_text(sheet, f"{t:.1f}s", label_w + j * (tw + pad) + 4, 5)
+        draw_text(sheet, f"{t:.1f}s", label_w + j * (tw + pad) + 4, 5)
     for i, s in enumerate(present):
         frames, _, has_audio = decoded[s]
         y = header + i * (th + pad)
-        _draw_text(sheet, s, 6, y + th // 2 - 10)
+        draw_text(sheet, s, 6, y + th // 2 - 10)
         sheet[y + th // 2 + 8 : y + th // 2 + 14, 6:60] = (60, 200, 80) if has_audio else (90, 90, 90)
         for j, f in enumerate(frames):
             tile = f[::step, ::step].copy()
@@ -173,6 +182,16 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
             x = label_w + j * (tw + pad)
             sheet[y : y + tile.shape[0], x : x + tile.shape[1]] = tile
     return sheet
+
+
+def _raise_failed(out_dir: Path, clip_id: str) -> None:
+    """Raise :class:`ClipFailed` with the manifest's reason when the latest run of ``clip_id`` failed."""
+    from .manifest import compact, read_rows
+
+    failed = [r for r in compact(read_rows(out_dir)) if r["clip_id"] == clip_id and r["status"] == "failed"]
+    if failed:
+        reasons = "; ".join(dict.fromkeys(str(r["reason"]) for r in failed))
+        raise ClipFailed(f"clip {clip_id!r} failed, so it has no outputs: {reasons}")
 
 
 def write_contact_sheet(out_dir: str | Path, clip_id: str, png: str | Path | None = None, *, times: int = 4) -> Path:

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -87,6 +88,9 @@ ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 REMUXED_FROM = {"FDAM": "FDM", "FSAM": "FSM", "AMM": "FM"}
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
 FSM_AUTO_MIN_FACE_HEIGHT = 160.0
+#: libx264's presets (``Settings.preset``).
+X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
+                "placebo")
 
 
 @dataclass(frozen=True)
@@ -111,10 +115,11 @@ class Settings:
     fdm_kernel
         FDM kernel, default 15.
     crf, preset, threads
-        libx264 CRF (18), preset ("veryfast"; VMM, a constant black picture, always uses
-        "ultrafast", which gives the same picture, and its packets are encoded once per process and
-        size, :class:`mime_fast.video.BlackVideo`) and thread count (2).  A fixed thread count keeps
-        outputs byte-identical across runs and machines with the same FFmpeg build.
+        libx264 CRF (18; 0 to 51), preset (one of :data:`X264_PRESETS`, "veryfast"; VMM, a constant
+        black picture, always uses "ultrafast", which gives the same picture, and its packets are
+        encoded once per process and size, :class:`mime_fast.video.BlackVideo`) and thread count
+        (2).  A fixed thread count keeps outputs byte-identical across runs and machines with the
+        same FFmpeg build.
     queue_size
         Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
         each fed by a bounded queue of this many frames (memory stays constant whatever the clip
@@ -163,6 +168,14 @@ class Settings:
             raise ValueError(f"fdm_kernel must be a positive odd integer, got {self.fdm_kernel!r}")
         if int(self.min_height) < 0 or float(self.min_duration) < 0 or int(self.min_frames) < 0:
             raise ValueError("min_height, min_duration and min_frames must be >= 0")
+        if not 0 <= int(self.crf) <= 51:
+            raise ValueError(f"crf must be between 0 and 51 (libx264), got {self.crf}")
+        if self.preset not in X264_PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(X264_PRESETS)}; got {self.preset!r}")
+        if self.feather is not None and not float(self.feather) >= 0:
+            raise ValueError(f"feather must be >= 0 pixels (or None: automatic), got {self.feather}")
+        if not float(self.margin) >= 0:
+            raise ValueError(f"margin must be >= 0 pixels, got {self.margin}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f'device must be "cpu" or "cuda", got {self.device!r}')
         if self.device == "cuda":
@@ -354,7 +367,7 @@ def _check_frame_count(src: Path, provider: MaskProvider, info: SourceInfo) -> N
 
 def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Settings, codes: list[str],
          finals: dict[str, Path], wav_final: Path | None, fdm_k: int, fsm_policy,
-         result: ClipResult) -> None:
+         result: ClipResult, progress: Callable[[int], None] | None = None) -> None:
     """Write ``codes`` (temporaries renamed into place at the end).  ``provider`` ``None``: the
     subject is detected and tracked (:class:`mime_fast.landmarks.SubjectDetection`) on the decode
     pass that encodes FM and VMM, which need no mask; the face subsets follow in a second pass,
@@ -426,7 +439,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                                threads=st.threads, audio_track=track, queue_size=st.queue_size,
                                                matrix=info.matrix)
                     if writers or observe is not None:
-                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe)
+                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
+                                     progress)
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
@@ -468,9 +482,11 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         result.audio_reason = "source has no audio"
 
 
-def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None):
+def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None,
+                 progress=None):
     """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
-    frame in RGB first (the subject detection riding along the FM/VMM pass)."""
+    frame in RGB first (the subject detection riding along the FM/VMM pass); ``progress(1)``, when
+    given, is called after each decoded source frame is processed."""
     std = FrameStandardiser(info.start, fps, n_out)
     kernels, kcodes = [], []
     for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
@@ -514,6 +530,8 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             observe(rgb)
         for out_i, item in std.push(t, (src_i, rgb, decoded)):
             emit(out_i, item)
+        if progress is not None:
+            progress(1)
     for out_i, item in std.finish():
         emit(out_i, item)
     result.source_frames = n_src  # the writers mux the rest of the audio when they close
@@ -555,7 +573,7 @@ def locate_subject(src, **settings) -> MaskProvider:
 
 
 def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | None = None,
-                  **settings) -> ClipResult:
+                  progress: Callable[[int], None] | None = None, **settings) -> ClipResult:
     """Write the requested MIME subsets of ``src`` under ``out_dir``.
 
     Layout: ``out_dir/<SUBSET>/<clip_id>.mp4`` and ``out_dir/audio/<clip_id>.wav`` with
@@ -570,7 +588,10 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     subject; a clip without any face gets status ``"no subject"``: FM, VMM and AMM are written,
     FDM, FSM, FDAM and FSAM are skipped with that reason.
     ``subsets``: codes among FM, FDM, FSM, VMM, FDAM, FSAM, AMM (default all).  ``settings``: see
-    :class:`Settings`.
+    :class:`Settings`.  ``progress``: called with the number of source frames just processed, on
+    every decode pass (one pass with ``landmarks`` or without a face subset; else two, the second
+    only when the subject was found); an exception it raises (e.g. ``KeyboardInterrupt`` to stop)
+    aborts the clip, its temporaries removed.
 
     Raises :class:`ClipError` for unusable input (corrupt, truncated, empty, audio-only, below the
     quality gate), before writing anything where it can be detected up front.  Returns a
@@ -589,7 +610,7 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
             raise ValueError(f"output {p} would overwrite the input")
     result = ClipResult(clip_id=clip_id, source=info, settings=st, fdm_kernel=int(st.fdm_kernel))
     _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav", int(st.fdm_kernel),
-         st.fsm_kernel, result)
+         st.fsm_kernel, result, progress)
     result.elapsed_s = time.perf_counter() - t_start
     return result
 

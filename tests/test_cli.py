@@ -336,3 +336,37 @@ def test_readme_python_snippet_runs(tmp_path: Path, monkeypatch, stack) -> None:
     exec(compile(snippet, "README.md", "exec"), namespace)
     assert namespace["result"].outputs["FSM"] == Path("out/FSM/clip.mp4") and clip.path.is_file()
     assert (tmp_path / "clip_fdm.mp4").is_file()
+
+
+def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_path: Path, monkeypatch) -> None:
+    # Ctrl-C while FFmpeg reads: PyAV's interrupt callback makes FFmpeg stop with AVERROR_EXIT
+    # (av.error.ExitError). That says nothing about the clip: no "failed" row, the run is interrupted.
+    import av
+
+    from mime_fast import video
+    from mime_fast.corpus import ClipSpec, _process_clip
+
+    clip = samples.make_clip(tmp_path / "c.mp4", duration=0.6, fps=25, size=(320, 240))
+
+    def stopped(*a, **k):
+        raise av.error.ExitError(-0x54495845, "Immediate exit requested")
+
+    monkeypatch.setattr(video.av, "open", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        video.probe(clip.path)
+    spec = ClipSpec(path=clip.path, clip_id="c")
+    with pytest.raises(KeyboardInterrupt):
+        _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")
+    # any error whose chain of causes holds the exit is the interrupt too
+    monkeypatch.undo()
+    import mime_fast.subsets as subsets_mod
+
+    def wrapped(*a, **k):
+        try:
+            raise av.error.ExitError(-0x54495845, "Immediate exit requested")
+        except av.error.ExitError as exc:
+            raise RuntimeError("writer failed") from exc
+
+    monkeypatch.setattr(subsets_mod, "build_subsets", wrapped)
+    with pytest.raises(KeyboardInterrupt):
+        _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")

@@ -346,11 +346,26 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
                                progress=progress, **settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
+        _raise_if_interrupted(exc)
         return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
     except Exception as exc:  # one bad clip never stops the batch
+        _raise_if_interrupted(exc)
         reason = str(exc) or type(exc).__name__
         return [_failed_row(spec, reason, run, type(exc).__name__)], reason, 0
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
+
+
+def _raise_if_interrupted(exc: BaseException) -> None:
+    """An error that a Ctrl-C caused (FFmpeg stopped by PyAV's interrupt callback, anywhere in the
+    chain of causes) is the interrupt, not a failure of the clip: it must not get a failed row."""
+    import av
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (KeyboardInterrupt, av.error.ExitError)):
+            raise KeyboardInterrupt from exc
+        exc = exc.__cause__ or exc.__context__
 
 
 def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settings: Any) -> Settings:

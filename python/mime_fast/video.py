@@ -110,6 +110,14 @@ class ClipError(ValueError):
         super().__init__(f"{path}: {reason}")
 
 
+def _interrupted(exc: BaseException) -> None:
+    """Raise the ``KeyboardInterrupt`` an FFmpeg error stands for: a Ctrl-C while FFmpeg reads makes
+    PyAV's interrupt callback stop it with AVERROR_EXIT (``av.error.ExitError``), which says nothing
+    about the clip."""
+    if isinstance(exc, av.error.ExitError):
+        raise KeyboardInterrupt from exc
+
+
 def _ffmpeg_detail(exc: BaseException) -> str:
     """FFmpeg's message of ``exc`` without the file name PyAV appends (the row names the clip)."""
     msg = getattr(exc, "strerror", None) or str(exc)
@@ -221,6 +229,7 @@ def _open(path: Path):
     try:
         return av.open(str(path), "r")
     except av.FFmpegError as exc:
+        _interrupted(exc)
         raise _unreadable(Path(path), exc) from exc
     except (OSError, ValueError) as exc:
         raise ClipError(path, f"cannot be read ({exc.strerror or exc})" if isinstance(exc, OSError)
@@ -327,6 +336,7 @@ def probe(path) -> SourceInfo:
                 pts_list.append(ts)  # None: filled in below from the frame rate
                 durations.append(int(pkt.duration or 0))
         except av.FFmpegError as exc:
+            _interrupted(exc)
             raise ClipError(path, f"corrupt or truncated: the video stream breaks off after {len(pts_list)} packets",
                             _ffmpeg_detail(exc)) from exc
         if not pts_list:
@@ -386,6 +396,7 @@ def probe(path) -> SourceInfo:
         try:
             first = next(iter(c.decode(vs)), None)
         except av.FFmpegError as exc:
+            _interrupted(exc)
             raise ClipError(path, "corrupt video stream: its first frame does not decode", _ffmpeg_detail(exc)) from exc
         if first is None:
             raise ClipError(path, "video stream decodes to no frames")
@@ -546,6 +557,7 @@ def iter_display_frames(path, info: SourceInfo, *, rgb: bool = True, keep_yuv: b
                     yield n, t, img
                 n += 1
         except av.FFmpegError as exc:
+            _interrupted(exc)
             raise ClipError(path, f"corrupt video stream: decoding fails after {n} frames", _ffmpeg_detail(exc)) from exc
     if n < info.video_frames:
         raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")
@@ -694,6 +706,7 @@ def extract_audio_wav(path, info: SourceInfo, wav_path, *, n_samples: int, rate:
             else:
                 consume(resampler.resample(None))
         except av.FFmpegError as exc:
+            _interrupted(exc)
             raise ClipError(path, "corrupt audio stream: decoding fails", _ffmpeg_detail(exc)) from exc
         if written < n_samples:
             emit(np.zeros((n_samples - written, channels), np.int16), False)

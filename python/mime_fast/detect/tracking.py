@@ -100,6 +100,7 @@ __all__ = [
     "TRACK_MAX_SPEED",
     "TRACK_MAX_SCALE_CHANGE",
     "TRACK_IOU",
+    "CONTINUITY_IOU",
     "REEMBED_GROWTH",
     "REEMBED_S",
     "MIN_EMBED_SIZE",
@@ -142,6 +143,10 @@ HOLD_GROWTH = 0.05
 #: REEMBED_GROWTH or REEMBED_S seconds of frames passed; faces smaller than MIN_EMBED_SIZE px are
 #: never embedded (no identity can be read from them).
 TRACK_IOU = 0.3
+#: Track continuity: when identity cannot tell the subject from a face next to him (a head turned
+#: away reads as anybody to a face embedding), the face that continues his own face track and
+#: overlaps his last box by at least this IoU is his, unless another face is strongly him.
+CONTINUITY_IOU = 0.5
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
 MIN_EMBED_SIZE = 24.0
@@ -163,7 +168,8 @@ class TrackingStats:
     shot, its frames and those masked; ``partial``: frames where only part of the face was
     detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
     matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
-    re-acquisitions after a loss longer than the hold; ``mesh_fallbacks``: detected frames masked by
+    re-acquisitions after a loss longer than the hold; ``continued``: frames matched by track
+    continuity where identity could not decide (:data:`CONTINUITY_IOU`); ``mesh_fallbacks``: detected frames masked by
     the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
     """
 
@@ -188,6 +194,7 @@ class TrackingStats:
     #: of each, in order
     shots: int = 1
     shot_frames: list = field(default_factory=list)
+    continued: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -333,6 +340,10 @@ class FaceTracks:
         self._last[out] = index
         return out
 
+    def ident(self, track: int) -> int:
+        """The stable id of the track at position ``track`` (positions change as tracks end)."""
+        return int(self._ids[track])
+
     def remember(self, track: int, embedding: np.ndarray, size: float, index: int) -> None:
         """Keep an embedding computed elsewhere as track ``track``'s."""
         self._emb[track] = (embedding, float(size), int(index))
@@ -405,6 +416,9 @@ class SubjectTracker:
         self._vel_known = False  # the velocity has been measured (two matches)
         self._shot_start = 0  # first frame of the current camera shot
         self._faces = None  # FaceTracks, made on the first detection (needs the frame rate via hold_frames)
+        self._subject_track = None  # stable id of the face track of the subject's last detection
+        self._present_at, self._present_box = -(10**9), None  # his last detection, full or partial
+        self._frame_ids = None  # stable face-track ids of this frame's detections
 
     def new_shot(self) -> None:
         """The next frame given to :meth:`update` starts a new camera shot: where the subject was,
@@ -419,6 +433,7 @@ class SubjectTracker:
         self._crowded_at = -(10**9)
         if self._faces is not None:
             self._faces.new_shot()
+        self._subject_track = None
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -455,12 +470,16 @@ class SubjectTracker:
         self._height = float(pts[:, 1].max() - pts[:, 1].min())
         return np.asarray(pts, np.float32)
 
-    def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None) -> FrameTrack:
+    def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None, partial: bool = False) -> FrameTrack:
         box = faces.boxes[i].astype(np.float64)
+        if self._frame_ids is not None and i < len(self._frame_ids):
+            self._subject_track = self._frame_ids[i]
+        self._present_at, self._present_box = self._index, box
         if emb is not None:
             self._last_emb = emb
         wh = box[2:] - box[:2]
-        if self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref) and self._partial_run < self.hold_frames:
+        small = self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref)
+        if (partial or small) and self._size_ref is not None and self._partial_run < self.hold_frames:
             self._partial_run += 1
             pts = self._hull(frame, faces, i, lmk)
             self._last_points = None  # a partial face is not tracked: detect the next frame
@@ -569,6 +588,7 @@ class SubjectTracker:
         if self._faces is None:  # hold_frames is half a second of frames: refresh every REEMBED_S
             self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)))
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
+        self._frame_ids = [self._faces.ident(t) for t in face_tracks]
         if self._box is None:  # no subject selected yet
             if not len(faces):
                 return FrameTrack()
@@ -619,6 +639,15 @@ class SubjectTracker:
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))
         if not (cos[best] >= STRONG_COS or (cos[best] >= MIN_COS and score[best] >= MIN_SCORE)):
+            # identity cannot decide: the face that continues his own face track (seen within the
+            # hold, in this shot, overlapping where he just was) is his
+            recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
+            if recent and self._present_box is not None:
+                own = [j for j in range(len(cand)) if self._frame_ids[cand[j]] == self._subject_track
+                       and float(_iou(sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU]
+                if len(own) == 1 and not any(cos[j] >= STRONG_COS for j in range(len(cand)) if j != own[0]):
+                    self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
+                    return self._accept(frame, faces, int(cand[own[0]]), partial=True)
             return FrameTrack()
         if lost:
             self.stats.reacquired += 1

@@ -47,6 +47,13 @@
      0.80`` (face and body agree); else the subject is not matched this frame.  (dlib's unit
      descriptors of *different* people reach cosines of 0.83 - 0.94 on insightface's t1.jpg; the
      same face under crops, brightness and scale changes stays >= 0.97.)
+   * when no candidate passes, the face that continues the subject's own face track
+     (:class:`FaceTracks`, his last full or partial detection within ``hold_frames``, in this shot)
+     and overlaps his last box by ``CONTINUITY_IOU = 0.5`` is his (**continued**, masked as a
+     partial detection), unless another candidate has ``cos >= STRONG_COS``.  Measured on the real
+     hug clip (``../shared/media/two_people_hug_1080p.mp4``): once the subject turns his head to
+     profile, dlib reads his own face at 0.85 - 0.89 against his reference and the other man's at
+     0.84 - 0.90 (body histograms 0.3 - 0.4 vs 0.2 - 0.3): identity cannot decide, the track can;
    * a matched face whose box width or height is below ``PARTIAL = 0.9`` x the subject's recent
      width or height (running means over full detections) is **partial** (half hidden behind something): its hull is used but it
      does not move the track, and :func:`fill_gaps` adds the hull interpolated from the full

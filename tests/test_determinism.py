@@ -258,7 +258,7 @@ DETECT_CHILD = textwrap.dedent("""
     cv2.setNumThreads(threads)
     from mime_fast.detect import models
     session = models._ort_session
-    models._ort_session = lambda model, _threads=None: session(model, threads)  # every model, this many threads
+    models._ort_session = lambda model, _threads=None, **kw: session(model, threads, **kw)  # every model, this many
     from mime_fast import build_subsets
     res = build_subsets(sys.argv[1], sys.argv[2], subsets=["FDM", "FSM"], min_height=0, min_duration=0)
     print(" ".join(hashlib.sha256(open(res.outputs[c], "rb").read()).hexdigest() for c in ("FDM", "FSM")),

@@ -46,7 +46,9 @@
      ``cos_j >= STRONG_COS = 0.93``, or ``cos_j >= MIN_COS = 0.85`` and ``score_j >= MIN_SCORE =
      0.80`` (face and body agree); else the subject is not matched this frame.  (dlib's unit
      descriptors of *different* people reach cosines of 0.83 - 0.94 on insightface's t1.jpg; the
-     same face under crops, brightness and scale changes stays >= 0.97.)
+     same face under crops, brightness and scale changes stays >= 0.97.)  These are dlib's
+     thresholds; an embedder that scores otherwise carries its own ``min_cos``, ``strong_cos`` and
+     ``min_score`` (:class:`mime_fast.detect.SFaceEmbedder`, the offline stack's: 0.38, 0.55, 0.45)
    * when no candidate passes, the face that continues the subject's own face track
      (:class:`FaceTracks`, his last full or partial detection within ``hold_frames``, in this shot)
      and overlaps his last box by ``CONTINUITY_IOU = 0.5`` is his (**continued**, masked as a
@@ -420,6 +422,11 @@ class SubjectTracker:
         self._last_detect = -(10**9)  # index of the last frame the detector ran on
         self._anchor = None  # (box, keypoints, landmarks) of the subject's last full detection
         self._last_points = None  # the subject's landmarks in the previous frame (confident mesh)
+        # identity thresholds: the embedder's own (cosines depend on the model), else dlib's defaults
+        emb = getattr(stack, "embedder", None)
+        self._min_cos = float(getattr(emb, "min_cos", MIN_COS))
+        self._strong_cos = float(getattr(emb, "strong_cos", STRONG_COS))
+        self._min_score = float(getattr(emb, "min_score", MIN_SCORE))
         self._vel_known = False  # the velocity has been measured (two matches)
         self._shot_start = 0  # first frame of the current camera shot
         self._faces = None  # FaceTracks, made on the first detection (needs the frame rate via hold_frames)
@@ -645,14 +652,14 @@ class SubjectTracker:
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))
-        if not (cos[best] >= STRONG_COS or (cos[best] >= MIN_COS and score[best] >= MIN_SCORE)):
+        if not (cos[best] >= self._strong_cos or (cos[best] >= self._min_cos and score[best] >= self._min_score)):
             # identity cannot decide: the face that continues his own face track (seen within the
             # hold, in this shot, overlapping where he just was) is his
             recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
             if recent and self._present_box is not None:
                 own = [j for j in range(len(cand)) if self._frame_ids[cand[j]] == self._subject_track
                        and float(_iou(sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU]
-                if len(own) == 1 and not any(cos[j] >= STRONG_COS for j in range(len(cand)) if j != own[0]):
+                if len(own) == 1 and not any(cos[j] >= self._strong_cos for j in range(len(cand)) if j != own[0]):
                     self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
                     return self._accept(frame, faces, int(cand[own[0]]), partial=True)
             return FrameTrack()

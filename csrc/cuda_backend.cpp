@@ -3,13 +3,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
 #include "../kernels/gaussian_blur.cuh"
 #include "../kernels/launch.hpp"
+#include "ops/blur_hull_yuv420.hpp"
 #include "ops/blur_in_mask.hpp"
 #include "ops/gaussian_blur.hpp"
 #include "ops/rgb_to_yuv420.hpp"
@@ -25,38 +29,155 @@ void check(cudaError_t err, const char* what) {
 // RAII device allocation.
 class DeviceBuffer {
 public:
-    explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-        if (bytes_) check(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
-    }
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t bytes) { reserve(bytes); }
     ~DeviceBuffer() {
         if (ptr_) cudaFree(ptr_);
     }
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    // Grow-only: the contents are lost when it grows.
+    void reserve(size_t bytes) {
+        if (bytes <= bytes_) return;
+        if (ptr_) cudaFree(ptr_);
+        ptr_ = nullptr;
+        bytes_ = 0;
+        check(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+        bytes_ = bytes;
+    }
     template <typename T>
     T* as() const {
         return static_cast<T*>(ptr_);
     }
-    void upload(const void* host, size_t bytes, size_t offset = 0) {
-        check(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice), "upload");
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+// Page-locked host memory (grow-only), so that downloads run at full speed and asynchronously.
+class PinnedBuffer {
+public:
+    PinnedBuffer() = default;
+    ~PinnedBuffer() {
+        if (ptr_) cudaFreeHost(ptr_);
     }
-    void download(void* host, size_t bytes, size_t offset = 0) const {
-        check(cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost), "download");
+    PinnedBuffer(const PinnedBuffer&) = delete;
+    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    uint8_t* reserve(size_t bytes) {
+        if (bytes > bytes_) {
+            if (ptr_) cudaFreeHost(ptr_);
+            ptr_ = nullptr;
+            bytes_ = 0;
+            check(cudaMallocHost(&ptr_, bytes), "cudaMallocHost");
+            bytes_ = bytes;
+        }
+        return static_cast<uint8_t*>(ptr_);
     }
 
 private:
     void* ptr_ = nullptr;
-    size_t bytes_;
+    size_t bytes_ = 0;
+};
+
+// What one host thread uses on the device, made once and reused by every call of that thread: a
+// stream of its own, grow-only buffers (sized by the largest frame seen, so the hot path allocates
+// nothing after the first frame) and the blur weights of each kernel size. One synchronisation per
+// call, at its end, when the results are needed on the host.
+class Workspace {
+public:
+    enum Slot { kSrc, kDst, kMask, kAux, kPlanes, kLevels, kLevelPlanes, kEdges, kSlots };
+
+    Workspace() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    ~Workspace() {
+        if (stream_) cudaStreamDestroy(stream_);
+    }
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+
+    static Workspace& current() {
+        thread_local Workspace ws;
+        return ws;
+    }
+
+    cudaStream_t stream() const { return stream_; }
+    template <typename T = uint8_t>
+    T* buffer(Slot s, size_t bytes) {
+        slots_[s].reserve(bytes);
+        return slots_[s].as<T>();
+    }
+    // Page-locked staging: one buffer for uploads, one for downloads.
+    enum Direction { kUp, kDown };
+    uint8_t* pinned(Direction d, size_t bytes) { return pinned_[d].reserve(bytes); }
+
+    // Device copy of the Q8 weights of kernel size k, uploaded on first use.
+    const uint16_t* weights(int ksize) {
+        auto it = weights_.find(ksize);
+        if (it == weights_.end()) {
+            const BlurLevel level(ksize);
+            auto buf = std::make_unique<DeviceBuffer>(level.weights.size() * sizeof(uint16_t));
+            check(cudaMemcpy(buf->as<void>(), level.weights.data(), level.weights.size() * sizeof(uint16_t),
+                             cudaMemcpyHostToDevice),
+                  "upload weights");
+            it = weights_.emplace(ksize, std::move(buf)).first;
+        }
+        return it->second->as<uint16_t>();
+    }
+
+    void upload(void* dev, const void* host, size_t bytes, const char* what) {
+        check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream_), what);
+    }
+    void download(void* host, const void* dev, size_t bytes, const char* what) {
+        check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, stream_), what);
+    }
+    void copy2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                cudaMemcpyKind kind, const char* what) {
+        if (width && height) check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream_), what);
+    }
+    void sync(const char* what) {
+        check(cudaGetLastError(), what);
+        check(cudaStreamSynchronize(stream_), what);
+    }
+
+private:
+    cudaStream_t stream_ = nullptr;
+    DeviceBuffer slots_[kSlots];
+    PinnedBuffer pinned_[2];
+    std::map<int, std::unique_ptr<DeviceBuffer>> weights_;
 };
 
 size_t image_bytes(const ImageViewT<const uint8_t>& v) { return static_cast<size_t>(v.height) * v.width * v.channels; }
 
 // Host images given to the backend are C-contiguous (checked by the bindings).
-void upload_image(DeviceBuffer& d, const ConstImageU8& v) { d.upload(v.data, image_bytes(v)); }
+void upload_image(Workspace& ws, uint8_t* dev, const ConstImageU8& v) {
+    ws.upload(dev, v.data, image_bytes(v), "upload image");
+}
 
-void sync(const char* what) {
-    check(cudaGetLastError(), what);
-    check(cudaDeviceSynchronize(), what);
+// The hull's edge arrays on the device, for HullGeometry.
+HullGeometry device_geometry(Workspace& ws, const Hull& hull, double feather, double margin, int** bbox4) {
+    const int n = hull.size();
+    // five float arrays, then the four ints of the box
+    char* d = ws.buffer<char>(Workspace::kEdges, 5 * n * sizeof(float) + 4 * sizeof(int));
+    uint8_t* h = ws.pinned(Workspace::kUp, 5 * n * sizeof(float) + 4 * sizeof(int));
+    const std::vector<float>* arrays[5] = {&hull.ax, &hull.ay, &hull.ux, &hull.uy, &hull.len};
+    for (int a = 0; a < 5; ++a) std::memcpy(h + a * n * sizeof(float), arrays[a]->data(), n * sizeof(float));
+    const int init[4] = {INT_MAX, -1, INT_MAX, -1};
+    std::memcpy(h + 5 * n * sizeof(float), init, sizeof(init));
+    ws.upload(d, h, 5 * n * sizeof(float) + 4 * sizeof(int), "upload hull");
+    HullGeometry g = hull.geometry(static_cast<float>(feather), static_cast<float>(margin));
+    const float* e = reinterpret_cast<const float*>(d);
+    g.ax = e;
+    g.ay = e + n;
+    g.ux = e + 2 * n;
+    g.uy = e + 3 * n;
+    g.len = e + 4 * n;
+    *bbox4 = reinterpret_cast<int*>(d + 5 * n * sizeof(float));
+    return g;
+}
+
+Rect bbox_from(const int b[4]) {
+    if (b[1] < 0) return Rect{};
+    return Rect{b[0], b[2], b[1] - b[0] + 1, b[3] - b[2] + 1};
 }
 
 struct Probe {
@@ -95,18 +216,25 @@ void require() {
     if (!available()) throw std::runtime_error("device='cuda' requested but " + status());
 }
 
+std::pair<size_t, size_t> memory() {
+    require();
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return {free, total};
+}
+
 void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst) {
     require();
+    Workspace& ws = Workspace::current();
     const BlurLevel level(ksize);
-    DeviceBuffer d_src(image_bytes(src)), d_dst(static_cast<size_t>(roi.w) * roi.h * src.channels),
-        d_w(level.weights.size() * sizeof(uint16_t));
-    upload_image(d_src, src);
-    d_w.upload(level.weights.data(), level.weights.size() * sizeof(uint16_t));
-    launch_gaussian_blur(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, roi,
-                         d_w.as<uint16_t>(), level.radius, d_dst.as<uint8_t>(), static_cast<long>(roi.w) * src.channels,
-                         nullptr);
-    sync("gaussian_blur kernel");
-    d_dst.download(dst.data, static_cast<size_t>(roi.w) * roi.h * src.channels);
+    const size_t out_bytes = static_cast<size_t>(roi.w) * roi.h * src.channels;
+    uint8_t* d_src = ws.buffer(Workspace::kSrc, image_bytes(src));
+    uint8_t* d_dst = ws.buffer(Workspace::kDst, out_bytes);
+    upload_image(ws, d_src, src);
+    launch_gaussian_blur(d_src, src.height, src.width, src.channels, src.row_stride, roi, ws.weights(ksize),
+                         level.radius, d_dst, static_cast<long>(roi.w) * src.channels, ws.stream());
+    ws.download(dst.data, d_dst, out_bytes, "download");
+    ws.sync("gaussian_blur kernel");
 }
 
 Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask) {
@@ -118,27 +246,17 @@ Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& ma
         std::memset(mask.data, 0, mask_bytes);
         return Rect{};
     }
-    const int n = hull.size();
-    DeviceBuffer d_mask(mask_bytes), d_edges(5 * n * sizeof(float)), d_bbox(4 * sizeof(int));
-    const std::vector<float>* arrays[5] = {&hull.ax, &hull.ay, &hull.ux, &hull.uy, &hull.len};
-    for (int a = 0; a < 5; ++a) d_edges.upload(arrays[a]->data(), n * sizeof(float), a * n * sizeof(float));
-    const int init[4] = {INT_MAX, -1, INT_MAX, -1};
-    d_bbox.upload(init, sizeof(init));
-    check(cudaMemset(d_mask.as<void>(), 0, mask_bytes), "cudaMemset");
-    HullGeometry g = hull.geometry(static_cast<float>(feather), static_cast<float>(params.margin));
-    const float* e = d_edges.as<float>();
-    g.ax = e;
-    g.ay = e + n;
-    g.ux = e + 2 * n;
-    g.uy = e + 3 * n;
-    g.len = e + 4 * n;
-    launch_hull_mask(g, reach, d_mask.as<uint8_t>(), mask.width, d_bbox.as<int>(), nullptr);
-    sync("hull_mask kernel");
-    d_mask.download(mask.data, mask_bytes);
-    int b[4];
-    d_bbox.download(b, sizeof(b));
-    if (b[1] < 0) return Rect{};
-    return Rect{b[0], b[2], b[1] - b[0] + 1, b[3] - b[2] + 1};
+    Workspace& ws = Workspace::current();
+    uint8_t* d_mask = ws.buffer(Workspace::kMask, mask_bytes);
+    int* d_bbox = nullptr;
+    const HullGeometry g = device_geometry(ws, hull, feather, params.margin, &d_bbox);
+    check(cudaMemsetAsync(d_mask, 0, mask_bytes, ws.stream()), "cudaMemset");
+    launch_hull_mask(g, reach, d_mask, mask.width, d_bbox, ws.stream());
+    int* b = reinterpret_cast<int*>(ws.pinned(Workspace::kDown, 4 * sizeof(int)));
+    ws.download(mask.data, d_mask, mask_bytes, "download mask");
+    ws.download(b, d_bbox, 4 * sizeof(int), "download box");
+    ws.sync("hull_mask kernel");
+    return bbox_from(b);
 }
 
 void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
@@ -147,27 +265,25 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
     check_blur_in_mask_args(src, mask, bbox, ksizes, outs);
     if (ksizes.size() > static_cast<size_t>(kMaxLevels))
         invalid("at most " + std::to_string(kMaxLevels) + " kernel sizes per call on CUDA");
+    Workspace& ws = Workspace::current();
     const size_t frame = image_bytes(src);
-    DeviceBuffer d_src(frame), d_mask(static_cast<size_t>(mask.height) * mask.width), d_out(frame * ksizes.size()),
-        d_w(ksizes.size() * kMaxKsize * sizeof(uint16_t));
-    upload_image(d_src, src);
-    upload_image(d_mask, mask);
+    uint8_t* d_src = ws.buffer(Workspace::kSrc, frame);
+    uint8_t* d_mask = ws.buffer(Workspace::kMask, static_cast<size_t>(mask.height) * mask.width);
+    uint8_t* d_out = ws.buffer(Workspace::kLevels, frame * ksizes.size());
+    upload_image(ws, d_src, src);
+    upload_image(ws, d_mask, mask);
     BlurLevels levels{};
     levels.count = static_cast<int>(ksizes.size());
     for (size_t l = 0; l < ksizes.size(); ++l) {
-        const BlurLevel level(ksizes[l]);
-        d_w.upload(level.weights.data(), level.weights.size() * sizeof(uint16_t), l * kMaxKsize * sizeof(uint16_t));
-        levels.weights[l] = d_w.as<uint16_t>() + l * kMaxKsize;
-        levels.radius[l] = level.radius;
-        levels.out[l] = d_out.as<uint8_t>() + l * frame;
-        check(cudaMemcpy(levels.out[l], d_src.as<uint8_t>(), frame, cudaMemcpyDeviceToDevice), "copy");
+        levels.weights[l] = ws.weights(ksizes[l]);
+        levels.radius[l] = ksizes[l] / 2;
+        levels.out[l] = d_out + l * frame;
+        check(cudaMemcpyAsync(levels.out[l], d_src, frame, cudaMemcpyDeviceToDevice, ws.stream()), "copy");
     }
-    if (!bbox.empty()) {
-        launch_blur_in_mask(d_src.as<uint8_t>(), d_mask.as<uint8_t>(), src.height, src.width, src.channels, bbox, levels,
-                            nullptr);
-        sync("blur_in_mask kernel");
-    }
-    for (size_t l = 0; l < ksizes.size(); ++l) d_out.download(outs[l].data, frame, l * frame);
+    if (!bbox.empty())
+        launch_blur_in_mask(d_src, d_mask, src.height, src.width, src.channels, bbox, levels, ws.stream());
+    for (size_t l = 0; l < ksizes.size(); ++l) ws.download(outs[l].data, d_out + l * frame, frame, "download");
+    ws.sync("blur_in_mask kernel");
 }
 
 void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
@@ -179,9 +295,11 @@ void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, co
     const int cw = (src.width + 1) / 2, ch = (src.height + 1) / 2;
     const size_t luma = static_cast<size_t>(src.height) * src.width, chroma = static_cast<size_t>(ch) * cw;
     const bool masked = mask.data != nullptr;
-    DeviceBuffer d_src(image_bytes(src)), d_planes(luma + 2 * chroma), d_mask(masked ? luma : 0);
-    upload_image(d_src, src);
-    uint8_t* base = d_planes.as<uint8_t>();
+    Workspace& ws = Workspace::current();
+    uint8_t* d_src = ws.buffer(Workspace::kSrc, image_bytes(src));
+    uint8_t* base = ws.buffer(Workspace::kPlanes, luma + 2 * chroma);
+    uint8_t* d_mask = masked ? ws.buffer(Workspace::kMask, luma) : nullptr;
+    upload_image(ws, d_src, src);
     const Yuv420Planes p{base, base + luma, base + luma + chroma, src.width, cw, cw};
     // The region's blocks, device copy <-> caller's planes (which may have padded rows).
     const int lx0 = 2 * cx0, ly0 = 2 * cy0, lx1 = imin(2 * cx1, src.width), ly1 = imin(2 * cy1, src.height);
@@ -199,21 +317,20 @@ void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, co
         for (const Plane& q : planes) {
             uint8_t* h = q.host + static_cast<size_t>(q.y0) * q.host_stride + q.x0;
             uint8_t* d = q.dev + static_cast<size_t>(q.y0) * q.dev_stride + q.x0;
-            check(up ? cudaMemcpy2D(d, q.dev_stride, h, q.host_stride, q.w, q.h, kind)
-                     : cudaMemcpy2D(h, q.host_stride, d, q.dev_stride, q.w, q.h, kind),
-                  what);
+            if (up) ws.copy2d(d, q.dev_stride, h, q.host_stride, q.w, q.h, kind, what);
+            else ws.copy2d(h, q.host_stride, d, q.dev_stride, q.w, q.h, kind, what);
         }
     };
     YuvSelect sel{nullptr, 0};
     if (masked) {  // unselected samples keep the caller's values: start from them
-        upload_image(d_mask, mask);
-        sel = YuvSelect{d_mask.as<uint8_t>(), static_cast<long>(src.width)};
+        upload_image(ws, d_mask, mask);
+        sel = YuvSelect{d_mask, static_cast<long>(src.width)};
         copy_region(cudaMemcpyHostToDevice, "upload planes");
     }
-    launch_rgb_to_yuv420(d_src.as<uint8_t>(), src.height, src.width, src.channels, src.row_stride, r, p, m, sel, nullptr);
-    sync("rgb_to_yuv420 kernel");
+    launch_rgb_to_yuv420(d_src, src.height, src.width, src.channels, src.row_stride, r, p, m, sel, ws.stream());
     // Only the converted blocks go back: the rest of the caller's planes stays as it was.
     copy_region(cudaMemcpyDeviceToHost, "download planes");
+    ws.sync("rgb_to_yuv420 kernel");
 }
 
 void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, const YuvToRgbMatrix& m) {
@@ -224,18 +341,92 @@ void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, con
     const int width = in.y.width, cw = in.u.width, cy0 = r.y / 2, cy1 = (r.y + r.h + 1) / 2;
     const size_t luma = static_cast<size_t>(r.h) * width, chroma = static_cast<size_t>(cy1 - cy0) * cw;
     const size_t rgb = static_cast<size_t>(r.h) * r.w * 3;
-    DeviceBuffer d_planes(luma + 2 * chroma), d_dst(rgb);
-    uint8_t* base = d_planes.as<uint8_t>();
-    check(cudaMemcpy2D(base, width, in.y.row(r.y), in.y.row_stride, width, r.h, cudaMemcpyHostToDevice), "upload y");
-    check(cudaMemcpy2D(base + luma, cw, in.u.row(cy0), in.u.row_stride, cw, cy1 - cy0, cudaMemcpyHostToDevice),
-          "upload u");
-    check(cudaMemcpy2D(base + luma + chroma, cw, in.v.row(cy0), in.v.row_stride, cw, cy1 - cy0,
-                       cudaMemcpyHostToDevice), "upload v");
+    Workspace& ws = Workspace::current();
+    uint8_t* base = ws.buffer(Workspace::kPlanes, luma + 2 * chroma);
+    uint8_t* d_dst = ws.buffer(Workspace::kDst, rgb);
+    ws.copy2d(base, width, in.y.row(r.y), in.y.row_stride, width, r.h, cudaMemcpyHostToDevice, "upload y");
+    ws.copy2d(base + luma, cw, in.u.row(cy0), in.u.row_stride, cw, cy1 - cy0, cudaMemcpyHostToDevice, "upload u");
+    ws.copy2d(base + luma + chroma, cw, in.v.row(cy0), in.v.row_stride, cw, cy1 - cy0, cudaMemcpyHostToDevice,
+              "upload v");
     const Yuv420ConstPlanes p{base, base + luma, base + luma + chroma, width, cw, cw};
-    launch_yuv420_to_rgb(p, r, d_dst.as<uint8_t>(), 3L * r.w, m, nullptr);
-    sync("yuv420_to_rgb kernel");
-    check(cudaMemcpy2D(dst.data, dst.row_stride, d_dst.as<uint8_t>(), 3 * static_cast<size_t>(r.w),
-                       3 * static_cast<size_t>(r.w), r.h, cudaMemcpyDeviceToHost), "download");
+    launch_yuv420_to_rgb(p, r, d_dst, 3L * r.w, m, ws.stream());
+    ws.copy2d(dst.data, dst.row_stride, d_dst, 3 * static_cast<size_t>(r.w), 3 * static_cast<size_t>(r.w), r.h,
+              cudaMemcpyDeviceToHost, "download");
+    ws.sync("yuv420_to_rgb kernel");
+}
+
+Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,
+                      const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs, const ColourMatrices& m) {
+    require();
+    check_blur_hull_yuv420_args(in, ksizes, outs);
+    if (ksizes.size() > static_cast<size_t>(kMaxLevels))
+        invalid("at most " + std::to_string(kMaxLevels) + " kernel sizes per call on CUDA");
+    const int H = in.y.height, W = in.y.width;
+    const double feather = resolve_feather(hull, params);
+    const HullRegion plan = plan_hull_region(hull, feather, params.margin,
+                                             *std::max_element(ksizes.begin(), ksizes.end()), W, H);
+    if (plan.reach.empty()) return Rect{};
+    // Everything below works on the region (g): its planes go up once, the mask, the levels and
+    // their planes are made on the device, and each level's region planes come back. No sync
+    // until the end.
+    const Rect g = plan.region;
+    const int cw = (g.w + 1) / 2, ch = (g.h + 1) / 2, cx = g.x / 2, cy = g.y / 2;
+    const size_t luma = static_cast<size_t>(g.w) * g.h, chroma = static_cast<size_t>(cw) * ch;
+    const size_t planes_bytes = luma + 2 * chroma, rgb_bytes = luma * 3;
+    const size_t L = ksizes.size();
+    Workspace& ws = Workspace::current();
+    cudaStream_t st = ws.stream();
+    uint8_t* d_in = ws.buffer(Workspace::kPlanes, planes_bytes);
+    uint8_t* d_mask = ws.buffer(Workspace::kMask, luma);
+    uint8_t* d_rgb = ws.buffer(Workspace::kSrc, rgb_bytes);
+    uint8_t* d_levels = ws.buffer(Workspace::kLevels, rgb_bytes * L);
+    uint8_t* d_out = ws.buffer(Workspace::kLevelPlanes, planes_bytes * L);
+    ws.copy2d(d_in, g.w, in.y.row(g.y) + g.x, in.y.row_stride, g.w, g.h, cudaMemcpyHostToDevice, "upload y");
+    ws.copy2d(d_in + luma, cw, in.u.row(cy) + cx, in.u.row_stride, cw, ch, cudaMemcpyHostToDevice, "upload u");
+    ws.copy2d(d_in + luma + chroma, cw, in.v.row(cy) + cx, in.v.row_stride, cw, ch, cudaMemcpyHostToDevice,
+              "upload v");
+    int* d_bbox = nullptr;
+    const HullGeometry geo = device_geometry(ws, hull, feather, params.margin, &d_bbox);
+    check(cudaMemsetAsync(d_mask, 0, luma, st), "cudaMemset");
+    launch_hull_mask(geo, plan.reach, d_mask, g.w, d_bbox, st, g.x, g.y);
+    // The region's planes start at an even row and column, so the conversion sees them as a frame.
+    const Yuv420ConstPlanes pin{d_in, d_in + luma, d_in + luma + chroma, g.w, cw, cw};
+    launch_yuv420_to_rgb(pin, Rect{0, 0, g.w, g.h}, d_rgb, 3L * g.w, m.to_rgb, st);
+    const Rect roi{plan.reach.x - g.x, plan.reach.y - g.y, plan.reach.w, plan.reach.h};
+    BlurLevels levels{};
+    levels.count = static_cast<int>(L);
+    for (size_t l = 0; l < L; ++l) {
+        levels.weights[l] = ws.weights(ksizes[l]);
+        levels.radius[l] = ksizes[l] / 2;
+        levels.out[l] = d_levels + l * rgb_bytes;
+        check(cudaMemcpyAsync(levels.out[l], d_rgb, rgb_bytes, cudaMemcpyDeviceToDevice, st), "copy");
+        // each level's planes start as the input's: unselected samples keep their values
+        check(cudaMemcpyAsync(d_out + l * planes_bytes, d_in, planes_bytes, cudaMemcpyDeviceToDevice, st), "copy");
+    }
+    launch_blur_in_mask(d_rgb, d_mask, g.h, g.w, 3, roi, levels, st);
+    const YuvSelect sel{d_mask, static_cast<long>(g.w)};
+    for (size_t l = 0; l < L; ++l) {
+        uint8_t* o = d_out + l * planes_bytes;
+        const Yuv420Planes pout{o, o + luma, o + luma + chroma, g.w, cw, cw};
+        launch_rgb_to_yuv420(levels.out[l], g.h, g.w, 3, 3L * g.w, roi, pout, m.to_yuv, sel, st);
+    }
+    uint8_t* host = ws.pinned(Workspace::kDown, planes_bytes * L + 4 * sizeof(int));
+    ws.download(host, d_out, planes_bytes * L, "download planes");
+    int* b = reinterpret_cast<int*>(host + planes_bytes * L);
+    ws.download(b, d_bbox, 4 * sizeof(int), "download box");
+    ws.sync("blur_hull_yuv420 kernels");
+    // The region of each output's planes: the level's samples (equal to the input's wherever the
+    // mask selects nothing, and the outputs hold a copy of the input).
+    for (size_t l = 0; l < L; ++l) {
+        const uint8_t* src = host + l * planes_bytes;
+        const Yuv420Views& o = outs[l];
+        for (int y = 0; y < g.h; ++y) std::memcpy(o.y.row(g.y + y) + g.x, src + static_cast<size_t>(y) * g.w, g.w);
+        for (int y = 0; y < ch; ++y) {
+            std::memcpy(o.u.row(cy + y) + cx, src + luma + static_cast<size_t>(y) * cw, cw);
+            std::memcpy(o.v.row(cy + y) + cx, src + luma + chroma + static_cast<size_t>(y) * cw, cw);
+        }
+    }
+    return bbox_from(b);
 }
 
 }  // namespace mf::cuda

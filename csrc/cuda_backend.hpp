@@ -1,13 +1,16 @@
 // The CUDA device behind the same operator signatures as the CPU path. CMake compiles
 // cuda_backend.cpp (and kernels/*.cu) in CUDA builds and cuda_backend_stub.cpp otherwise, so no
 // other file needs an #ifdef. Images here are host images: each call uploads, runs the kernels on
-// the current device and downloads. The CUDA runtime is linked statically and only the driver is
+// the current device and downloads, on a stream and with buffers of its thread that are made once
+// and reused (no allocation on the hot path, one synchronisation per call). The CUDA runtime is linked statically and only the driver is
 // needed at run time, so importing mime_fast works on machines without a GPU.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "image.hpp"
+#include "ops/blur_hull_yuv420.hpp"
 #include "ops/hull_mask.hpp"
 #include "ops/rgb_to_yuv420.hpp"
 #include "ops/yuv420_to_rgb.hpp"
@@ -21,6 +24,9 @@ std::string status();     // human-readable reason when not available, device na
 // Throws std::runtime_error naming the reason when not available.
 void require();
 
+// (free, total) bytes of the current device's memory (cudaMemGetInfo).
+std::pair<size_t, size_t> memory();
+
 void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst);
 Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);
 void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, const std::vector<int>& ksizes,
@@ -28,5 +34,7 @@ void blur_in_mask(const ConstImageU8& src, const ConstImageU8& mask, Rect bbox, 
 void rgb_to_yuv420(const ConstImageU8& src, Rect roi, const Yuv420Views& out, const YuvMatrix& m,
                    const ConstImageU8& mask);
 void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, const YuvToRgbMatrix& m);
+Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,
+                      const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs, const ColourMatrices& m);
 
 }  // namespace mf::cuda

@@ -15,6 +15,10 @@ bool built() { return false; }
 bool available() { return false; }
 std::string status() { return kReason; }
 void require() { throw std::runtime_error(kReason); }
+std::pair<size_t, size_t> memory() {
+    require();
+    return {0, 0};
+}
 void gaussian_blur(const ConstImageU8&, Rect, int, const ImageU8&) { require(); }
 Rect hull_mask(const Hull&, const HullMaskParams&, const ImageU8&) {
     require();
@@ -25,5 +29,10 @@ void blur_in_mask(const ConstImageU8&, const ConstImageU8&, Rect, const std::vec
 }
 void rgb_to_yuv420(const ConstImageU8&, Rect, const Yuv420Views&, const YuvMatrix&, const ConstImageU8&) { require(); }
 void yuv420_to_rgb(const Yuv420ConstViews&, Rect, const ImageU8&, const YuvToRgbMatrix&) { require(); }
+Rect blur_hull_yuv420(const Yuv420ConstViews&, const Hull&, const HullMaskParams&, const std::vector<int>&,
+                      const std::vector<Yuv420Views>&, const ColourMatrices&) {
+    require();
+    return Rect{};
+}
 
 }  // namespace mf::cuda

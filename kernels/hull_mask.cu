@@ -7,12 +7,13 @@
 namespace mf::cuda {
 namespace {
 
-__global__ void hull_mask_kernel(HullGeometry g, Rect reach, uint8_t* __restrict__ mask, int width, int* bbox4) {
+__global__ void hull_mask_kernel(HullGeometry g, Rect reach, uint8_t* __restrict__ mask, int width, int ox, int oy,
+                                 int* bbox4) {
     const int x = reach.x + blockIdx.x * blockDim.x + threadIdx.x;
     const int y = reach.y + blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= reach.x + reach.w || y >= reach.y + reach.h) return;
     const uint8_t v = hull_mask_value(g, x, y);
-    mask[static_cast<long>(y) * width + x] = v;
+    mask[static_cast<long>(y - oy) * width + (x - ox)] = v;
     if (v) {
         atomicMin(&bbox4[0], x);
         atomicMax(&bbox4[1], x);
@@ -23,10 +24,11 @@ __global__ void hull_mask_kernel(HullGeometry g, Rect reach, uint8_t* __restrict
 
 }  // namespace
 
-void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int width, int* bbox4, void* stream) {
+void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int width, int* bbox4, void* stream, int ox,
+                      int oy) {
     const dim3 block(32, 8);
     const dim3 grid((reach.w + block.x - 1) / block.x, (reach.h + block.y - 1) / block.y);
-    hull_mask_kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(g, reach, mask, width, bbox4);
+    hull_mask_kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(g, reach, mask, width, ox, oy, bbox4);
 }
 
 }  // namespace mf::cuda

@@ -32,7 +32,9 @@ void launch_blur_in_mask(const uint8_t* src, const uint8_t* mask, int height, in
 
 // mask (cleared by the caller) over `reach`; bbox4 = {min x, max x, min y, max y} of the non-zero
 // pixels, initialised by the caller to {INT_MAX, -1, INT_MAX, -1}. g's arrays are device arrays.
-void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int width, int* bbox4, void* stream);
+// mask's pixel (0, 0) is the frame's (ox, oy) (a region holding the reach), its rows `width` long.
+void launch_hull_mask(const HullGeometry& g, Rect reach, uint8_t* mask, int width, int* bbox4, void* stream,
+                      int ox = 0, int oy = 0);
 
 // The 2x2 blocks covering roi of src (interleaved RGB/RGBX) into the planes (device pointers).
 void launch_rgb_to_yuv420(const uint8_t* src, int height, int width, int channels, long stride, Rect roi,

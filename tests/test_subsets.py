@@ -506,8 +506,8 @@ def test_failure_leaves_no_temporaries(tmp_path, monkeypatch, where):
     if where == "blur":
         from mime_fast import ops
 
-        orig = ops.blur_in_mask
-        monkeypatch.setattr(ops, "blur_in_mask", boom)
+        orig = ops.blur_hull_yuv420
+        monkeypatch.setattr(ops, "blur_hull_yuv420", boom)
     elif where == "encode":
         orig = video.Mp4Writer.write_frame
         monkeypatch.setattr(video.Mp4Writer, "write_frame", boom)

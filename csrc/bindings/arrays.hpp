@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../image.hpp"
@@ -101,6 +102,24 @@ inline bool overlaps(const py::array& a, const py::array& b) {
     const auto* a0 = static_cast<const uint8_t*>(a.data());
     const auto* b0 = static_cast<const uint8_t*>(b.data());
     return a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// The bytes [first, last) an array's elements span, row padding of strided views included.
+inline std::pair<const uint8_t*, const uint8_t*> extent(const py::array& a) {
+    const auto* lo = static_cast<const uint8_t*>(a.data());
+    if (a.size() == 0) return {lo, lo};
+    const uint8_t* hi = lo + a.itemsize();
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) {
+        const py::ssize_t s = a.strides(d) * (a.shape(d) - 1);
+        if (s < 0) lo += s;
+        else hi += s;
+    }
+    return {lo, hi};
+}
+
+inline bool spans_overlap(const py::array& a, const py::array& b) {
+    const auto ea = extent(a), eb = extent(b);
+    return ea.first < eb.second && eb.first < ea.second;
 }
 
 enum class Device { cpu, cuda };

@@ -12,6 +12,7 @@ void bind_hull_mask(py::module_& m);
 void bind_blur_in_mask(py::module_& m);
 void bind_rgb_to_yuv420(py::module_& m);
 void bind_yuv420_to_rgb(py::module_& m);
+void bind_blur_hull_yuv420(py::module_& m);
 }  // namespace mf::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -21,9 +22,11 @@ PYBIND11_MODULE(_core, m) {
     mf::bind::bind_blur_in_mask(m);
     mf::bind::bind_rgb_to_yuv420(m);
     mf::bind::bind_yuv420_to_rgb(m);
+    mf::bind::bind_blur_hull_yuv420(m);
     m.def("num_threads", &mf::num_threads);
     m.def("set_num_threads", &mf::set_num_threads, py::arg("n"));
     m.def("cuda_built", &mf::cuda::built);
     m.def("cuda_available", &mf::cuda::available);
     m.def("cuda_status", &mf::cuda::status);
+    m.def("cuda_memory", &mf::cuda::memory, "(free, total) bytes of the device's memory (CUDA builds).");
 }

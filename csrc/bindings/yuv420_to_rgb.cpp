@@ -1,31 +1,11 @@
 #include "../ops/yuv420_to_rgb.hpp"
 
-#include <utility>
-
 #include "../cuda_backend.hpp"
 #include "arrays.hpp"
 
 namespace mf::bind {
 
 namespace {
-
-// The bytes [first, last) an array's elements span, row padding of strided views included.
-std::pair<const uint8_t*, const uint8_t*> extent(const py::array& a) {
-    const auto* lo = static_cast<const uint8_t*>(a.data());
-    if (a.size() == 0) return {lo, lo};
-    const uint8_t* hi = lo + a.itemsize();
-    for (py::ssize_t d = 0; d < a.ndim(); ++d) {
-        const py::ssize_t s = a.strides(d) * (a.shape(d) - 1);
-        if (s < 0) lo += s;
-        else hi += s;
-    }
-    return {lo, hi};
-}
-
-bool spans_overlap(const py::array& a, const py::array& b) {
-    const auto ea = extent(a), eb = extent(b);
-    return ea.first < eb.second && eb.first < ea.second;
-}
 
 // out: a new (h, w, 3) array, or the caller's, checked.
 py::array output_image(const py::object& out_obj, int h, int w, const py::array& y, const py::array& u,

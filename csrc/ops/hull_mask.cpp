@@ -187,12 +187,20 @@ Rect extent_to_rect(const std::vector<RowExtent>& rows, int y0) {
 }  // namespace
 
 Rect hull_mask_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8& mask) {
+    return hull_mask_region_cpu(hull, params, mask, 0, 0, mask.width, mask.height);
+}
+
+Rect hull_mask_region_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8& mask, int ox, int oy,
+                          int width, int height) {
     check_mask(mask);
     const double feather = resolve_feather(hull, params);
     const double margin = params.margin;
     clear(mask);
-    const Rect reach = hull_reach(hull, feather, margin, mask.width, mask.height);
+    const Rect reach = hull_reach(hull, feather, margin, width, height);
     if (reach.empty()) return Rect{};
+    if (reach.x < ox || reach.y < oy || reach.x + reach.w > ox + mask.width || reach.y + reach.h > oy + mask.height)
+        invalid("the mask region " + rect_str(Rect{ox, oy, mask.width, mask.height}) + " does not hold the hull's reach " +
+                rect_str(reach));
     const HullGeometry g = hull.geometry(static_cast<float>(feather), static_cast<float>(margin));
     // Pixels whose distance is below t_full are certainly 255, above t_zero certainly 0 (one pixel
     // of slack on each side keeps float rounding out of the decision); the band between them is
@@ -204,7 +212,8 @@ Rect hull_mask_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8
         std::vector<float> dmax(reach.w), best(reach.w);
         for (int i = b; i < e; ++i) {
             const int y = reach.y + i;
-            uint8_t* row = mask.row(y);
+            uint8_t* const row0 = mask.row(y - oy);
+            const auto at = [&](int x) { return row0 + (x - ox); };  // frame column x >= ox
             double olo, ohi, ilo, ihi;
             row_interval(hull, y, t_zero, olo, ohi);
             const int ox0 = static_cast<int>(std::max<double>(reach.x, std::ceil(olo)));
@@ -220,21 +229,21 @@ Rect hull_mask_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8
             RowExtent ext;
             auto band = [&](int a, int b) {  // evaluate [a, b)
                 if (b <= a) return;
-                hull_row_values(g, y, a, b - a, dmax.data(), best.data(), row + a);
+                hull_row_values(g, y, a, b - a, dmax.data(), best.data(), at(a));
                 for (int x = a; x < b; ++x)
-                    if (row[x]) {
+                    if (*at(x)) {
                         ext.first = std::min(ext.first, x);
                         break;
                     }
                 for (int x = b - 1; x >= a; --x)
-                    if (row[x]) {
+                    if (*at(x)) {
                         ext.last = std::max(ext.last, x);
                         break;
                     }
             };
             band(ox0, std::min(ix0, ox1 + 1));
             if (ix0 <= ix1) {
-                std::memset(row + ix0, 255, static_cast<size_t>(ix1 - ix0 + 1));
+                std::memset(at(ix0), 255, static_cast<size_t>(ix1 - ix0 + 1));
                 ext.first = std::min(ext.first, ix0);
                 ext.last = std::max(ext.last, ix1);
             }

@@ -40,6 +40,12 @@ double resolve_feather(const Hull& hull, const HullMaskParams& params);
 // box of the non-zero pixels ({0,0,0,0} when the hull lies outside the frame).
 Rect hull_mask_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);
 
+// The same mask written into a region of the frame: mask's pixel (0, 0) is the frame's (ox, oy),
+// the frame is width x height, and the region must hold the hull's reach (hull_reach). The
+// returned box is in frame coordinates.
+Rect hull_mask_region_cpu(const Hull& hull, const HullMaskParams& params, const ImageU8& mask, int ox, int oy,
+                          int width, int height);
+
 // Every pixel of the reachable box evaluated with hull_mask_value, as the CUDA kernel does; the
 // tests check that the fast CPU rasteriser matches it exactly.
 Rect hull_mask_reference(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);

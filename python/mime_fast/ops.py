@@ -268,3 +268,46 @@ def yuv420_to_rgb(
 
 
 __all__ += ["yuv420_to_rgb"]
+
+
+Planes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def blur_hull_yuv420(
+    planes: Planes,
+    points: np.ndarray,
+    outs: Sequence[Planes],
+    ksizes: Sequence[int],
+    *,
+    feather: float | None = None,
+    margin: float = 0.0,
+    matrix: Literal["bt601", "bt709"] = "bt601",
+    device: Device = "cpu",
+) -> Rect:
+    """The face subsets' per-frame step, fused, on a decoded 4:2:0 frame.
+
+    ``planes`` are the frame's ``(y, u, v)`` planes (limited range, ``matrix``; rows may be padded,
+    e.g. :func:`mime_fast.video.yuv420_planes`), only read.  ``outs[i]`` are the planes of the
+    output for ``ksizes[i]`` (distinct kernel sizes), the frame's size, each holding a copy of the
+    input: inside the feathered hull mask of ``points`` (:func:`hull_mask` with ``feather`` and
+    ``margin``) their samples are replaced by the frame blurred with ``cv2.GaussianBlur(k, k, 0)``
+    (:func:`blur_in_mask`) and converted back (:func:`rgb_to_yuv420` with the mask as selection:
+    luma where the mask is non-zero, chroma of each 2x2 block with any such pixel); every other
+    sample is left as it is.  The result is exactly what those operators give one after the other
+    on the whole frame (after :func:`yuv420_to_rgb`), but only the region the blur reaches is
+    converted, blurred and written; on ``"cuda"`` that region goes up once and comes back once.
+
+    Returns the ``(x, y, w, h)`` box of the mask's non-zero pixels (``(0, 0, 0, 0)``: nothing
+    changed).
+    """
+    ks = [_check_int(k, "ksizes entry") for k in ksizes]
+    if len(set(ks)) != len(ks):
+        raise ValueError(f"ksizes must be distinct, got {ks}")
+    for name, p in zip(("y", "u", "v"), planes):
+        _check_array(p, name)
+    f = None if feather is None else float(feather)
+    return tuple(_core.blur_hull_yuv420(tuple(planes), np.asarray(points), [tuple(o) for o in outs], ks, f,
+                                        float(margin), matrix, device))
+
+
+__all__ += ["blur_hull_yuv420"]

@@ -67,6 +67,7 @@ from .video import (
     probe,
     remux_video,
     yuv420_frame,
+    yuv420_planes,
 )
 
 __all__ = [
@@ -319,6 +320,34 @@ def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings
     return _Blurred([by_k[k] for k in kernels], (x0, y0), roi, m)
 
 
+def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes: list[str], st: Settings,
+                 matrix: str) -> dict:
+    """The frames of the face subsets ``codes`` (blurred with ``kernels``) for one source frame:
+    copies of ``base`` (its yuv420p frame), blurred inside the subject's mask (``pts``; ``None``:
+    no subject in this frame, the copies are the output).  With the ``decoded`` planes the fused
+    step (:func:`mime_fast.ops.blur_hull_yuv420`) writes the masked samples into the copies;
+    otherwise (a rotated or converted source) the region is blurred in RGB (:func:`_blur_region`)
+    and patched in (:func:`mime_fast.video.patched_frame`): the same samples either way."""
+    if pts is None or not codes:
+        return {c: copy_frame(base) for c in codes}
+    if decoded is None:
+        blurred = _blur_region(ops, rgb, decoded, shape, pts, kernels, st, matrix)
+        return {c: copy_frame(base) if blurred is None else patched_frame(
+            base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=matrix)
+            for i, c in enumerate(codes)}
+    frames = {c: copy_frame(base) for c in codes}
+    first = {}  # one output per distinct kernel; a code that repeats a kernel copies it
+    for c, k in zip(codes, kernels):
+        first.setdefault(k, c)
+    ops.blur_hull_yuv420(yuv420_planes(decoded), pts, [yuv420_planes(frames[c]) for c in first.values()],
+                         list(first), feather=st.feather, margin=st.margin, matrix=matrix, device=st.device)
+    for c, k in zip(codes, kernels):
+        if first[k] != c:
+            for dst, src in zip(yuv420_planes(frames[c]), yuv420_planes(frames[first[k]])):
+                np.copyto(dst, src)
+    return frames
+
+
 #: The subsets whose video is blurred inside the subject's face mask.
 FACE_SUBSETS = ("FDM", "FSM")
 
@@ -500,20 +529,18 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
         src_i, rgb, decoded = item
         if cache["idx"] != src_i:
             pts = provider.points(src_i) if kcodes else None
-            try:
-                blurred = _blur_region(ops, rgb, decoded, (info.height, info.width), pts, kernels, st, info.matrix)
-            except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
-                raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
             # else the source converted once; each blur level copies that and converts only the
-            # pixels its mask touches, with the matrix the frame was decoded with (video.patched_frame).
+            # pixels its mask touches, with the matrix the frame was decoded with.
             base = decoded
             if base is None and ("FM" in writers or kcodes):
                 base = yuv420_frame(rgb, matrix=info.matrix)
             frames = {"FM": base} if "FM" in writers else {}
-            for i, c in enumerate(kcodes):
-                frames[c] = copy_frame(base) if blurred is None else patched_frame(
-                    base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=info.matrix)
+            try:
+                frames.update(_face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels, kcodes,
+                                           st, info.matrix))
+            except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
+                raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             cache["idx"], cache["frames"] = src_i, frames
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)

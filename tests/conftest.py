@@ -110,7 +110,10 @@ def t1() -> np.ndarray:
 
 # ---- real footage nobody here made (../shared/media beside the repository: read-only fixtures)
 
-SHARED_MEDIA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "media")
+# ../shared/media beside the repository; MIME_FAST_SHARED_MEDIA names another folder (e.g. where the
+# clips travel with the repository to a GPU machine)
+SHARED_MEDIA = os.environ.get("MIME_FAST_SHARED_MEDIA") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "media")
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# On a GPU machine, from the repository root: build the compiled core with the CUDA kernels, run
+# the test suite with CUDA required, and the GPU benchmarks. Results and logs go to $OUT (default
+# /tmp/gpu-out). Wheels that the machine lacks (PyAV, PyNvVideoCodec) may come unpacked in
+# .gpu/site.tar.xz, the real clips in .gpu/media/ and model files in .gpu/models/.
+#
+#   bash bench/gpu_check.sh [tests|bench|all] [pytest args...]
+set -uo pipefail
+what=${1:-all}
+shift || true
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+log() { echo "== $*" | tee -a "$OUT/gpu_check.log"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/gpu_check.log"
+if [ -f .gpu/site.tar.xz ]; then
+    mkdir -p /tmp/site && tar -xJf .gpu/site.tar.xz -C /tmp/site
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -d .gpu/models ] && export MIME_FAST_MODEL_DIR=$PWD/.gpu/models
+[ -d .gpu/media ] && export MIME_FAST_SHARED_MEDIA=$PWD/.gpu/media
+
+log "build (sm_90)"
+t0=$(date +%s)
+cmake -S . -B /tmp/mf-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIME_FAST_CUDA=ON -DMIME_FAST_CUDA_ARCHITECTURES=90 \
+    -DPython_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" >"$OUT/build.log" 2>&1 &&
+    cmake --build /tmp/mf-build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+cp /tmp/mf-build/_core*.so python/mime_fast/
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+log "built in $(( $(date +%s) - t0 )) s; $(python3 -c 'import mime_fast; print(mime_fast.cuda_status())')"
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+    log "tests (MIME_FAST_REQUIRE_CUDA=1)"
+    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 | tee "$OUT/pytest.log" | tail -25
+fi
+if [ "$what" = sanitize ] || [ "$what" = all ]; then
+    log "compute-sanitizer memcheck over the CUDA operator tests"
+    compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+        python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py tests/test_blur_hull_yuv420.py 2>&1 |
+        tail -6 | tee -a "$OUT/gpu_check.log"
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+    log "benchmarks"
+    (cd bench && for b in bench_blur_hull_yuv420.py bench_blur_in_mask.py bench_gaussian_blur.py; do
+        python3 "$b" --device cuda --repeats 40 2>&1 | tail -4
+    done) | tee -a "$OUT/gpu_check.log"
+    cp bench/results/*-cuda.json "$OUT/" 2>/dev/null
+fi

@@ -200,6 +200,8 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
     a = samples.make_clip(root / "a.mp4", duration=0.6, fps=25, size=(320, 240), seed=11)
     samples.make_clip(root / "b.mp4", duration=0.5, fps=30, size=(352, 288), seed=12, audio=False)
     samples.make_clip(root / "c.mp4", duration=0.4, fps=24, size=(320, 240), seed=13, audio_delay=0.1)
+    # FM a stream copy of this one (H.264 30 fps, tagged BT.709, B-frames): the copy must be as stable
+    samples.make_clip(root / "d.mp4", duration=0.4, fps=30, size=(320, 240), seed=14, color="bt709", bframes=2)
     assert a.path.with_suffix(".npz").exists()  # landmarks beside the clips: no model needed
     small = ["--min-height", "0", "--min-duration", "0", "--subsets", "FM,FDM,FSM,VMM,FSAM"]
     busy = [subprocess.Popen([sys.executable, "-c", BUSY, "600"]) for _ in range(2)]
@@ -230,8 +232,9 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
             p.kill()
             p.wait()
     ref = _outputs(outs["in-process"])
-    assert {(c, s) for c in "abc" for s in ("FM", "FDM", "FSM", "VMM", "FSAM")} <= set(ref)
+    assert {(c, s) for c in "abcd" for s in ("FM", "FDM", "FSM", "VMM", "FSAM")} <= set(ref)
     assert ref[("b", "VMM")][0]["status"] == "skipped"  # no audio
+    assert ref[("d", "FM")][0]["fm_video"] == "copy" and ref[("a", "FM")][0]["fm_video"] == "encode"
     for name, out in outs.items():
         if name in ("sync", "again"):  # no manifest: compare files and planes directly
             for (clip, subset), (row, planes) in ref.items():

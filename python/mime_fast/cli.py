@@ -82,7 +82,7 @@ def _build(args: argparse.Namespace) -> int:
     settings = dict(fsm_kernel=int(fsm) if fsm.isdigit() else fsm, fdm_kernel=args.fdm_kernel,
                     min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
                     crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
-                    device=args.device, detect_every=args.detect_every)
+                    device=args.device, detect_every=args.detect_every, fm_copy=args.fm_copy)
     try:
         check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
     except (ValueError, TypeError) as exc:
@@ -159,6 +159,9 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--feather", type=float, default=None, metavar="PX", help="mask feather in px (default: automatic)")
     ap.add_argument("--margin", type=float, default=0.0, metavar="PX",
                     help="grow the face hull by this many px (default 0)")
+    ap.add_argument("--no-fm-copy", dest="fm_copy", action="store_false",
+                    help="always encode FM, even from a source that already meets its standard (by default FM is "
+                         "then a stream copy of the source's H.264 video: no generation loss, one encode fewer)")
     ap.add_argument("--device", default="cpu", metavar="DEV",
                     help="where masks and blur run: cpu or cuda (default cpu)")
     ap.add_argument("--detect-every", type=int, default=3, metavar="N",

@@ -11,7 +11,9 @@ Files in the output folder:
 Both load as they are with ``pandas.read_json(path, lines=True)``, ``pandas.read_parquet(path)`` or
 Hugging Face ``datasets.load_dataset("json" | "parquet", data_files=path)``.
 
-Columns (:data:`COLUMNS`; ``None`` where not applicable):
+Columns (:data:`COLUMNS`; ``None`` where not applicable).  Columns are only ever added: rows written
+before a column existed read back with ``None`` in it (:func:`read_rows`), and readers that know
+only the older columns (the Chain-of-Emotion pipeline) are unaffected:
 
 =====================  =========================================================================
 clip_id                the clip's id (unique within a corpus)
@@ -39,6 +41,12 @@ tracking_frames_*      source frames in which the subject was detected, interpol
 tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
                        text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
+fm_video               for FM and AMM: ``"copy"`` when FM's video is the source's own H.264
+                       packets (the source already met FM's standard, ``subsets.fm_copy_reason``),
+                       ``"encode"`` when it was encoded; ``None`` for other rows and for
+                       manifests written before this column existed
+fm_video_reason        with ``"encode"``: why the source could not be copied (e.g. "codec mpeg4,
+                       not H.264", "fm_copy is off"), else ``None``
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
 reason                 why, for anything but a plain success, in plain words (e.g. "not a media
                        file", "truncated: ...", "corrupt video stream: ...", "below the quality
@@ -81,7 +89,7 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
-    "tracking_shots", "tracking_shot_frames",
+    "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
     "status", "reason", "detail", "run",
 )
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .video import x264_options
+from .video import x264_options, yuv420_frame
 
 __all__ = ["SampleClip", "SceneClip", "CutSequence", "make_clip", "make_scene_clip", "make_cut_sequence",
            "make_audio_only", "face_sprite", "FACE_TONES_HZ"]
@@ -165,7 +165,8 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
               audio_rate: int = 48000, audio_channels: int = 2, rotation: int = 0, vfr: bool = False,
               face_scale: float | None = None, face: bool = True, seed: int = 0, crf: int = 16,
               codec: str = "libx264", save_npz: bool = True, audio_delay: float = 0.0,
-              hflip: bool = False, start: float = 0.0, audio_marks=None) -> SampleClip:
+              hflip: bool = False, start: float = 0.0, audio_marks=None, bframes: int | None = None,
+              color: str | None = None) -> SampleClip:
     """Write a synthetic clip to ``path`` (container from the suffix: .mp4, .mkv, .mov) and its
     ground truth to ``<stem>.npz``.
 
@@ -182,7 +183,10 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     video frame (its timestamps are shifted; negative: before it), to exercise audio/video
     alignment.  ``audio_marks``: times (s, from the start of the audio track) where a 50 ms burst of
     the tones plays over silence, instead of the continuous tones (``audio_delay`` + a mark is where
-    the burst belongs relative to the first video frame).
+    the burst belongs relative to the first video frame).  ``bframes``: libx264's B-frame count
+    (default: the preset's, none), so packets come out of presentation order.  ``color``:
+    ``"bt709"`` or ``"bt601"``: frames converted with that matrix (:func:`mime_fast.video.yuv420_frame`)
+    and the stream tagged with it (``bt709`` / ``smpte170m``, limited range); default untagged.
     """
     import av
 
@@ -231,6 +235,10 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
         vs.codec_context.time_base = tb
         vs.codec_context.thread_count = 1
         vs.options = x264_options(crf, "ultrafast") if codec == "libx264" else {"crf": str(crf), "preset": "ultrafast"}
+        if bframes is not None:
+            vs.codec_context.max_b_frames = int(bframes)
+        if color is not None:
+            vs.codec_context.colorspace, vs.codec_context.color_range = {"bt709": 1, "bt601": 6}[color], 1
         if k or hflip:
             if not hasattr(vs, "set_display_rotation"):
                 raise RuntimeError("writing rotation metadata needs PyAV >= 18.1 (Stream.set_display_rotation)")
@@ -259,7 +267,11 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
             # display = mirror(rotate_ccw(stored)) => stored = rotate_ccw^-1(mirror(display))
             disp = frame[:, ::-1] if hflip else frame
             stored = np.ascontiguousarray(np.rot90(disp, -k)) if (k or hflip) else frame
-            vf = av.VideoFrame.from_ndarray(stored, format="rgb24")
+            if color is not None and vs.pix_fmt == "yuv420p":
+                vf = yuv420_frame(stored, matrix=color)
+                vf.colorspace, vf.color_range = vs.codec_context.colorspace, 1
+            else:
+                vf = av.VideoFrame.from_ndarray(stored, format="rgb24")
             vf.pts = int((t + t_start) / tb)
             vf.time_base = tb
             for pkt in vs.encode(vf):

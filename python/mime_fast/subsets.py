@@ -3,7 +3,9 @@
 =====  =================================================  ======================
 code   video                                              audio
 =====  =================================================  ======================
-FM     standardised clip (``fps`` CFR, default 30)         AAC ``audio_rate`` Hz
+FM     standardised clip (``fps`` CFR, default 30);        AAC ``audio_rate`` Hz
+       the source's own H.264 packets when it already
+       is one (:func:`fm_copy_reason`)
 FDM    Gaussian ``fdm_kernel`` (15) inside the face hull   AAC
 FSM    Gaussian ``fsm_kernel`` (35 or 55) inside the hull  AAC
 VMM    black frames, same count and duration               AAC
@@ -23,7 +25,11 @@ blurs, it asks the landmark provider for the subject's points, builds one mask
 timestamp (:class:`mime_fast.video.FrameStandardiser`) and fed to one libx264 encoder per output.
 The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
 encoded once to AAC (:class:`mime_fast.video.AacTrack`) and muxed into FM/FDM/FSM/VMM.
-FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without re-encoding.  Only the
+FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without re-encoding.  A source that
+already is FM's standard (:func:`fm_copy_reason`) gives FM as a stream copy of its video packets
+(:func:`mime_fast.video.grid_packets`), written before the decode passes, which then verify every
+frame against the rule (a source that breaks it after its first frame gets FM encoded after all, on
+a pass of its own).  Only the
 pixels a blur reads are converted to RGB (the mask's box grown by the kernel's reach), and only
 those it changes are converted back (:func:`mime_fast.video.patched_frame`).
 
@@ -54,12 +60,14 @@ from .video import (
     ClipError,
     AacTrack,
     Mp4Writer,
+    PTS_TOLERANCE,
     SourceInfo,
     atomic_outputs,
     copy_frame,
     extract_audio_wav,
     FrameStandardiser,
     frame_rgb,
+    grid_packets,
     iter_display_frames,
     output_frame_count,
     patched_frame,
@@ -81,6 +89,7 @@ __all__ = [
     "build_subsets",
     "degrade",
     "choose_fsm_kernel",
+    "fm_copy_reason",
     "locate_subject",
 ]
 
@@ -132,6 +141,11 @@ class Settings:
     device
         Where the mask and blur operators run: ``"cpu"`` or ``"cuda"`` (:mod:`mime_fast.ops`; the
         outputs are the same bytes on both).
+    fm_copy
+        ``True`` (default): FM is a stream copy of the source's video when the source already meets
+        FM's standard (:func:`fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
+        ``False``: FM is always encoded like every other output (CLI ``--no-fm-copy``).  The
+        decision and its reason are in :attr:`ClipResult.fm_video` / ``fm_video_reason``.
     hold_s, detect_size, detect_every
         Only without ``landmarks=`` (automatic detection, :func:`mime_fast.landmarks.detect_subject`):
         how long (s) an undetected subject stays masked next to a detection (0.5), the longer
@@ -157,6 +171,7 @@ class Settings:
     detect_size: int | None = 384
     detect_every: int = 3
     device: str = "cpu"
+    fm_copy: bool = True
 
     def __post_init__(self):
         if int(self.fps) <= 0:
@@ -190,6 +205,8 @@ class Settings:
             raise ValueError("detect_every must be >= 1")
         if int(self.threads) < 1:
             raise ValueError("threads must be >= 1 (a fixed count keeps outputs deterministic)")
+        if not isinstance(self.fm_copy, bool):
+            raise ValueError(f"fm_copy must be True or False, got {self.fm_copy!r}")
 
     @classmethod
     def from_kwargs(cls, **kw) -> "Settings":
@@ -235,6 +252,10 @@ class ClipResult:
     #: interpolated / held / without the subject, status ``"ok"`` or ``"no subject"``; ``None``
     #: with other landmarks, or when no face subset was requested (no detection runs then).
     tracking: object | None = None
+    #: How FM's video was made: ``"copy"`` (the source's packets, :func:`fm_copy_reason`) or
+    #: ``"encode"``, with the reason in ``fm_video_reason``; ``None`` when neither FM nor AMM was made.
+    fm_video: str | None = None
+    fm_video_reason: str = ""
 
     @property
     def ok(self) -> bool:
@@ -277,6 +298,74 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
     if heights.size == 0:
         return 55
     return 55 if float(np.median(heights)) >= FSM_AUTO_MIN_FACE_HEIGHT else 35
+
+
+#: Colour primaries / transfer tags (FFmpeg's numbers) a copied FM may carry: unspecified, or the SDR
+#: BT.709 / BT.601 ones (bt709, bt470bg, smpte170m), which FM's encode leaves out and players assume.
+_SDR_PRIMARIES = frozenset({1, 2, 5, 6})
+_SDR_TRANSFER = frozenset({1, 2, 6})
+_MATRIX_TAG = {"bt709": 1, "bt601": 6}  # the colorspace tag FM's encode writes (video._add_x264_stream)
+#: Names of the usual colour tag values (FFmpeg's), for the reasons.
+_TAG_NAMES = {0: "rgb", 1: "bt709", 2: "unspecified", 4: "fcc/bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m",
+              8: "linear", 9: "bt2020", 10: "bt2020c", 13: "iec61966-2-1", 14: "bt2020-10", 16: "smpte2084",
+              18: "arib-std-b67"}
+
+
+def _tag(v: int) -> str:
+    return _TAG_NAMES.get(v, str(v))
+
+
+def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
+    """Whether FM's video is the source's own video packets: ``(True, "")``, or ``(False, why)`` in
+    plain words (every unmet condition, ``"; "``-separated).
+
+    The rule: FM's encode would give back the source's frames, one for one, meaning the same, so a
+    copy loses nothing and its timestamps can be re-based onto the output grid.  With
+    ``st.fm_copy`` on, the source must be
+
+    * H.264 stored length-prefixed (``avcC``: MP4, MOV, Matroska; not MPEG-TS / raw Annex B), whose
+      first packet in decoding order is an IDR picture shown first (no open-GOP or cut start), every
+      packet with a presentation time and none that the demuxer drops (an edit list cutting a GOP);
+    * 8-bit yuv420p, progressive, even-sized, shown unrotated and unmirrored, with square or unset
+      sample aspect ratio (the encode writes square pixels): :attr:`SourceInfo.yuv_passthrough`, the
+      frames FM's encode takes as they are;
+    * tagged with the colour matrix FM's encode writes (``bt709``, or ``smpte170m`` for BT.601: an
+      untagged matrix is BT.601 here but BT.709 to many players for HD), limited or unspecified
+      range (H.264 infers limited), SDR BT.709 / BT.601 primaries and transfer or none;
+    * on the output grid: as many frames as FM has (``round(duration * fps)``) and frame ``i``
+      presented within :data:`~mime_fast.video.PTS_TOLERANCE` (1 ms) of ``start + i / fps``, so the
+      standardisation (:class:`~mime_fast.video.FrameStandardiser`) maps source frame ``i`` to
+      output frame ``i`` (nothing dropped or duplicated).
+
+    Only the first frame is decoded to tell; the decode pass checks every frame again
+    (:func:`build_subsets`)."""
+    if not st.fm_copy:
+        return False, "fm_copy is off"
+    f, fps = info.facts, Fraction(int(st.fps))
+    cs, rng, prim, trc = f.color
+    n_out = output_frame_count(info.duration, fps)
+    grid = [info.start + Fraction(i) / fps for i in range(len(info.frame_times))]
+    late = next((i for i, (t, g) in enumerate(zip(info.frame_times, grid)) if abs(t - g) > PTS_TOLERANCE), None)
+    checks = (
+        (info.codec == "h264", f"codec {info.codec}, not H.264"),
+        (info.codec != "h264" or f.avcc, "H.264 in Annex B form (MPEG-TS or raw stream)"),
+        (info.codec != "h264" or f.first_idr, "the first packet is not an IDR picture shown first"),
+        (f.missing_pts == 0, f"{f.missing_pts} video packets without a presentation time"),
+        (f.discarded == 0, f"{f.discarded} video packets discarded by an edit list"),
+        (f.pixel_format == "yuv420p", f"pixel format {f.pixel_format}, not 8-bit yuv420p"),
+        (not f.interlaced, "interlaced"),
+        (info.width % 2 == 0 and info.height % 2 == 0, f"odd size {info.width}x{info.height}"),
+        (tuple(info.display_transform) == (1, 0, 0, 1), f"displayed rotated ({info.rotation} degrees) or mirrored"),
+        (f.sample_aspect_ratio in (None, 1), f"sample aspect ratio {f.sample_aspect_ratio}, not square"),
+        (rng in (0, 1), "full-range video"),
+        (cs == _MATRIX_TAG[info.matrix],
+         f"colour matrix tagged {_tag(cs)}, FM's encode tags {_tag(_MATRIX_TAG[info.matrix])}"),
+        (prim in _SDR_PRIMARIES and trc in _SDR_TRANSFER, f"colour primaries {_tag(prim)} / transfer {_tag(trc)}"),
+        (n_out == info.video_frames, f"{info.video_frames} source frames make {n_out} at {fps} fps"),
+        (late is None, f"frame {late} off the 1/{fps} s grid" if late is not None else ""),
+    )
+    why = "; ".join(reason for ok, reason in checks if not ok)
+    return not why, why
 
 
 @dataclass
@@ -456,20 +545,32 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             # the AAC track is encoded once and muxed into every subset with audio
             track = AacTrack(wav_tmp) if wav_tmp is not None and bases else None
 
-            def encode(cs: list[str], prov, fsm_k, observe=None) -> None:
+            # FM as a stream copy of the source: written now, its frames verified on the first pass
+            copy_faults: list[str] | None = None
+            if "FM" in bases:
+                copied, why = fm_copy_reason(info, st)
+                if copied:
+                    tmp["FM"] = temp("FM")
+                    why = _copy_fm(src, info, tmp["FM"], fps, n_out, track)
+                    copy_faults = [] if not why else None
+                result.fm_video, result.fm_video_reason = ("encode", why) if why else ("copy", "")
+            encoded = [c for c in bases if not (c == "FM" and copy_faults is not None)]
+
+            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None) -> None:
                 writers: dict[str, Mp4Writer] = {}
                 try:
                     for c in cs:
-                        tmp[c] = temp(c)
+                        if c not in tmp:
+                            tmp[c] = temp(c)
                         # VMM is one constant black picture: every preset encodes it to the same
                         # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
                         writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
                                                preset="ultrafast" if c == "VMM" else st.preset,
                                                threads=st.threads, audio_track=track, queue_size=st.queue_size,
                                                matrix=info.matrix)
-                    if writers or observe is not None:
+                    if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
-                                     progress)
+                                     progress, faults)
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
@@ -477,15 +578,18 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                         w.abort()
 
             if detection is None:
-                encode(bases, provider, fsm_k)
+                encode(encoded, provider, fsm_k, faults=copy_faults)
             else:
-                encode([c for c in bases if c not in FACE_SUBSETS], None, None, detection.feed)
+                encode([c for c in encoded if c not in FACE_SUBSETS], None, None, detection.feed, copy_faults)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
                 fsm_k = _plan_faces(provider, fsm_policy, codes, result)
                 faces = [c for c in _bases(codes) if c in FACE_SUBSETS]
                 if faces:
                     encode(faces, provider, fsm_k)
+            if copy_faults:  # a frame broke the rule after the first: FM encoded after all (the copy replaced)
+                encode(["FM"], None, None)
+                result.fm_video, result.fm_video_reason = "encode", copy_faults[0]
 
             for r, b in REMUXED_FROM.items():
                 if r in codes:
@@ -511,11 +615,53 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         result.audio_reason = "source has no audio"
 
 
+def _copy_fm(src: Path, info: SourceInfo, path: Path, fps: Fraction, n_out: int, track: AacTrack | None) -> str:
+    """Write FM at ``path`` as the source's video packets on the output grid
+    (:func:`mime_fast.video.grid_packets`) with the clip's AAC track, as an encoding
+    :class:`Mp4Writer` would mux it; ``""``, or why the copy cannot stand in for the encode: probed
+    back, it must show what the source shows (pixel format, size, colour tags, sample aspect ratio:
+    tags that only the source's container held, e.g. an MP4 ``colr`` box, are not carried), with FM's
+    frame count and duration."""
+    with grid_packets(src, info, fps) as (template, packets):
+        w = Mp4Writer(path, info.width, info.height, fps=fps, audio_track=track, video_template=template)
+        try:
+            for j, packet in enumerate(packets):
+                w.write_packet(*packet)
+                w.write_audio_until(Fraction(j + 1) / fps)  # interleaved as an encoding writer does
+            w.close()
+        finally:
+            w.abort()
+    got = probe(path)
+
+    def shown(i: SourceInfo) -> tuple:
+        f = i.facts
+        return f.pixel_format, f.color, f.interlaced, f.sample_aspect_ratio or 1, i.width, i.height, i.display_transform
+
+    if shown(got) != shown(info):
+        return f"the copy would not show what the source shows ({shown(got)} != {shown(info)})"
+    if (got.video_frames, got.duration) != (n_out, n_out / fps):
+        return f"the copy holds {got.video_frames} frames over {float(got.duration):.3f} s, FM {n_out}"
+    return ""
+
+
+def _copy_fault(out_i: int, src_i: int, decoded, info: SourceInfo) -> str:
+    """Why output frame ``out_i`` (source frame ``src_i``, ``decoded``: its yuv420p frame when it
+    is one FM's encode takes as it is) breaks the copy rule (:func:`fm_copy_reason`), or ``""``."""
+    if out_i != src_i:
+        return f"output frame {out_i} would show source frame {src_i} (frames dropped or duplicated)"
+    if decoded is None or decoded.interlaced_frame or (
+            int(decoded.colorspace), int(decoded.color_range), int(decoded.color_primaries),
+            int(decoded.color_trc)) != info.facts.color:
+        return f"source frame {src_i} decodes unlike the first (format, size, colour tags or interlacing)"
+    return ""
+
+
 def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None,
-                 progress=None):
+                 progress=None, copy_faults: list[str] | None = None):
     """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
     frame in RGB first (the subject detection riding along the FM/VMM pass); ``progress(1)``, when
-    given, is called after each decoded source frame is processed."""
+    given, is called after each decoded source frame is processed.  ``copy_faults``, when given (FM
+    is a stream copy), gets the first frame that breaks the copy rule (:func:`_copy_fault`)."""
     std = FrameStandardiser(info.start, fps, n_out)
     kernels, kcodes = [], []
     for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
@@ -527,6 +673,10 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
+        if copy_faults == []:
+            fault = _copy_fault(out_i, src_i, decoded, info)
+            if fault:
+                copy_faults.append(fault)
         if cache["idx"] != src_i:
             pts = provider.points(src_i) if kcodes else None
             # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
@@ -561,6 +711,8 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             progress(1)
     for out_i, item in std.finish():
         emit(out_i, item)
+    if copy_faults == [] and n_src != n_out:
+        copy_faults.append(f"{n_src} source frames decoded for {n_out} output frames")
     result.source_frames = n_src  # the writers mux the rest of the audio when they close
 
 

@@ -30,6 +30,9 @@ What this module does
   the blurred region alone.
 * :func:`remux_video` copies the encoded video packets of an MP4 into a new MP4 without
   re-encoding (packets byte-identical), dropping every other stream.
+* :func:`grid_packets` opens a source whose frames already lie on the output grid and hands its
+  video stream (an :class:`Mp4Writer` ``video_template``) and its packets, byte-identical, with
+  timestamps re-based onto the ``1/fps`` grid (FM's stream copy, :func:`mime_fast.subsets.fm_copy_reason`).
 * :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
   into place only when everything succeeded; on any exception every temporary file is removed.
 
@@ -79,6 +82,8 @@ __all__ = [
     "WavReader",
     "black_frame",
     "remux_video",
+    "grid_packets",
+    "StreamFacts",
     "atomic_outputs",
     "even_crop",
     "yuv420_frame",
@@ -177,6 +182,46 @@ def _unreadable(path: Path, exc: BaseException) -> ClipError:
     return ClipError(path, f"corrupt {kind} file: FFmpeg cannot read its structure", detail)
 
 
+#: Colour tags ``(colorspace, color_range, color_primaries, color_trc)`` as FFmpeg numbers them
+#: (AVColorSpace, AVColorRange, AVColorPrimaries, AVColorTransferCharacteristic); 2 / 0 = unspecified.
+ColorTags = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class StreamFacts:
+    """What the stream copy of FM (:func:`mime_fast.subsets.fm_copy_reason`) needs to know about the
+    video stream beyond :class:`SourceInfo`'s other fields: the first decoded frame's pixel format,
+    colour tags, interlacing and sample aspect ratio (``None``: unset), whether the H.264 packets are
+    length-prefixed (``avcC`` extradata, as MP4/MOV/Matroska store them; Annex B otherwise), whether
+    the first packet in decoding order is an IDR picture that is also shown first, and how many
+    packets came without a presentation time or marked to be discarded (an edit list cutting into a
+    GOP)."""
+
+    pixel_format: str = ""
+    color: ColorTags = (2, 0, 2, 2)
+    interlaced: bool = False
+    sample_aspect_ratio: Fraction | None = None
+    avcc: bool = False
+    first_idr: bool = False
+    missing_pts: int = 0
+    discarded: int = 0
+
+
+def _h264_idr(data: bytes, extradata: bytes | None) -> bool:
+    """Whether a length-prefixed H.264 access unit (``avcC`` ``extradata``) holds an IDR slice (NAL
+    type 5)."""
+    if not extradata or extradata[0] != 1 or len(extradata) < 5:
+        return False
+    size = (extradata[4] & 3) + 1
+    pos = 0
+    while pos + size < len(data):
+        n = int.from_bytes(data[pos:pos + size], "big")
+        if data[pos + size] & 0x1F == 5:
+            return True
+        pos += size + n
+    return False
+
+
 @dataclass
 class SourceInfo:
     """What :func:`probe` found out about a clip.
@@ -218,6 +263,7 @@ class SourceInfo:
     #: Decoded frames are 8-bit yuv420p, limited range, even-sized and need no rotation: the encoders
     #: get them as they are (FM) or patched only inside the blurred box (FDM/FSM).
     yuv_passthrough: bool = False
+    facts: StreamFacts = field(default_factory=StreamFacts)
 
     @property
     def fps(self) -> float:
@@ -323,6 +369,8 @@ def probe(path) -> SourceInfo:
         pts_list: list = []
         durations: list[int] = []
         audio_end = None  # end (s, from time 0) of the last audio packet
+        first_pkt = None  # (bytes, pts, keyframe) of the first video packet in decoding order
+        missing_pts = discarded = 0
         try:
             for pkt in c.demux(*([vs, audio] if audio is not None else [vs])):
                 if pkt.size == 0:
@@ -334,6 +382,10 @@ def probe(path) -> SourceInfo:
                         audio_end = e if audio_end is None else max(audio_end, e)
                     continue
                 pts_list.append(ts)  # None: filled in below from the frame rate
+                missing_pts += pkt.pts is None
+                discarded += bool(pkt.is_discard)
+                if first_pkt is None:
+                    first_pkt = (bytes(pkt), pkt.pts, bool(pkt.is_keyframe))
                 durations.append(int(pkt.duration or 0))
         except av.FFmpegError as exc:
             _interrupted(exc)
@@ -405,6 +457,19 @@ def probe(path) -> SourceInfo:
         matrix = frame_matrix(first)
         passthrough = (first.format.name == "yuv420p" and int(first.color_range) != 2 and transform == (1, 0, 0, 1)
                        and cw % 2 == 0 and ch % 2 == 0)
+        extradata = vs.codec_context.extradata
+        sar = vs.codec_context.sample_aspect_ratio
+        facts = StreamFacts(
+            pixel_format=first.format.name,
+            color=(int(first.colorspace), int(first.color_range), int(first.color_primaries), int(first.color_trc)),
+            interlaced=bool(first.interlaced_frame),
+            sample_aspect_ratio=Fraction(sar) if sar else None,
+            avcc=codec == "h264" and bool(extradata) and extradata[0] == 1,
+            first_idr=(codec == "h264" and first_pkt[2] and first_pkt[1] is not None and first_pkt[1] == start_pts
+                       and _h264_idr(first_pkt[0], extradata)),
+            missing_pts=missing_pts,
+            discarded=discarded,
+        )
     w, h = (ch, cw) if transform[0] == 0 else (cw, ch)
     a, b, c_, d = transform
     mirrored = a * d - b * c_ < 0
@@ -436,6 +501,7 @@ def probe(path) -> SourceInfo:
         stream_index=stream_index,
         matrix=matrix,
         yuv_passthrough=passthrough,
+        facts=facts,
     )
 
 
@@ -1019,6 +1085,10 @@ class BlackVideo:
 class Mp4Writer:
     """libx264 (yuv420p) MP4 writer with an optional AAC track.
 
+    With ``video_template`` (an input ``av.VideoStream``) nothing is encoded: the video stream takes
+    that stream's codec parameters and gets already-encoded packets through :meth:`write_packet`
+    (FM's stream copy, :func:`grid_packets`); timestamps, audio and container are as for an encode.
+
     ``width``/``height`` are the (even) encoded size.  Frames given to :meth:`write_rgb` may be one
     pixel larger (odd source): they are cropped with :func:`even_crop`.  Video pts are frame indices
     in a ``1/fps`` time base.  Audio is either int16 PCM ``(n, channels)`` at ``audio_rate``
@@ -1033,14 +1103,20 @@ class Mp4Writer:
 
     def __init__(self, path, width: int, height: int, *, fps=30, crf: int = 18, preset: str = "veryfast",
                  threads: int = 2, audio_rate: int | None = None, audio_channels: int = 1,
-                 audio_track: AacTrack | None = None, queue_size: int = 0, matrix: str = "bt601"):
+                 audio_track: AacTrack | None = None, queue_size: int = 0, matrix: str = "bt601",
+                 video_template=None):
         self.path = Path(path)
         self.width, self.height = int(width), int(height)
         self.fps = Fraction(fps)
         self.c = av.open(str(self.path), "w", format="mp4")
         self._config = (self.width, self.height, self.fps, int(crf), str(preset), int(threads), matrix)
+        self._copy = video_template is not None
         try:
-            self.vs = _add_x264_stream(self.c, *self._config)
+            if self._copy:
+                self.vs = self.c.add_stream_from_template(video_template)
+                self.vs.time_base = 1 / self.fps
+            else:
+                self.vs = _add_x264_stream(self.c, *self._config)
             self.matrix = matrix
             self.audio = None
             self._track = None
@@ -1110,7 +1186,7 @@ class Mp4Writer:
     def _do_packet(self, data: bytes, pts: int, dts: int, duration: int, keyframe: bool):
         p = av.Packet(data)
         p.pts, p.dts, p.duration, p.is_keyframe = pts, dts, duration, keyframe
-        p.time_base = self.vs.codec_context.time_base
+        p.time_base = 1 / self.fps
         p.stream = self.vs
         self.c.mux(p)
 
@@ -1146,7 +1222,8 @@ class Mp4Writer:
             self.c.mux(p)
 
     def _do_flush(self):
-        self._mux(self.vs.encode(None))
+        if not self._copy:
+            self._mux(self.vs.encode(None))
         if self._track is not None:
             self._do_track(None)
         elif self.audio is not None:
@@ -1172,6 +1249,13 @@ class Mp4Writer:
             raise ValueError(f"write_black: frame {pts} after {self.frames} frames (black runs start at 0, in order)")
         self._black = True
         self._submit("black", int(pts))
+        self.frames += 1
+
+    def write_packet(self, data: bytes, pts: int, dts: int, duration: int, keyframe: bool) -> None:
+        """Mux one already-encoded video packet (times in ``1/fps``; a ``video_template`` writer)."""
+        if not self._copy:
+            raise ValueError("write_packet needs a writer made with video_template=")
+        self._submit("packet", data, int(pts), int(dts), int(duration), bool(keyframe))
         self.frames += 1
 
     def write_rgb(self, rgb: np.ndarray, pts: int) -> None:
@@ -1261,6 +1345,27 @@ def remux_video(src, dst) -> int:
                 oc.mux(pkt)
                 n += 1
     return n
+
+
+@contextlib.contextmanager
+def grid_packets(path, info: SourceInfo, fps) -> Iterator[tuple]:
+    """``(stream, packets)`` of the source's video: ``stream`` for :class:`Mp4Writer`'s
+    ``video_template``, ``packets`` an iterator of ``(data, pts, dts, duration, keyframe)`` in
+    decoding order, ``data`` the source's bytes and the times in ``1/fps``: ``pts`` is the frame's
+    rank in presentation order (output frame ``i`` is the ``i``-th source frame: call this only
+    when the standardisation maps the source 1:1), ``dts`` the packet's rank in decoding order
+    minus the stream's reordering delay (the fewest frames that keep ``dts <= pts``), ``duration`` 1.
+    Demuxes the stream twice (decoding-order ranks first), decodes nothing."""
+    rank = {t: i for i, t in enumerate(info.frame_times)}
+    with contextlib.closing(_open(path)) as c:
+        vs = c.streams[info.stream_index]
+        order = [rank[Fraction(p.pts) * vs.time_base] for p in c.demux(vs) if p.size]
+    delay = max([0] + [j - k for j, k in enumerate(order)])
+    with contextlib.closing(_open(path)) as c:
+        vs = c.streams[info.stream_index]
+        packets = ((bytes(p), order[j], j - delay, 1, bool(p.is_keyframe))
+                   for j, p in enumerate(p for p in c.demux(vs) if p.size))
+        yield vs, packets
 
 
 # ----------------------------------------------------------------------------------------- atomic outputs

@@ -88,7 +88,9 @@ class Workspace {
 public:
     enum Slot { kSrc, kDst, kMask, kAux, kPlanes, kLevels, kLevelPlanes, kEdges, kSlots };
 
-    Workspace() { check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    // A blocking stream: work other libraries queue on the legacy default stream (NVDEC's output
+    // copied by PyTorch, say) is finished before this stream's next command starts.
+    Workspace() { check(cudaStreamCreate(&stream_), "cudaStreamCreate"); }
     ~Workspace() {
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -355,19 +357,21 @@ void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, con
     ws.sync("yuv420_to_rgb kernel");
 }
 
-Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,
-                      const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs, const ColourMatrices& m) {
-    require();
-    check_blur_hull_yuv420_args(in, ksizes, outs);
+namespace {
+
+// The fused face step over a frame whose region planes `stage` puts into the device buffer d_in
+// (packed: luma g.w x g.h, then Cb and Cr, cw x ch each), from the host or from device memory.
+template <typename Stage>
+Rect blur_hull_region(int W, int H, const Hull& hull, const HullMaskParams& params, const std::vector<int>& ksizes,
+                      const std::vector<Yuv420Views>& outs, const ColourMatrices& m, Stage&& stage) {
     if (ksizes.size() > static_cast<size_t>(kMaxLevels))
         invalid("at most " + std::to_string(kMaxLevels) + " kernel sizes per call on CUDA");
-    const int H = in.y.height, W = in.y.width;
     const double feather = resolve_feather(hull, params);
     const HullRegion plan = plan_hull_region(hull, feather, params.margin,
                                              *std::max_element(ksizes.begin(), ksizes.end()), W, H);
     if (plan.reach.empty()) return Rect{};
-    // Everything below works on the region (g): its planes go up once, the mask, the levels and
-    // their planes are made on the device, and each level's region planes come back. No sync
+    // Everything below works on the region (g): its planes are staged once, the mask, the levels
+    // and their planes are made on the device, and each level's region planes come back. No sync
     // until the end.
     const Rect g = plan.region;
     const int cw = (g.w + 1) / 2, ch = (g.h + 1) / 2, cx = g.x / 2, cy = g.y / 2;
@@ -381,10 +385,7 @@ Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMa
     uint8_t* d_rgb = ws.buffer(Workspace::kSrc, rgb_bytes);
     uint8_t* d_levels = ws.buffer(Workspace::kLevels, rgb_bytes * L);
     uint8_t* d_out = ws.buffer(Workspace::kLevelPlanes, planes_bytes * L);
-    ws.copy2d(d_in, g.w, in.y.row(g.y) + g.x, in.y.row_stride, g.w, g.h, cudaMemcpyHostToDevice, "upload y");
-    ws.copy2d(d_in + luma, cw, in.u.row(cy) + cx, in.u.row_stride, cw, ch, cudaMemcpyHostToDevice, "upload u");
-    ws.copy2d(d_in + luma + chroma, cw, in.v.row(cy) + cx, in.v.row_stride, cw, ch, cudaMemcpyHostToDevice,
-              "upload v");
+    stage(ws, g, d_in, d_in + luma, d_in + luma + chroma);
     int* d_bbox = nullptr;
     const HullGeometry geo = device_geometry(ws, hull, feather, params.margin, &d_bbox);
     check(cudaMemsetAsync(d_mask, 0, luma, st), "cudaMemset");
@@ -414,7 +415,7 @@ Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMa
     ws.download(host, d_out, planes_bytes * L, "download planes");
     int* b = reinterpret_cast<int*>(host + planes_bytes * L);
     ws.download(b, d_bbox, 4 * sizeof(int), "download box");
-    ws.sync("blur_hull_yuv420 kernels");
+    ws.sync("blur_hull kernels");
     // The region of each output's planes: the level's samples (equal to the input's wherever the
     // mask selects nothing, and the outputs hold a copy of the input).
     for (size_t l = 0; l < L; ++l) {
@@ -427,6 +428,66 @@ Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMa
         }
     }
     return bbox_from(b);
+}
+
+void check_nv12(const Nv12Device& f) {
+    if (!f.y || !f.uv) invalid("the NV12 frame's plane pointers must not be null");
+    if (f.width <= 0 || f.height <= 0) invalid("the NV12 frame's size must be positive");
+    if (f.y_pitch < f.width || f.uv_pitch < 2 * ((f.width + 1) / 2)) invalid("the NV12 frame's pitches are below its width");
+}
+
+}  // namespace
+
+Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,
+                      const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs, const ColourMatrices& m) {
+    require();
+    check_blur_hull_yuv420_args(in, ksizes, outs);
+    return blur_hull_region(in.y.width, in.y.height, hull, params, ksizes, outs, m,
+                            [&](Workspace& ws, Rect g, uint8_t* y, uint8_t* u, uint8_t* v) {
+                                const int cw = (g.w + 1) / 2, ch = (g.h + 1) / 2, cx = g.x / 2, cy = g.y / 2;
+                                const auto up = cudaMemcpyHostToDevice;
+                                ws.copy2d(y, g.w, in.y.row(g.y) + g.x, in.y.row_stride, g.w, g.h, up, "upload y");
+                                ws.copy2d(u, cw, in.u.row(cy) + cx, in.u.row_stride, cw, ch, up, "upload u");
+                                ws.copy2d(v, cw, in.v.row(cy) + cx, in.v.row_stride, cw, ch, up, "upload v");
+                            });
+}
+
+Rect blur_hull_nv12(const Nv12Device& f, const Hull& hull, const HullMaskParams& params, const std::vector<int>& ksizes,
+                    const std::vector<Yuv420Views>& outs, const ColourMatrices& m) {
+    require();
+    check_nv12(f);
+    check_blur_hull_outputs(f.height, f.width, ksizes, outs);
+    return blur_hull_region(f.width, f.height, hull, params, ksizes, outs, m,
+                            [&](Workspace& ws, Rect g, uint8_t* y, uint8_t* u, uint8_t* v) {
+                                const int cw = (g.w + 1) / 2, ch = (g.h + 1) / 2;
+                                ws.copy2d(y, g.w, f.y + g.y * f.y_pitch + g.x, f.y_pitch, g.w, g.h,
+                                          cudaMemcpyDeviceToDevice, "copy y");
+                                launch_nv12_split(f.uv, f.uv_pitch, Rect{g.x / 2, g.y / 2, cw, ch}, u, v, cw,
+                                                  ws.stream());
+                            });
+}
+
+void download_nv12(const Nv12Device& f, const Yuv420Views& out) {
+    require();
+    check_nv12(f);
+    const int cw = (f.width + 1) / 2, ch = (f.height + 1) / 2;
+    check_plane(as_const(out.y), f.height, f.width, "y");
+    check_plane(as_const(out.u), ch, cw, "u");
+    check_plane(as_const(out.v), ch, cw, "v");
+    Workspace& ws = Workspace::current();
+    const size_t luma = static_cast<size_t>(f.width) * f.height, chroma = static_cast<size_t>(cw) * ch;
+    uint8_t* d = ws.buffer(Workspace::kPlanes, 2 * chroma);
+    launch_nv12_split(f.uv, f.uv_pitch, Rect{0, 0, cw, ch}, d, d + chroma, cw, ws.stream());
+    // through page-locked staging: full-speed copies, then one host copy into the caller's planes
+    uint8_t* host = ws.pinned(Workspace::kDown, luma + 2 * chroma);
+    ws.copy2d(host, f.width, f.y, f.y_pitch, f.width, f.height, cudaMemcpyDeviceToHost, "download y");
+    ws.download(host + luma, d, 2 * chroma, "download chroma");
+    ws.sync("nv12_split kernel");
+    for (int y = 0; y < f.height; ++y) std::memcpy(out.y.row(y), host + static_cast<size_t>(y) * f.width, f.width);
+    for (int y = 0; y < ch; ++y) {
+        std::memcpy(out.u.row(y), host + luma + static_cast<size_t>(y) * cw, cw);
+        std::memcpy(out.v.row(y), host + luma + chroma + static_cast<size_t>(y) * cw, cw);
+    }
 }
 
 }  // namespace mf::cuda

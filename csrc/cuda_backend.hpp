@@ -37,4 +37,20 @@ void yuv420_to_rgb(const Yuv420ConstViews& in, Rect roi, const ImageU8& dst, con
 Rect blur_hull_yuv420(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,
                       const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs, const ColourMatrices& m);
 
+// A decoded frame in device memory in NV12 (NVDEC's output): luma rows, then rows of Cb, Cr pairs.
+// Work queued on the legacy default stream (where PyTorch and PyNvVideoCodec put theirs unless
+// told otherwise) is complete before these functions read it.
+struct Nv12Device {
+    const uint8_t* y = nullptr;
+    const uint8_t* uv = nullptr;
+    long y_pitch = 0, uv_pitch = 0;  // bytes per row
+    int width = 0, height = 0;
+};
+// blur_hull_yuv420 reading the frame where it was decoded: only the region the blur reaches is
+// read, and only each output's region comes back.
+Rect blur_hull_nv12(const Nv12Device& f, const Hull& hull, const HullMaskParams& params, const std::vector<int>& ksizes,
+                    const std::vector<Yuv420Views>& outs, const ColourMatrices& m);
+// The frame into host yuv420p planes (for the encoders).
+void download_nv12(const Nv12Device& f, const Yuv420Views& out);
+
 }  // namespace mf::cuda

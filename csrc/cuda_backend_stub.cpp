@@ -35,4 +35,11 @@ Rect blur_hull_yuv420(const Yuv420ConstViews&, const Hull&, const HullMaskParams
     return Rect{};
 }
 
+Rect blur_hull_nv12(const Nv12Device&, const Hull&, const HullMaskParams&, const std::vector<int>&,
+                    const std::vector<Yuv420Views>&, const ColourMatrices&) {
+    require();
+    return Rect{};
+}
+void download_nv12(const Nv12Device&, const Yuv420Views&) { require(); }
+
 }  // namespace mf::cuda

@@ -45,4 +45,10 @@ void launch_rgb_to_yuv420(const uint8_t* src, int height, int width, int channel
 void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* dst, long dst_stride,
                           const YuvToRgbMatrix& m, void* stream);
 
+// The chroma samples of rectangle `chroma` (chroma coordinates) of an NV12 chroma plane (uv, row
+// pitch uv_pitch) into Cb and Cr planes u and v (row pitch `pitch`), whose (0, 0) is the
+// rectangle's corner.
+void launch_nv12_split(const uint8_t* uv, long uv_pitch, Rect chroma, uint8_t* u, uint8_t* v, long pitch,
+                       void* stream);
+
 }  // namespace mf::cuda

@@ -22,12 +22,8 @@ HullRegion plan_hull_region(const Hull& hull, double feather, double margin, int
     return p;
 }
 
-void check_blur_hull_yuv420_args(const Yuv420ConstViews& in, const std::vector<int>& ksizes,
-                                 const std::vector<Yuv420Views>& outs) {
-    const int h = in.y.height, w = in.y.width, ch = (h + 1) / 2, cw = (w + 1) / 2;
-    check_plane(in.y, h, w, "y");
-    check_plane(in.u, ch, cw, "u");
-    check_plane(in.v, ch, cw, "v");
+void check_blur_hull_outputs(int h, int w, const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs) {
+    const int ch = (h + 1) / 2, cw = (w + 1) / 2;
     if (ksizes.empty()) invalid("ksizes must name at least one kernel size");
     for (size_t i = 0; i < ksizes.size(); ++i) {
         check_ksize(ksizes[i]);
@@ -40,6 +36,15 @@ void check_blur_hull_yuv420_args(const Yuv420ConstViews& in, const std::vector<i
         check_plane(as_const(o.u), ch, cw, "output u");
         check_plane(as_const(o.v), ch, cw, "output v");
     }
+}
+
+void check_blur_hull_yuv420_args(const Yuv420ConstViews& in, const std::vector<int>& ksizes,
+                                 const std::vector<Yuv420Views>& outs) {
+    const int h = in.y.height, w = in.y.width, ch = (h + 1) / 2, cw = (w + 1) / 2;
+    check_plane(in.y, h, w, "y");
+    check_plane(in.u, ch, cw, "u");
+    check_plane(in.v, ch, cw, "v");
+    check_blur_hull_outputs(h, w, ksizes, outs);
 }
 
 Rect blur_hull_yuv420_cpu(const Yuv420ConstViews& in, const Hull& hull, const HullMaskParams& params,

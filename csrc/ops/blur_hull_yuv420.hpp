@@ -34,7 +34,8 @@ Rect blur_hull_yuv420_cpu(const Yuv420ConstViews& in, const Hull& hull, const Hu
                           const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs,
                           const ColourMatrices& m);
 
-// Shared argument checks of the CPU and CUDA paths.
+// Shared argument checks of the CPU and CUDA paths (outputs of an h x w frame; and with its input).
+void check_blur_hull_outputs(int h, int w, const std::vector<int>& ksizes, const std::vector<Yuv420Views>& outs);
 void check_blur_hull_yuv420_args(const Yuv420ConstViews& in, const std::vector<int>& ksizes,
                                  const std::vector<Yuv420Views>& outs);
 

@@ -99,9 +99,14 @@ def strict_fp32() -> None:
     try:
         torch.backends.cuda.matmul.fp32_precision = "ieee"
         torch.backends.cudnn.conv.fp32_precision = "ieee"
+        return
     except (AttributeError, RuntimeError):
+        pass
+    try:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+    except (AttributeError, RuntimeError):  # pragma: no cover - no known torch lacks both
+        pass
 
 
 def _device(device) -> torch.device:
@@ -555,6 +560,7 @@ def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
     """All crops (frame-major, face order) as ``(n, 3, size, size)`` float32 0..255 on ``device``."""
     Ms, base, hw, org = [], [], [], []
     if isinstance(frames, torch.Tensor):
+        frames = frames.to(device)
         _, H, W, _ = frames.shape
         buf = torch.cat([frames.reshape(-1), frames.new_zeros(3)])
         for f, mats in enumerate(Ms_per_frame):

@@ -89,7 +89,6 @@ def main() -> None:
                 fns.pop("cpu_stack")
             r = compare(fns, args.repeats, warmup=1)
             results[m][str(B)] = {k: {**v, unit[m]: v["median_ms"] / B} for k, v in r.items()}
-        del on_dev
         line = "  ".join(f"{m} {results[m][str(B)].get('cpu_stack', {}).get(unit[m], float('nan')):.2f}"
                          f" -> {results[m][str(B)]['torch'][unit[m]]:.2f}" for m in results)
         line += f"  (detector, frames already on the device: {results['detector'][str(B)]['torch_on_device'][unit['detector']]:.2f})"

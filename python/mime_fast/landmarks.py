@@ -28,6 +28,7 @@ Built-in providers:
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -174,22 +175,45 @@ class DetectedLandmarks:
 
 
 _STACKS = None
+_log = logging.getLogger(__name__)
 
 
-def default_stack():
+def _load_stack(device: str):
+    from .detect import load_stack, stack_choice
+
+    if device == "cuda" and stack_choice() == "offline":
+        try:
+            from .detect.torch_models import load_torch_stack, torch_cuda_available
+        except Exception as e:  # noqa: BLE001 - torch absent or broken: the CPU models
+            _log.info("device='cuda': torch not importable (%s); the models run on the CPU", e)
+        else:
+            if torch_cuda_available():
+                return load_torch_stack("cuda")
+            _log.info("device='cuda': torch sees no CUDA device; the models run on the CPU")
+    return load_stack()
+
+
+def default_stack(device: str = "cpu"):
     """The model stack :func:`mime_fast.detect.load_stack` picks (``"auto"``: MIME's paper stack when
     its face models are found, else the offline stack; ``MIME_FAST_STACK`` overrides), loaded once
-    per thread (the OpenCV DNN and dlib models are not safe to share between threads)."""
+    per thread (the OpenCV DNN and dlib models are not safe to share between threads).
+
+    ``device="cuda"``: where that choice is the offline stack and torch sees a CUDA device, the
+    same models on the GPU (:func:`mime_fast.detect.torch_models.load_torch_stack`, name
+    ``"offline-torch"``: the same selection and tracking within the tolerances its tests measure);
+    otherwise the CPU stack.  ``"cpu"`` is always exactly the CPU stack.  The stack loaded is
+    logged (``mime_fast.landmarks``, INFO) and is the ``name`` of the result."""
     global _STACKS
     import threading
 
-    from .detect import load_stack
-
     if _STACKS is None:
         _STACKS = threading.local()
-    st = getattr(_STACKS, "stack", None)
+    attr = "stack" if device == "cpu" else f"stack_{device}"
+    st = getattr(_STACKS, attr, None)
     if st is None:
-        st = _STACKS.stack = load_stack()
+        st = _load_stack(device)
+        setattr(_STACKS, attr, st)
+        _log.info("detection models: %s stack (device=%s)", getattr(st, "name", "?"), device)
     return st
 
 
@@ -198,10 +222,11 @@ class SubjectDetection:
     (:func:`mime_fast.build_subsets` feeds it the frames of the pass that encodes FM and VMM, the
     subsets that need no mask): ``feed(rgb)`` once per decoded source frame in presentation order,
     then ``result()`` once.  Arguments as in :func:`detect_subject`; ``info``: the clip's
-    :class:`mime_fast.video.SourceInfo` (its frame rate turns ``hold_s`` into frames)."""
+    :class:`mime_fast.video.SourceInfo` (its frame rate turns ``hold_s`` into frames); ``device``:
+    where the default stack's models run (:func:`default_stack`; ignored with ``stack=``)."""
 
     def __init__(self, info, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None):
+                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None, device: str = "cpu"):
         import math
 
         from .detect import SubjectTracker
@@ -209,7 +234,10 @@ class SubjectDetection:
 
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
-        self._tracker = SubjectTracker(default_stack() if stack is None else stack, hold_frames=self.hold_frames,
+        stack = default_stack(device) if stack is None else stack
+        #: the model stack's name ("paper", "offline" or, with device="cuda", "offline-torch")
+        self.stack_name = getattr(stack, "name", type(stack).__name__)
+        self._tracker = SubjectTracker(stack, hold_frames=self.hold_frames,
                                        detect_size=detect_size, detect_every=detect_every, margin=margin,
                                        timers=timers)
         self._shots = ShotDetector(float(rate))
@@ -233,10 +261,11 @@ class SubjectDetection:
 
 
 def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                   detect_every: int = 3, margin: float = 0.12, timers: dict | None = None) -> DetectedLandmarks:
+                   detect_every: int = 3, margin: float = 0.12, timers: dict | None = None,
+                   device: str = "cpu") -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
 
-    ``stack``: model stack (default :func:`default_stack`); ``hold_s``: how long (seconds of source
+    ``stack``: model stack (default :func:`default_stack` for ``device``); ``hold_s``: how long (seconds of source
     video, rounded up to frames) a subject that is present but not detected stays masked on each
     side of a detection (:func:`mime_fast.detect.fill_gaps`, default 0.5 s: 15 frames at 30 fps);
     ``detect_size``, ``detect_every``, ``margin``: see :class:`mime_fast.detect.SubjectTracker`.
@@ -257,7 +286,7 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     if info is None:
         info = probe(src)
     det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,
-                           margin=margin, timers=timers)
+                           margin=margin, timers=timers, device=device)
     # decoding and RGB conversion run on their own thread, beside the models
     for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
         det.feed(rgb)

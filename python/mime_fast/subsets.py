@@ -140,7 +140,9 @@ class Settings:
         proportional to the face size; ``margin`` px grows the hull).
     device
         Where the mask and blur operators run: ``"cpu"`` or ``"cuda"`` (:mod:`mime_fast.ops`; the
-        outputs are the same bytes on both).
+        outputs are the same bytes on both).  With automatic detection, ``"cuda"`` also runs the
+        offline stack's face models on the GPU through torch when torch sees a CUDA device
+        (:func:`mime_fast.landmarks.default_stack`; the same subject within measured tolerances).
     fm_copy
         ``True`` (default): FM is a stream copy of the source's video when the source already meets
         FM's standard (:func:`fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
@@ -508,7 +510,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         from .landmarks import SubjectDetection
 
         detection = SubjectDetection(info, hold_s=st.hold_s, detect_size=st.detect_size,
-                                     detect_every=st.detect_every)
+                                     detect_every=st.detect_every, device=st.device)
     bases = _bases(codes)
     if "VMM" in bases and not have_audio:
         bases.remove("VMM")
@@ -746,7 +748,8 @@ def locate_subject(src, **settings) -> MaskProvider:
     from .landmarks import detect_subject
 
     src, info, _, st = _prepare(src, None, settings)
-    provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size, detect_every=st.detect_every)
+    provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size, detect_every=st.detect_every,
+                              device=st.device)
     _check_frame_count(src, provider, info)
     return provider
 

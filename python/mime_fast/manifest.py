@@ -47,6 +47,10 @@ fm_video               for FM and AMM: ``"copy"`` when FM's video is the source'
                        manifests written before this column existed
 fm_video_reason        with ``"encode"``: why the source could not be copied (e.g. "codec mpeg4,
                        not H.264", "fm_copy is off"), else ``None``
+decoder                what decoded the clip: ``"nvdec"`` (the GPU's video engine, ``device="cuda"``)
+                       or ``"pyav"`` (FFmpeg); ``None`` for rows without a decode and for
+                       manifests written before this column existed
+decoder_reason         with ``device="cuda"`` and ``"pyav"``: why not NVDEC, else ``None``
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
 reason                 why, for anything but a plain success, in plain words (e.g. "not a media
                        file", "truncated: ...", "corrupt video stream: ...", "below the quality
@@ -90,7 +94,7 @@ COLUMNS: tuple[str, ...] = (
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
     "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
-    "status", "reason", "detail", "run",
+    "decoder", "decoder_reason", "status", "reason", "detail", "run",
 )
 
 

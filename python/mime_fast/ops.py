@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -311,3 +311,53 @@ def blur_hull_yuv420(
 
 
 __all__ += ["blur_hull_yuv420"]
+
+
+class DeviceNv12(Protocol):
+    """An NV12 frame in CUDA device memory (:class:`mime_fast.nvdec.Nv12Frame`): ``pointers``
+    (luma, chroma addresses), ``pitch`` (bytes per row of both planes), ``width``, ``height``."""
+
+    width: int
+    height: int
+
+    @property
+    def pitch(self) -> int: ...
+
+    @property
+    def pointers(self) -> tuple[int, int]: ...
+
+
+def blur_hull_nv12(
+    frame: DeviceNv12,
+    points: np.ndarray,
+    outs: Sequence[Planes],
+    ksizes: Sequence[int],
+    *,
+    feather: float | None = None,
+    margin: float = 0.0,
+    matrix: Literal["bt601", "bt709"] = "bt601",
+) -> Rect:
+    """:func:`blur_hull_yuv420` on the GPU for a frame that is already there, as NVDEC decodes it:
+    only the region the blur reaches is read from ``frame`` (NV12 in device memory), and only that
+    region of each of ``outs`` (host yuv420p planes holding a copy of the frame) is written.
+    Needs a CUDA build and device; the samples equal :func:`blur_hull_yuv420`'s on the frame's
+    planes."""
+    ks = [_check_int(k, "ksizes entry") for k in ksizes]
+    if len(set(ks)) != len(ks):
+        raise ValueError(f"ksizes must be distinct, got {ks}")
+    y, uv = frame.pointers
+    f = None if feather is None else float(feather)
+    return tuple(_core.cuda_blur_hull_nv12(y, uv, frame.pitch, frame.pitch, frame.height, frame.width,
+                                           np.asarray(points), [tuple(o) for o in outs], ks, f, float(margin),
+                                           matrix))
+
+
+def nv12_split(uv: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
+    """Split an NV12 chroma plane (``ch x 2 cw``: Cb, Cr pairs) into the Cb and Cr planes
+    ``u``, ``v`` (``ch x cw``) of yuv420p: the same samples, NVDEC's layout to the encoders'."""
+    for name, p in (("uv", uv), ("u", u), ("v", v)):
+        _check_array(p, name)
+    _core.nv12_split(uv, u, v)
+
+
+__all__ += ["blur_hull_nv12", "nv12_split"]

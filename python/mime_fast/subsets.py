@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ from typing import Callable
 import numpy as np
 
 from .landmarks import MaskProvider, as_provider
+from .nvdec import frame_parts, iter_nvdec_frames, nvdec_reason
 from .video import (
     ClipError,
     AacTrack,
@@ -77,6 +79,8 @@ from .video import (
     yuv420_frame,
     yuv420_planes,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ALL_SUBSETS",
@@ -143,6 +147,10 @@ class Settings:
         outputs are the same bytes on both).  With automatic detection, ``"cuda"`` also runs the
         offline stack's face models on the GPU through torch when torch sees a CUDA device
         (:func:`mime_fast.landmarks.default_stack`; the same subject within measured tolerances).
+    nvdec
+        With ``device="cuda"``: decode on the GPU's video engine (:mod:`mime_fast.nvdec`) where it
+        can, PyAV elsewhere (default ``True``; the same frames either way).  The decoder used and
+        why PyAV was used are in :attr:`ClipResult.decoder` / ``decoder_reason``.
     fm_copy
         ``True`` (default): FM is a stream copy of the source's video when the source already meets
         FM's standard (:func:`fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
@@ -174,6 +182,7 @@ class Settings:
     detect_every: int = 3
     device: str = "cpu"
     fm_copy: bool = True
+    nvdec: bool = True
 
     def __post_init__(self):
         if int(self.fps) <= 0:
@@ -258,6 +267,10 @@ class ClipResult:
     #: ``"encode"``, with the reason in ``fm_video_reason``; ``None`` when neither FM nor AMM was made.
     fm_video: str | None = None
     fm_video_reason: str = ""
+    #: What decoded the clip for the outputs: ``"nvdec"`` or ``"pyav"`` (with ``device="cuda"``,
+    #: why not NVDEC in ``decoder_reason``); ``None`` when nothing was decoded.
+    decoder: str | None = None
+    decoder_reason: str = ""
 
     @property
     def ok(self) -> bool:
@@ -412,13 +425,15 @@ def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings
 
 
 def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes: list[str], st: Settings,
-                 matrix: str) -> dict:
+                 matrix: str, nv12=None) -> dict:
     """The frames of the face subsets ``codes`` (blurred with ``kernels``) for one source frame:
     copies of ``base`` (its yuv420p frame), blurred inside the subject's mask (``pts``; ``None``:
     no subject in this frame, the copies are the output).  With the ``decoded`` planes the fused
-    step (:func:`mime_fast.ops.blur_hull_yuv420`) writes the masked samples into the copies;
-    otherwise (a rotated or converted source) the region is blurred in RGB (:func:`_blur_region`)
-    and patched in (:func:`mime_fast.video.patched_frame`): the same samples either way."""
+    step (:func:`mime_fast.ops.blur_hull_yuv420`) writes the masked samples into the copies,
+    reading the frame on the device where NVDEC left it when ``nv12`` is given
+    (:func:`mime_fast.ops.blur_hull_nv12`); otherwise (a rotated or converted source) the region
+    is blurred in RGB (:func:`_blur_region`) and patched in (:func:`mime_fast.video.patched_frame`):
+    the same samples every way."""
     if pts is None or not codes:
         return {c: copy_frame(base) for c in codes}
     if decoded is None:
@@ -430,8 +445,12 @@ def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes:
     first = {}  # one output per distinct kernel; a code that repeats a kernel copies it
     for c, k in zip(codes, kernels):
         first.setdefault(k, c)
-    ops.blur_hull_yuv420(yuv420_planes(decoded), pts, [yuv420_planes(frames[c]) for c in first.values()],
-                         list(first), feather=st.feather, margin=st.margin, matrix=matrix, device=st.device)
+    outs = [yuv420_planes(frames[c]) for c in first.values()]
+    if nv12 is not None:
+        ops.blur_hull_nv12(nv12, pts, outs, list(first), feather=st.feather, margin=st.margin, matrix=matrix)
+    else:
+        ops.blur_hull_yuv420(yuv420_planes(decoded), pts, outs, list(first), feather=st.feather, margin=st.margin,
+                             matrix=matrix, device=st.device)
     for c, k in zip(codes, kernels):
         if first[k] != c:
             for dst, src in zip(yuv420_planes(frames[c]), yuv420_planes(frames[first[k]])):
@@ -675,6 +694,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
+        decoded, nv12 = frame_parts(decoded)
         if copy_faults == []:
             fault = _copy_fault(out_i, src_i, decoded, info)
             if fault:
@@ -690,7 +710,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             frames = {"FM": base} if "FM" in writers else {}
             try:
                 frames.update(_face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels, kcodes,
-                                           st, info.matrix))
+                                           st, info.matrix, nv12))
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             cache["idx"], cache["frames"] = src_i, frames
@@ -702,7 +722,15 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)
+    why_not = nvdec_reason(info) if st.nvdec else "nvdec is off"
+    if st.device == "cuda" and why_not is None:
+        result.decoder, result.decoder_reason = "nvdec", ""
+        frames = iter_nvdec_frames(src, info, rgb=observe is not None)
+    else:
+        result.decoder, result.decoder_reason = "pyav", why_not if st.device == "cuda" else ""
+        if result.decoder_reason:
+            log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)
+        frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)
     for src_i, t, rgb, decoded in prefetch(frames, st.queue_size):
         n_src += 1
         if observe is not None:

@@ -1,0 +1,185 @@
+"""Decoding on the GPU's video engine (NVDEC, through PyNvVideoCodec) for the ``"cuda"`` device.
+
+With ``device="cuda"`` (:class:`mime_fast.subsets.Settings`) a clip whose frames pass through to
+the encoders unconverted (:attr:`mime_fast.video.SourceInfo.yuv_passthrough`: 8-bit 4:2:0,
+limited range, no rotation) and whose codec NVDEC takes is decoded by NVDEC instead of FFmpeg.
+Each frame stays in device memory as NV12 (:class:`Nv12Frame`, owned by a PyTorch tensor): the
+face step reads only the region the blur reaches from there
+(:func:`mime_fast.ops.blur_hull_nv12`), and the frame is copied once into host yuv420p planes for
+the CPU's encoders.  NVDEC's NV12 holds the same samples as FFmpeg's yuv420p for these streams
+(checked frame by frame on an H100 for the H.264 clips of the tests), so outputs are the same
+bytes whichever decodes.  Frame times come from the packets' timestamps as with PyAV, so the
+30 fps mapping is unchanged.
+
+Anything NVDEC cannot take (another codec, a size outside its limits, a frame that needs
+conversion, PyNvVideoCodec or a CUDA-enabled PyTorch not installed) is decoded by PyAV, and
+:func:`nvdec_reason` says why; the clip's result records which decoder ran.
+
+Install: ``pip install 'mime-fast[gpu]'`` (PyNvVideoCodec; the NVIDIA driver provides the NVDEC
+library ``libnvcuvid``) and a CUDA build of PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+#: Codecs NVDEC decodes on the GPUs this targets (Ampere and Hopper), by FFmpeg's codec name.
+#: Only H.264 is verified sample for sample against FFmpeg here; the others are NVDEC's documented
+#: formats and are decoded by it too.
+NVDEC_CODECS = ("h264", "hevc", "av1", "vp9")
+
+#: NVDEC's size limits for these codecs (H.264's maximum is the smallest: 4096 x 4096).
+MIN_SIZE = (48, 16)
+MAX_SIZE = (4096, 4096)
+
+
+def nvdec_available() -> str | None:
+    """``None`` when PyNvVideoCodec and a CUDA-enabled PyTorch are importable and see a GPU; else
+    why not, in words."""
+    if importlib.util.find_spec("PyNvVideoCodec") is None:
+        return "PyNvVideoCodec is not installed (pip install 'mime-fast[gpu]')"
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed (NVDEC's frames are held in PyTorch tensors)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device"
+    return None
+
+
+def nvdec_reason(info) -> str | None:
+    """``None`` when NVDEC decodes the clip described by ``info`` (:class:`mime_fast.video.SourceInfo`)
+    in place of PyAV; else why PyAV decodes it."""
+    if not info.yuv_passthrough:
+        return "its frames need converting (not 8-bit 4:2:0 limited range, odd-sized or rotated)"
+    if info.codec not in NVDEC_CODECS:
+        return f"codec {info.codec!r} is not one NVDEC decodes here ({', '.join(NVDEC_CODECS)})"
+    w, h = info.coded_width, info.coded_height
+    if not (MIN_SIZE[0] <= w <= MAX_SIZE[0] and MIN_SIZE[1] <= h <= MAX_SIZE[1]):
+        return f"frame size {w}x{h} is outside NVDEC's limits"
+    return nvdec_available()
+
+
+@dataclass
+class Nv12Frame:
+    """One decoded frame in device memory: ``tensor`` (a CUDA ``uint8`` tensor that owns it) holds
+    ``height`` luma rows then ``ceil(height / 2)`` rows of Cb, Cr pairs, each ``pitch`` bytes."""
+
+    tensor: Any
+    width: int
+    height: int
+
+    @property
+    def pitch(self) -> int:
+        return int(self.tensor.stride(0))
+
+    @property
+    def pointers(self) -> tuple[int, int]:
+        """Device addresses of the luma and of the chroma plane."""
+        y = int(self.tensor.data_ptr())
+        return y, y + self.pitch * self.height
+
+    def to_planes(self, planes) -> None:
+        """Copy into host yuv420p ``(y, u, v)`` planes (:func:`mime_fast.video.yuv420_planes`)."""
+        from . import _core
+
+        y, uv = self.pointers
+        _core.cuda_download_nv12(y, uv, self.pitch, self.pitch, self.height, self.width, *planes)
+
+
+@dataclass
+class NvdecFrame:
+    """What the NVDEC decode gives the pipeline for one source frame: ``frame``, the host yuv420p
+    ``av.VideoFrame`` the encoders take (tagged with the stream's colour properties, as FFmpeg's
+    frames are), and ``nv12``, the same frame on the device."""
+
+    frame: Any
+    nv12: Nv12Frame
+
+
+def _host_frame(nv12: Nv12Frame, color: tuple[int, int, int, int]):
+    import av
+
+    from .video import yuv420_planes
+
+    vf = av.VideoFrame(nv12.width, nv12.height, "yuv420p")
+    nv12.to_planes(yuv420_planes(vf))
+    vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = color
+    return vf
+
+
+def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterator[tuple]:
+    """Decode the clip's video on NVDEC: ``(source_index, time_seconds, rgb, NvdecFrame)`` in
+    presentation order, as :func:`mime_fast.video.iter_display_frames` with ``keep_yuv`` yields
+    for frames that pass through (``rgb``: also the frame in RGB, ``H x W x 3`` on the host, for
+    the subject detection; else ``None``).  Raises :class:`mime_fast.video.ClipError` when the
+    stream is corrupt or yields fewer frames than the container holds."""
+    import PyNvVideoCodec as nvc
+    import torch
+
+    from . import ops
+    from .video import ClipError, yuv420_planes
+
+    path = Path(path)
+    step = Fraction(1, 30) if not info.average_rate else 1 / Fraction(info.average_rate).limit_denominator(100000)
+    last_t = info.start - step
+    n = 0
+    try:
+        dmx = nvc.CreateDemuxer(filename=str(path))
+        if int(dmx.GetVideoStreamId()) != info.stream_index:
+            raise ClipError(path, f"NVDEC's demuxer chose video stream {dmx.GetVideoStreamId()}, "
+                                  f"not {info.stream_index}")
+        tb = Fraction(int(dmx.GetTimebaseNum()), int(dmx.GetTimebaseDen()))
+        dec = nvc.CreateDecoder(gpuid=gpu, codec=dmx.GetNvCodecId(), cudacontext=0, cudastream=0,
+                                usedevicememory=True)
+        for packet in dmx:  # the last packet is empty: it flushes the decoder
+            for f in dec.Decode(packet):
+                pts = int(f.getPTS())
+                t = Fraction(pts) * tb if pts >= 0 else last_t + step  # AV_NOPTS_VALUE is negative
+                last_t = t
+                # our own copy: the decoder reuses its surfaces
+                nv12 = Nv12Frame(torch.from_dlpack(f).clone(), info.coded_width, info.coded_height)
+                item = NvdecFrame(_host_frame(nv12, info.facts.color), nv12)
+                img = ops.yuv420_to_rgb(*yuv420_planes(item.frame), matrix=info.matrix) if rgb else None
+                yield n, t, img, item
+                n += 1
+    except ClipError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - PyNvVideoCodec raises its own types
+        if type(exc).__name__ in ("KeyboardInterrupt", "SystemExit"):
+            raise
+        raise ClipError(path, f"corrupt video stream: NVDEC fails after {n} frames", str(exc)) from exc
+    if n < info.video_frames:
+        raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")
+
+
+def frame_parts(decoded) -> tuple[Any, Nv12Frame | None]:
+    """``(host frame, device frame)`` of what a decode pass gave for one source frame: an
+    :class:`NvdecFrame`'s two halves, or a PyAV frame (or ``None``) and ``None``."""
+    if isinstance(decoded, NvdecFrame):
+        return decoded.frame, decoded.nv12
+    return decoded, None
+
+
+def nv12_of_planes(planes) -> Nv12Frame:
+    """Upload host yuv420p planes as an NV12 device frame (tests and benchmarks: an NVDEC stand-in
+    with the same layout).  Needs PyTorch with CUDA."""
+    import torch
+
+    y, u, v = (np.asarray(p) for p in planes)
+    h, w = y.shape
+    ch, cw = u.shape
+    buf = np.zeros((h + ch, 2 * cw if 2 * cw > w else w), np.uint8)
+    buf[:h, :w] = y
+    buf[h:, 0 : 2 * cw : 2] = u
+    buf[h:, 1 : 2 * cw : 2] = v
+    with contextlib.suppress(Exception):
+        torch.cuda.init()
+    return Nv12Frame(torch.from_numpy(buf).cuda(), w, h)

@@ -1,0 +1,240 @@
+"""NVDEC decoding for ``device="cuda"`` (:mod:`mime_fast.nvdec`): the NV12 split on the CPU; the
+pipeline's NVDEC path with a CPU fake of the decoder and of the device step (the same logic, no
+GPU); and, on a GPU machine (``cuda`` marker; ``nvdec`` tests also need PyNvVideoCodec), the
+decoder against PyAV and the outputs against the CPU path, byte for byte."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mime_fast
+from conftest import assert_images_equal
+from mime_fast import nvdec, ops
+from mime_fast.samples import make_clip
+from mime_fast.video import iter_display_frames, probe, yuv420_planes
+from video_fixtures import sha256
+
+SUBSETS = ["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"]
+
+
+def _nv12(planes) -> np.ndarray:
+    y, u, v = planes
+    h, w = y.shape
+    buf = np.zeros((h + u.shape[0], w), np.uint8)
+    buf[:h] = y
+    buf[h:, 0::2] = u
+    buf[h:, 1::2] = v
+    return buf
+
+
+def test_nv12_split_is_the_interleaved_chroma(rng: np.random.Generator) -> None:
+    for ch, cw in [(1, 1), (3, 5), (60, 80), (61, 97)]:
+        uv = rng.integers(0, 256, (ch, 2 * cw), dtype=np.uint8)
+        u, v = np.empty((ch, cw), np.uint8), np.empty((ch, cw), np.uint8)
+        ops.nv12_split(uv, u, v)
+        assert np.array_equal(u, uv[:, 0::2]) and np.array_equal(v, uv[:, 1::2])
+    with pytest.raises(ValueError, match="plane"):
+        ops.nv12_split(np.zeros((4, 8), np.uint8), np.zeros((4, 3), np.uint8), np.zeros((4, 4), np.uint8))
+    with pytest.raises(ValueError, match="NV12"):
+        ops.nv12_split(np.zeros((4, 7), np.uint8), np.zeros((4, 3), np.uint8), np.zeros((4, 3), np.uint8))
+
+
+def test_nvdec_reason_names_what_it_cannot_take(tmp_path: Path) -> None:
+    ok = probe(make_clip(tmp_path / "ok.mp4", duration=0.4, size=(320, 240), audio=False).path)
+    rotated = probe(make_clip(tmp_path / "rot.mp4", duration=0.4, size=(320, 240), audio=False, rotation=90).path)
+    mpeg4 = probe(make_clip(tmp_path / "m4.mp4", duration=0.4, size=(320, 240), audio=False, codec="mpeg4").path)
+    assert "converting" in nvdec.nvdec_reason(rotated)
+    assert "mpeg4" in nvdec.nvdec_reason(mpeg4)
+    reason = nvdec.nvdec_reason(ok)
+    assert reason == nvdec.nvdec_available()  # only the machine can stop NVDEC for this one
+    if importlib.util.find_spec("PyNvVideoCodec") is None:
+        assert "PyNvVideoCodec" in reason
+
+
+# ---- the NVDEC path of the pipeline with CPU stand-ins for the decoder and the device step
+
+
+class _HostNv12:
+    """An NV12 frame in host memory, shaped like :class:`mime_fast.nvdec.Nv12Frame`."""
+
+    def __init__(self, planes):
+        self.buf = _nv12(planes)
+        self.height, self.width = planes[0].shape
+
+    def planes(self):
+        h = self.height
+        u = np.empty((self.buf.shape[0] - h, self.buf.shape[1] // 2), np.uint8)
+        v = np.empty_like(u)
+        ops.nv12_split(self.buf[h:], u, v)
+        return self.buf[:h], u, v
+
+
+def _fake_nvdec(monkeypatch, calls: list) -> None:
+    """NVDEC replaced by PyAV frames re-laid as NV12, the device step by the CPU one on the planes
+    split back from NV12: what the pipeline does with NVDEC's frames, run here."""
+    import av
+
+    from mime_fast import subsets
+
+    def frames(path, info, *, rgb=False, gpu=0):
+        for n, t, img, frame in iter_display_frames(path, info, rgb=rgb, keep_yuv=True):
+            assert frame is not None  # NVDEC is chosen only for clips whose frames pass through
+            dev = _HostNv12([np.array(p) for p in yuv420_planes(frame)])
+            vf = av.VideoFrame(dev.width, dev.height, "yuv420p")  # the host copy, from the NV12
+            for dst, src in zip(yuv420_planes(vf), dev.planes()):
+                np.copyto(dst, src)
+            vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = info.facts.color
+            yield n, t, img, nvdec.NvdecFrame(vf, dev)
+
+    cpu_step = ops.blur_hull_yuv420
+
+    def blur_hull_nv12(frame, points, outs, ksizes, **kw):
+        calls.append(frame)
+        return cpu_step(frame.planes(), points, outs, ksizes, **kw)
+
+    def blur_hull_yuv420(planes, points, outs, ksizes, *, device="cpu", **kw):  # the same arithmetic
+        return cpu_step(planes, points, outs, ksizes, **kw)
+
+    monkeypatch.setattr(subsets, "iter_nvdec_frames", frames)
+    monkeypatch.setattr(ops, "blur_hull_yuv420", blur_hull_yuv420)
+    monkeypatch.setattr(subsets, "nvdec_reason", lambda info: None if info.yuv_passthrough else "converting")
+    monkeypatch.setattr(ops, "blur_hull_nv12", blur_hull_nv12)
+
+
+def test_pipeline_nvdec_path_gives_the_cpu_bytes(tmp_path: Path, monkeypatch) -> None:
+    clip = make_clip(tmp_path / "c.mp4", duration=1.0, fps=30, size=(640, 480), bframes=2)
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", landmarks=lm, subsets=SUBSETS, min_height=0)
+    assert ref.decoder == "pyav" and ref.decoder_reason == ""
+    calls: list = []
+    _fake_nvdec(monkeypatch, calls)
+    # the CUDA device itself is not needed by the faked path: only Settings asks for it
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    got = mime_fast.build_subsets(clip.path, tmp_path / "gpu", landmarks=lm, subsets=SUBSETS, min_height=0,
+                                  device="cuda")
+    assert got.decoder == "nvdec" and calls  # the face frames were made from the device frames
+    for c in SUBSETS:
+        assert sha256(got.outputs[c]) == sha256(ref.outputs[c]), c
+    off = mime_fast.build_subsets(clip.path, tmp_path / "off", landmarks=lm, subsets=["FDM"], min_height=0,
+                                  device="cuda", nvdec=False)
+    assert off.decoder == "pyav" and off.decoder_reason == "nvdec is off"
+    assert sha256(off.outputs["FDM"]) == sha256(ref.outputs["FDM"])
+
+
+def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch) -> None:
+    clip = make_clip(tmp_path / "r.mp4", duration=0.6, fps=30, size=(320, 480), rotation=90)
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    calls: list = []
+    _fake_nvdec(monkeypatch, calls)
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    monkeypatch.setattr(ops, "blur_hull_yuv420", lambda *a, **k: pytest.fail("rotated frames are converted"))
+    from mime_fast import subsets
+
+    monkeypatch.setattr(subsets, "_blur_region", lambda *a, **k: None)  # no CUDA here: no blur
+    got = mime_fast.build_subsets(clip.path, tmp_path / "o", landmarks=lm, subsets=["FDM"], min_height=0,
+                                  device="cuda")
+    assert got.decoder == "pyav" and got.decoder_reason == "converting" and not calls
+
+
+def test_manifest_records_the_decoder(tmp_path: Path) -> None:
+    from mime_fast.corpus import discover, run_corpus
+    from mime_fast.manifest import read_rows
+
+    src = tmp_path / "in"
+    make_clip(src / "a.mp4", duration=0.6, fps=30, size=(320, 240))
+    run_corpus(discover(src), tmp_path / "out", subsets=["FM", "VMM"], min_height=0, progress=lambda s: None)
+    rows = [r for r in read_rows(tmp_path / "out") if r["subset"] == "FM"]
+    assert rows[0]["decoder"] == "pyav" and rows[0]["decoder_reason"] is None
+
+
+# ---- on a GPU machine
+
+
+def _gpu_clips(tmp_path: Path) -> list[Path]:
+    clips = [make_clip(tmp_path / "s.mp4", duration=1.0, fps=30, size=(1280, 720), bframes=2).path,
+             make_clip(tmp_path / "t.mp4", duration=0.5, fps=25, size=(322, 242), color="bt709").path]
+    from conftest import SHARED_MEDIA
+
+    clips += sorted(Path(SHARED_MEDIA).glob("*.mp4"))
+    return clips
+
+
+needs_nvdec = pytest.mark.skipif(importlib.util.find_spec("PyNvVideoCodec") is None,
+                                 reason="PyNvVideoCodec is not installed")
+
+
+@pytest.mark.cuda
+def test_cuda_download_and_blur_from_nv12(rng: np.random.Generator) -> None:
+    torch = pytest.importorskip("torch")
+    assert torch.cuda.is_available()
+    from test_blur_hull_yuv420 import _cases, _fused
+
+    for planes, pts, ks, feather, margin, matrix in _cases(rng, 40):
+        if planes[0].shape[0] % 2 or planes[0].shape[1] % 2:
+            continue
+        dev = nvdec.nv12_of_planes(planes)
+        got = tuple(np.empty_like(p) for p in planes)
+        dev.to_planes(got)
+        for a, b in zip(got, planes):
+            assert_images_equal(a, b, "cuda")
+        cpu, cb = _fused(planes, pts, ks, feather, margin, matrix)
+        outs = [tuple(p.copy() for p in planes) for _ in ks]
+        gb = ops.blur_hull_nv12(dev, pts, outs, ks, feather=feather, margin=margin, matrix=matrix)
+        assert gb == cb
+        for o, c in zip(outs, cpu):
+            for a, b in zip(o, c):
+                assert_images_equal(a, b, "cuda")
+
+
+@pytest.mark.cuda
+@needs_nvdec
+def test_nvdec_frames_equal_pyav(tmp_path: Path) -> None:
+    for path in _gpu_clips(tmp_path):
+        info = probe(path)
+        if nvdec.nvdec_reason(info):
+            continue
+        ref = list(iter_display_frames(path, info, rgb=False, keep_yuv=True))
+        got = list(nvdec.iter_nvdec_frames(path, info))
+        assert len(got) == len(ref) == info.video_frames, path
+        for (n, t, _, f), (m, s, _, g) in zip(ref, got):
+            assert (n, t) == (m, s)
+            for a, b in zip(yuv420_planes(g.frame), yuv420_planes(f)):
+                assert np.array_equal(np.asarray(a), np.asarray(b)), (path, n)
+
+
+@pytest.mark.cuda
+@needs_nvdec
+def test_nvdec_build_equals_the_cpu_build(tmp_path: Path) -> None:
+    clip = make_clip(tmp_path / "c.mp4", duration=1.5, fps=30, size=(1280, 720), bframes=2)
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", landmarks=lm, subsets=SUBSETS)
+    got = mime_fast.build_subsets(clip.path, tmp_path / "gpu", landmarks=lm, subsets=SUBSETS, device="cuda")
+    assert got.decoder == "nvdec", got.decoder_reason
+    for c in SUBSETS:
+        assert sha256(got.outputs[c]) == sha256(ref.outputs[c]), c
+
+
+@pytest.mark.cuda
+@needs_nvdec
+def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> None:
+    """100 clips through the NVDEC path: the device memory in use after the first few stays put."""
+    import torch
+
+    import mime_fast._core as core
+
+    clip = make_clip(tmp_path / "c.mp4", duration=0.4, fps=30, size=(640, 480))
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    used = []
+    for i in range(100):
+        r = mime_fast.build_subsets(clip.path, tmp_path / f"o{i % 2}", landmarks=lm, subsets=["FDM", "FSM"],
+                                    min_height=0, device="cuda")
+        assert r.decoder == "nvdec"
+        torch.cuda.synchronize()
+        free, total = core.cuda_memory()
+        used.append(total - free - torch.cuda.memory_reserved())
+    assert max(used[10:]) - used[10] < 16 << 20, f"device memory outside torch's cache grew: {used[10]} -> {max(used[10:])}"
+    assert torch.cuda.memory_allocated() < 64 << 20

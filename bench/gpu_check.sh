@@ -17,7 +17,23 @@ if [ -f .gpu/site.tar.xz ]; then
     mkdir -p /tmp/site && tar -xJf .gpu/site.tar.xz -C /tmp/site
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
-[ -d .gpu/models ] && export MIME_FAST_MODEL_DIR=$PWD/.gpu/models
+if [ -d .gpu/models ]; then
+    # weights that travel: SFace with float16 initialisers (half the bytes) goes back to float32 here
+    mkdir -p /tmp/models && cp .gpu/models/* /tmp/models/
+    if [ -f /tmp/models/sface_fp16.onnx ]; then
+        python3 - <<'PYEOF'
+import numpy as np, onnx
+from onnx import numpy_helper
+m = onnx.load("/tmp/models/sface_fp16.onnx")
+for init in m.graph.initializer:
+    a = numpy_helper.to_array(init)
+    if a.dtype == np.float16:
+        init.CopyFrom(numpy_helper.from_array(a.astype(np.float32), init.name))
+onnx.save(m, "/tmp/models/face_recognition_sface_2021dec.onnx")
+PYEOF
+    fi
+    export MIME_FAST_MODEL_DIR=/tmp/models
+fi
 [ -d .gpu/media ] && export MIME_FAST_SHARED_MEDIA=$PWD/.gpu/media
 
 log "build (sm_90)"

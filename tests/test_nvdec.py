@@ -226,7 +226,7 @@ def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> No
 
     import mime_fast._core as core
 
-    clip = make_clip(tmp_path / "c.mp4", duration=0.4, fps=30, size=(640, 480))
+    clip = make_clip(tmp_path / "c.mp4", duration=0.6, fps=30, size=(640, 480))
     lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
     used = []
     for i in range(100):

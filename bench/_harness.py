@@ -10,12 +10,39 @@ import os
 import platform
 import subprocess
 import time
+from fractions import Fraction
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The three real clips of the shared media folder (``media_dir``).
+REAL_CLIPS = ("crowd_1080p", "two_people_hug_1080p", "arm_wrestling_340x256")
+
+
+def media_dir() -> Path:
+    """The folder of real clips: ``$MIME_FAST_SHARED_MEDIA``, else ``../shared/media`` beside the
+    repository (as the tests find it)."""
+    env = os.environ.get("MIME_FAST_SHARED_MEDIA")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "media"
+
+
+def gpu_name() -> str | None:
+    """The GPU's name (nvidia-smi, else torch), or None."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, check=False, timeout=30).stdout.strip()
+        if out:
+            return out.splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - no torch, or no usable CUDA: no name
+        return None
 
 
 def parse_args(doc: str | None, repeats: int) -> argparse.Namespace:
@@ -136,3 +163,132 @@ def pipeline_with_hulls(src, out_dir, landmarks, **settings) -> tuple[float, flo
         return time.perf_counter() - t, acc[0]
     finally:
         ops.hull_mask, ops.blur_in_mask = hm, bm
+
+
+def scaled_copy(src: Path, dst: Path, height: int, *, fps: int | None = None, seconds: float | None = None,
+                crf: int = 16, preset: str = "ultrafast", color: str | None = None) -> Path:
+    """``src`` scaled to ``height`` (width by the aspect ratio, even), the video re-encoded with
+    libx264 (CRF ``crf``, ``preset``), the audio packets copied as they are.  ``fps``: the frames
+    put on that constant-rate grid by timestamp (:class:`mime_fast.video.FrameStandardiser`: frames
+    repeated or dropped, as ``ffmpeg -r`` does), else the source's timestamps kept.  ``seconds``:
+    only the first ``seconds`` of video and audio.  ``color`` ``"bt709"`` / ``"bt601"``: the frames
+    converted with that matrix and the stream tagged with it (limited range), else swscale's
+    default conversion, untagged."""
+    import av
+    import cv2
+
+    from mime_fast.video import FrameStandardiser, output_frame_count, probe, x264_options, yuv420_frame
+
+    info = probe(src)
+    end = info.start + Fraction(seconds).limit_denominator(1000) if seconds is not None else None
+    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
+        iv = ic.streams.video[0]
+        w = int(round(iv.codec_context.width * height / iv.codec_context.height / 2)) * 2
+        ov = oc.add_stream("libx264", rate=Fraction(fps) if fps else (iv.average_rate or Fraction(25)))
+        ov.width, ov.height, ov.pix_fmt = w, height, "yuv420p"
+        ov.codec_context.time_base = Fraction(1, fps) if fps else iv.time_base
+        ov.options = x264_options(crf, preset)
+        if color is not None:
+            ov.codec_context.colorspace, ov.codec_context.color_range = {"bt709": 1, "bt601": 6}[color], 1
+        std = None
+        if fps:
+            dur = info.duration if end is None else min(info.duration, end - info.start)
+            std = FrameStandardiser(info.start, fps, output_frame_count(dur, fps))
+        streams = [iv]
+        oa = None
+        if ic.streams.audio:
+            ia = ic.streams.audio[0]
+            oa = oc.add_stream_from_template(ia)
+            streams.append(ia)
+
+        def encode(img: np.ndarray, pts: int, tb) -> None:
+            interp = cv2.INTER_AREA if height < img.shape[0] else cv2.INTER_CUBIC
+            img = np.ascontiguousarray(cv2.resize(img, (w, height), interpolation=interp))
+            if color is not None:
+                nf = yuv420_frame(img, matrix=color)
+                nf.colorspace, nf.color_range = ov.codec_context.colorspace, 1
+            else:
+                nf = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
+            nf.pts, nf.time_base = pts, tb
+            for p in ov.encode(nf):
+                oc.mux(p)
+
+        for pkt in ic.demux(*streams):
+            if pkt.stream.type == "audio":
+                if pkt.dts is not None and (end is None or pkt.pts is None or pkt.pts * pkt.time_base < end):
+                    pkt.stream = oa
+                    oc.mux(pkt)
+                continue
+            for f in pkt.decode():  # (the last, empty packet flushes the decoder)
+                t = Fraction(f.pts) * f.time_base
+                if end is not None and t >= end:
+                    continue
+                if std is None:
+                    encode(f.to_ndarray(format="rgb24"), f.pts, f.time_base)
+                    continue
+                for i, img in std.push(t, f.to_ndarray(format="rgb24")):
+                    encode(img, i, ov.codec_context.time_base)
+        if std is not None:
+            for i, img in std.finish():
+                encode(img, i, ov.codec_context.time_base)
+        for p in ov.encode(None):
+            oc.mux(p)
+    return dst
+
+
+def grid_frames(src: Path, fps: int) -> Iterable:
+    """The yuv420p frames ``build_subsets`` encodes into FM for ``src`` at ``fps``: each decoded
+    frame (converted from RGB where the pipeline converts it), put on the output grid by timestamp
+    (:class:`mime_fast.video.FrameStandardiser`; a repeated frame is the same object)."""
+    from mime_fast.video import FrameStandardiser, iter_display_frames, output_frame_count, probe, yuv420_frame
+
+    info = probe(src)
+    std = FrameStandardiser(info.start, fps, output_frame_count(info.duration, fps))
+    for _, t, img, decoded in iter_display_frames(src, info, rgb=False, keep_yuv=True):
+        vf = decoded if decoded is not None else yuv420_frame(img, matrix=info.matrix)
+        yield from (f for _, f in std.push(t, vf))
+    yield from (f for _, f in std.finish())
+
+
+def libx264_alone(frames: Iterable, out_dir: Path, size: tuple[int, int], matrix: str,
+                  codes: Iterable[str] = ("FM", "FDM", "FSM", "VMM"), **settings) -> float:
+    """Seconds to encode ``frames`` (yuv420p ``av.VideoFrame``s of ``size`` (w, h), output frame
+    ``i`` at index ``i``) into the outputs ``codes`` exactly as ``build_subsets`` does with
+    ``settings`` (the same :class:`mime_fast.video.Mp4Writer`, libx264 options, threads and queues,
+    the encoders side by side): FM gets each frame itself, FDM and FSM a copy each, VMM muxes the
+    process's shared black packets (:meth:`~mime_fast.video.Mp4Writer.write_black`, "ultrafast").
+    The encode work alone: no decode (the caller has the frames), no audio, no masks, no remux."""
+    from mime_fast.subsets import Settings
+    from mime_fast.video import Mp4Writer, copy_frame
+
+    st = Settings.from_kwargs(**settings)
+    codes = list(codes)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    writers = {c: Mp4Writer(out_dir / f"{c}.mp4", *size, fps=st.fps, crf=st.crf,
+                            preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
+                            queue_size=st.queue_size, matrix=matrix) for c in codes}
+    try:
+        for i, vf in enumerate(frames):
+            for c, wr in writers.items():
+                if c == "VMM":
+                    wr.write_black(i)
+                else:
+                    wr.write_frame(vf if c == "FM" else copy_frame(vf), i)
+        for wr in writers.values():
+            wr.close()
+    finally:
+        for wr in writers.values():
+            wr.abort()
+    return time.perf_counter() - t
+
+
+def libx264_floor(src: Path, out_dir: Path) -> float:
+    """Seconds to encode the clip's standardised frames (decoded into memory first) into FM, FDM
+    and FSM with the default libx264 settings and VMM's black frames (:func:`libx264_alone`)."""
+    from mime_fast.subsets import Settings
+    from mime_fast.video import probe
+
+    info = probe(src)
+    frames = list(grid_frames(src, Settings().fps))
+    return libx264_alone(frames, out_dir, (info.width - info.width % 2, info.height - info.height % 2), info.matrix)

@@ -26,46 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import parse_args, pipeline_with_hulls, save
+from _harness import libx264_floor, parse_args, pipeline_with_hulls, save
 
 import mime_fast
 from mime_fast import build_subsets
 from mime_fast.corpus import discover, run_corpus
 from mime_fast.landmarks import default_stack, detect_subject
 from mime_fast.samples import make_clip
-from mime_fast.subsets import Settings
-from mime_fast.video import FrameStandardiser, Mp4Writer, black_frame, copy_frame, iter_display_frames, output_frame_count, probe
-
-
-def libx264_floor(src: Path, out_dir: Path) -> float:
-    """Seconds to encode the clip's standardised frames (decoded into memory first) into FM, FDM
-    and FSM with the default libx264 settings and VMM's black frames with "ultrafast", the four
-    encoders running side by side as in build_subsets: the encode work alone, no audio, no masks."""
-    st = Settings()
-    info = probe(src)
-    fps = st.fps
-    n_out = output_frame_count(info.duration, fps)
-    std = FrameStandardiser(info.start, fps, n_out)
-    frames = []
-    for _, t, _, decoded in iter_display_frames(src, info, rgb=False, keep_yuv=True):
-        frames += [vf for _, vf in std.push(t, decoded)]
-    frames += [vf for _, vf in std.finish()]
-    assert all(vf is not None for vf in frames), "the clip's decoded frames go to the encoder as they are"
-    w, h = info.width - info.width % 2, info.height - info.height % 2
-    black = black_frame(w, h)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    t = time.perf_counter()
-    writers = [Mp4Writer(out_dir / f"{c}.mp4", w, h, fps=fps, crf=st.crf,
-                         preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
-                         queue_size=st.queue_size, matrix=info.matrix) for c in ("FM", "FDM", "FSM", "VMM")]
-    for i, vf in enumerate(frames):  # FM gets the decoded frame, FDM and FSM copies (as in the pipeline)
-        writers[0].write_frame(vf, i)
-        writers[1].write_frame(copy_frame(vf), i)
-        writers[2].write_frame(copy_frame(vf), i)
-        writers[3].write_frame(black, i)
-    for wr in writers:
-        wr.close()
-    return time.perf_counter() - t
 
 
 def main() -> None:

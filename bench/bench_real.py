@@ -19,59 +19,16 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
-from fractions import Fraction
 from pathlib import Path
 
-from _harness import pipeline_with_hulls, save
-from bench_detect import libx264_floor
+from _harness import REAL_CLIPS, libx264_floor, media_dir, pipeline_with_hulls, save, scaled_copy
 
 import mime_fast
 from mime_fast import build_subsets
 from mime_fast.landmarks import default_stack, detect_subject
 from mime_fast.samples import make_clip, make_cut_sequence
-from mime_fast.video import x264_options
 
 HERE = Path(__file__).resolve().parent
-
-
-def scaled_copy(src: Path, dst: Path, height: int) -> Path:
-    """``src`` scaled to ``height`` (width by the aspect ratio, even), video re-encoded losslessly
-    enough (libx264 CRF 16), the audio packets copied as they are."""
-    import av
-    import cv2
-    import numpy as np
-
-    with av.open(str(src)) as ic, av.open(str(dst), "w") as oc:
-        iv = ic.streams.video[0]
-        w = int(round(iv.codec_context.width * height / iv.codec_context.height / 2)) * 2
-        ov = oc.add_stream("libx264", rate=iv.average_rate or Fraction(25))
-        ov.width, ov.height, ov.pix_fmt = w, height, "yuv420p"
-        ov.codec_context.time_base = iv.time_base
-        ov.options = x264_options(16, "ultrafast")
-        streams = [iv]
-        oa = None
-        if ic.streams.audio:
-            ia = ic.streams.audio[0]
-            oa = oc.add_stream_from_template(ia)
-            streams.append(ia)
-        for pkt in ic.demux(*streams):
-            if pkt.dts is None:
-                continue
-            if pkt.stream.type == "audio":
-                pkt.stream = oa
-                oc.mux(pkt)
-                continue
-            for f in pkt.decode():
-                img = f.to_ndarray(format="rgb24")
-                interp = cv2.INTER_AREA if height < img.shape[0] else cv2.INTER_CUBIC
-                img = np.ascontiguousarray(cv2.resize(img, (w, height), interpolation=interp))
-                nf = av.VideoFrame.from_ndarray(img, format="rgb24").reformat(format="yuv420p")
-                nf.pts, nf.time_base = f.pts, f.time_base
-                for p in ov.encode(nf):
-                    oc.mux(p)
-        for p in ov.encode(None):
-            oc.mux(p)
-    return dst
 
 
 def clips(media: Path, tmp: Path) -> dict[str, tuple[Path, dict]]:
@@ -79,7 +36,7 @@ def clips(media: Path, tmp: Path) -> dict[str, tuple[Path, dict]]:
     from mime_fast.detect import package_file
 
     out: dict[str, tuple[Path, dict]] = {}
-    for name in ("crowd_1080p", "two_people_hug_1080p", "arm_wrestling_340x256"):
+    for name in REAL_CLIPS:
         src = media / f"{name}.mp4"
         out[f"{name.rsplit('_', 1)[0]}@720p"] = (scaled_copy(src, tmp / f"{name}-720.mp4", 720), {})
         out[f"{name}@native"] = (src, {"min_height": 0} if name.startswith("arm") else {})
@@ -156,7 +113,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--media", type=Path, default=HERE.parent.parent / "shared" / "media")
+    ap.add_argument("--media", type=Path, default=media_dir(), help="real clips (default: $MIME_FAST_SHARED_MEDIA or ../shared/media)")
     ap.add_argument("--only", default=None, help="comma-separated clip names")
     args = ap.parse_args()
     if not (args.media / "crowd_1080p.mp4").is_file():

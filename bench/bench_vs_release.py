@@ -18,8 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import save
-from bench_real import scaled_copy
+from _harness import REAL_CLIPS, media_dir, save, scaled_copy
 
 HERE = Path(__file__).resolve().parent
 CHILD = """
@@ -38,14 +37,14 @@ def main() -> None:
     ap.add_argument("--reference", type=Path, required=True, help="the other release's python/ folder")
     ap.add_argument("--label", default="reference")
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--media", type=Path, default=HERE.parent.parent / "shared" / "media")
+    ap.add_argument("--media", type=Path, default=media_dir(), help="real clips (default: $MIME_FAST_SHARED_MEDIA or ../shared/media)")
     args = ap.parse_args()
     versions = {args.label: str(args.reference.resolve()), "this": str((HERE.parent / "python").resolve())}
     runs: dict = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         clips = {name: scaled_copy(args.media / f"{name}.mp4", tmp / f"{name}-720.mp4", 720)
-                 for name in ("crowd_1080p", "two_people_hug_1080p", "arm_wrestling_340x256")}
+                 for name in REAL_CLIPS}
         for rep in range(args.repeats):
             for name, clip in clips.items():
                 for ver, path in versions.items():

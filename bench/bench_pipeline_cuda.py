@@ -1,0 +1,460 @@
+"""Issue 12: the whole pipeline on a GPU machine against the encodes it cannot avoid, in one run over
+one corpus.  All rates are source frames per second over the corpus (sum of the clips' source
+frames / wall time of the contender).
+
+Corpus (prepared once, cached in ``--cache``): 8 synthetic 720p clips (``make_clip``: 10 s, 30 fps,
+a face, stereo audio; a different seed (background) and face size each; colour tagged BT.709 as
+an HD encoder writes it) and every video of the media folder (``--media``; default
+``$MIME_FAST_SHARED_MEDIA``, else ../shared/media), each converted once to 720p H.264 at 30 fps
+(libx264 CRF 18, "medium", BT.709, frames put on the 30 fps grid by timestamp, audio copied) unless
+it already is one.  No landmarks are given: the subject is detected (default offline stack; with
+``device="cuda"`` its torch version, which build_subsets picks itself).
+
+Contenders, interleaved over ``--repeats``:
+
+* ``cpu``: ``run_corpus`` (what ``mime-fast build`` runs) over the corpus, ``device="cpu"``,
+  ``--workers`` worker processes (default cores // 2), all seven subsets, default settings;
+* ``gpu``: the same with ``device="cuda"`` and ``--gpu-workers`` (default 8);
+* ``encoders``: libx264 alone: for each clip, the encodes build_subsets makes (FM unless the
+  pipeline stream-copies it, FDM and FSM at the default preset, VMM's shared black packets at
+  "ultrafast" when the clip has audio) through the same ``Mp4Writer`` (same x264 options, threads
+  and queues: ``_harness.libx264_alone``) of the clip's frames decoded once by PyAV beforehand (raw
+  yuv420p files in the cache, memory-mapped), ``--gpu-workers`` clips at a time in worker processes
+  started before the clock;
+* ``no_encode``: build_subsets with ``device="cuda"`` (``--device``) and every
+  ``mime_fast.subsets.Mp4Writer`` replaced by :class:`NullWriter`, which takes the frames and drops
+  them.  Included: probe, WAV extraction and the AAC encode of the audio (once per clip), the
+  decode passes, the subject detection and tracking, standardisation, FM's frame (handed over as
+  decoded) and the masks and blurs of FDM and FSM.  Left out: every libx264 encode, muxing, FM's
+  stream copy (``fm_copy=False``: FM's decoded frames go to the null writer) and the remuxes of
+  FDAM/FSAM/AMM (only FM, FDM, FSM and VMM are asked for).  Run twice: in this process through
+  ``run_corpus`` with one worker (the next clip's subject detected on a second thread, one decode
+  pass per clip), and ``--gpu-workers`` clips at a time in worker processes started (models loaded)
+  before the clock, each clip a ``build_subsets`` call (detection on the FM/VMM pass, then the
+  FDM/FSM pass: what ``run_corpus`` does with several workers).
+
+The ``cpu`` and ``gpu`` runs include what a real run pays: worker processes starting and loading
+their models (``first_frames_s`` says when the first frames moved).  ``--device cpu`` runs
+``cpu``, ``encoders`` and ``no_encode`` on the CPU (a smoke test without a GPU; the GPU figures are
+null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` with the GPU workers
+>= 1500 source fps.  Writes bench/results/pipeline-<device>.json.
+
+    python bench/bench_pipeline_cuda.py --device cuda [--repeats 1] [--gpu-workers 8] [--skip-cpu]
+    python bench/bench_pipeline_cuda.py --device cpu --quick --gpu-workers 2      # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from _harness import REAL_CLIPS, gpu_name, grid_frames, libx264_alone, machine, media_dir, save, scaled_copy
+
+import mime_fast
+from mime_fast import subsets as _subsets
+from mime_fast.corpus import VIDEO_EXTENSIONS, ClipSpec, run_corpus
+from mime_fast.manifest import compact, read_rows
+from mime_fast.progress import Monitor
+from mime_fast.subsets import Settings, build_subsets, fm_copy_reason
+from mime_fast.video import probe
+
+FPS = 30
+HEIGHT = 720
+ENCODED = ("FM", "FDM", "FSM", "VMM")  # the outputs build_subsets encodes (FDAM, FSAM, AMM are remuxes)
+FACE_SCALES = (1.0, 0.8, 1.2, 0.9, 1.1, 0.75, 1.3, 1.0)  # x make_clip's default face size (0.3 x height)
+TARGET_RATIO = 0.9
+TARGET_NO_ENCODE_FPS = 1500.0
+
+
+# ------------------------------------------------------------------------------------------ corpus
+
+
+@dataclasses.dataclass
+class Clip:
+    name: str
+    path: Path
+    raw: Path  # its output-grid yuv420p frames, for the encoders-alone contender
+    origin: str  # "synthetic" or the media file it was made from
+    frames: int = 0  # source frames (= output frames: 30 fps on the grid)
+    size: tuple[int, int] = (0, 0)
+    matrix: str = "bt601"
+    audio: bool = False
+    fm: str = ""  # what the pipeline should do with FM's video: "copy" or "encode: <why>"
+    encodes: tuple[str, ...] = ()  # the libx264 encodes build_subsets makes for it
+
+
+def _cached(dst: Path, make) -> Path:
+    """``dst``, made by ``make(tmp)`` unless it exists (written beside it, renamed when complete)."""
+    if not dst.exists():
+        tmp = dst.with_name(f".{dst.stem}.part-{os.getpid()}{dst.suffix}")
+        make(tmp)
+        os.replace(tmp, dst)
+    return dst
+
+
+def _make_synthetic(dst: Path, seed: int, seconds: float) -> None:
+    from mime_fast.samples import make_clip
+
+    make_clip(dst, duration=seconds, fps=FPS, size=(1280, HEIGHT), audio=True, seed=seed,
+              face_scale=FACE_SCALES[seed % len(FACE_SCALES)] * 0.3 * HEIGHT / 116.0, color="bt709", save_npz=False)
+
+
+def _make_real(dst: Path, src: Path, seconds: float | None) -> None:
+    info = probe(src)
+    on_grid = abs(info.fps - FPS) < 0.01 and info.height == HEIGHT and info.codec == "h264"
+    if on_grid and seconds is None:
+        shutil.copyfile(src, dst)
+    else:
+        scaled_copy(src, dst, HEIGHT, fps=FPS, seconds=seconds, crf=18, preset="medium", color="bt709")
+
+
+def _dump_raw(dst: Path, clip: Path) -> None:
+    """The clip's frames as build_subsets hands them to FM's encoder, concatenated yuv420p planes."""
+    from mime_fast.video import yuv420_planes
+
+    with open(dst, "wb") as f:
+        for vf in grid_frames(clip, FPS):
+            for plane in yuv420_planes(vf):
+                f.write(plane.tobytes())
+
+
+def _prepare(job: tuple) -> None:
+    kind, dst, raw, arg, seconds = job
+    if kind == "synthetic":
+        _cached(dst, lambda tmp: _make_synthetic(tmp, arg, seconds))
+    else:
+        _cached(dst, lambda tmp: _make_real(tmp, arg, seconds))
+    _cached(raw, lambda tmp: _dump_raw(tmp, dst))
+
+
+def prepare_corpus(cache: Path, media: Path, quick: bool, fm_copy: bool, jobs: int) -> tuple[list[Clip], str]:
+    """The corpus (cached under ``cache``) and a note on the real clips found."""
+    cache.mkdir(parents=True, exist_ok=True)
+    seconds = 2.0 if quick else 10.0
+    todo: list[tuple] = []
+    clips: list[Clip] = []
+    for i in range(2 if quick else 8):
+        name = f"synthetic{i}"
+        clips.append(Clip(name, cache / f"{name}.mp4", cache / f"{name}.yuv", "synthetic"))
+        todo.append(("synthetic", clips[-1].path, clips[-1].raw, i, seconds))
+    real = sorted(p for p in media.glob("*") if p.suffix.lower() in VIDEO_EXTENSIONS) if media.is_dir() else []
+    note = f"{len(real)} real clips from {media}" if real else f"no real clips: no videos in {media}"
+    if real and not {p.stem for p in real} >= set(REAL_CLIPS):
+        note += f" (expected {', '.join(REAL_CLIPS)})"
+    for src in real:
+        name = f"{src.stem}@720p30"
+        clips.append(Clip(name, cache / f"{name}.mp4", cache / f"{name}.yuv", src.name))
+        todo.append(("real", clips[-1].path, clips[-1].raw, src, 2.0 if quick else None))
+    with _pool(min(jobs, len(todo))) as pool:
+        list(pool.map(_prepare, todo))
+    st = Settings(fm_copy=fm_copy)
+    for c in clips:
+        info = probe(c.path)
+        c.frames, c.size, c.matrix, c.audio = info.video_frames, (info.width, info.height), info.matrix, info.has_audio
+        copied, why = fm_copy_reason(info, st)
+        c.fm = "copy" if copied else f"encode: {why}"
+        c.encodes = tuple(x for x in ENCODED if (x != "FM" or not copied) and (x != "VMM" or info.has_audio))
+    return clips, note
+
+
+# ------------------------------------------------------------------------------------- contenders
+
+
+class Clock(Monitor):
+    """When a run_corpus run moved its first frames and finished each clip (s since it started)."""
+
+    def start(self, pending, passes) -> None:
+        self.t0, self.first, self.done = time.perf_counter(), None, {}
+
+    def frames(self, clip_id: str, n: int) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.t0
+
+    def clip_done(self, clip_id: str, reason, frames: int) -> None:
+        self.done[clip_id] = round(time.perf_counter() - self.t0, 2)
+
+
+class NullWriter:
+    """Stands in for :class:`mime_fast.video.Mp4Writer` in build_subsets (the no-encode contender):
+    every frame, black frame, packet and audio call is taken and dropped; the file is created empty
+    so the outputs are renamed into place as usual."""
+
+    def __init__(self, path, width: int, height: int, **_):
+        self.path = Path(path)
+        self.path.touch()
+        self.audio = None  # no audio stream: build_subsets muxes no audio into it
+        self.frames = 0
+
+    def write_frame(self, *_) -> None:
+        self.frames += 1
+
+    write_black = write_packet = write_rgb = write_frame
+
+    def write_audio_until(self, *_) -> None:
+        pass
+
+    write_audio = write_audio_until
+
+    def close(self) -> None:
+        pass
+
+    abort = close
+
+
+@contextlib.contextmanager
+def no_encoding():
+    """build_subsets with :class:`NullWriter` for every output (the name ``mime_fast.subsets`` uses)."""
+    saved, _subsets.Mp4Writer = _subsets.Mp4Writer, NullWriter
+    try:
+        yield
+    finally:
+        _subsets.Mp4Writer = saved
+
+
+NO_ENCODE = {"subsets": list(ENCODED), "fm_copy": False}  # build_subsets arguments of the no-encode runs
+
+
+def specs(clips: list[Clip]) -> list[ClipSpec]:
+    return [ClipSpec(c.name, c.path) for c in clips]  # landmarks=None: detected
+
+
+def run_pipeline(clips: list[Clip], out: Path, workers: int, **kw) -> dict:
+    """One run_corpus over the corpus into the fresh folder ``out`` (removed after)."""
+    clock = Clock()
+    t = time.perf_counter()
+    summary = run_corpus(specs(clips), out, workers=workers, monitor=clock, **kw)
+    wall = time.perf_counter() - t
+    per_clip: dict = {}
+    for r in compact(read_rows(out)):
+        d = per_clip.setdefault(r["clip_id"], {"done_s": clock.done.get(r["clip_id"])})
+        if r["subset"] == "FM":
+            d["fm"] = r.get("fm_video")
+            d["tracking"] = r.get("tracking_status")
+        if r["status"] != "ok":
+            d.setdefault("not_ok", {})[r["subset"]] = f"{r['status']}: {r['reason']}"
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall_s": wall, "frames": summary.frames, "failed": summary.failed,
+            "first_frames_s": None if clock.first is None else round(clock.first, 2), "clips": per_clip}
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(barrier, device: str | None) -> None:
+    """A worker of the encoders-alone (``device`` None) or no-encode pool."""
+    _WORKER["barrier"] = barrier
+    if device is not None:
+        from mime_fast.landmarks import default_stack
+
+        _subsets.Mp4Writer = NullWriter  # (this process only)
+        _WORKER["stack"] = getattr(default_stack(device), "name", "?")
+
+
+def _ready(_) -> int:
+    _WORKER["barrier"].wait(timeout=600)  # returns once every worker has started
+    return os.getpid()
+
+
+@contextlib.contextmanager
+def _pool(workers: int, device: str | None = None, warm: bool = False):
+    ctx = multiprocessing.get_context("spawn")  # as run_corpus: never a fork of a process with threads
+    barrier = ctx.Barrier(workers) if warm else None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                               initargs=(barrier, device))
+    try:
+        if warm:
+            assert len(set(pool.map(_ready, range(workers)))) == workers
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _encode_clip(job: tuple) -> float:
+    raw, n, size, matrix, codes, out = job
+    import av
+    import numpy as np
+
+    from mime_fast.video import yuv420_planes
+
+    w, h = size
+    data = np.memmap(raw, dtype=np.uint8, mode="r", shape=(n, w * h * 3 // 2))
+    cuts = np.cumsum([0, w * h, w * h // 4, w * h // 4])
+
+    def frames():
+        for i in range(n):
+            vf = av.VideoFrame(w, h, "yuv420p")
+            for k, plane in enumerate(yuv420_planes(vf)):
+                np.copyto(plane, data[i, cuts[k]:cuts[k + 1]].reshape(plane.shape))
+            yield vf
+
+    try:
+        return libx264_alone(frames(), out, size, matrix, codes)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def run_encoders(clips: list[Clip], out: Path, workers: int) -> dict:
+    jobs = [(c.raw, c.frames, c.size, c.matrix, c.encodes, out / c.name) for c in clips]
+    with _pool(workers, warm=True) as pool:
+        t = time.perf_counter()
+        seconds = list(pool.map(_encode_clip, jobs))
+        wall = time.perf_counter() - t
+    return {"wall_s": wall, "frames": sum(c.frames for c in clips),
+            "clips": {c.name: {"encode_s": round(s, 2), "encodes": list(c.encodes)} for c, s in zip(clips, seconds)}}
+
+
+def _no_encode_clip(job: tuple) -> dict:
+    path, out, name, device = job
+    r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE)
+    return {"source_frames": r.source_frames, "stack": _WORKER["stack"],
+            "tracking": getattr(r.tracking, "status", None)}
+
+
+def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str) -> dict:
+    if workers == 1:  # in this process, as `mime-fast build --workers 1`
+        with no_encoding():
+            res = run_pipeline(clips, out, 1, device=device, **NO_ENCODE)
+        return res
+    jobs = [(c.path, out, c.name, device) for c in clips]
+    with _pool(workers, device, warm=True) as pool:
+        t = time.perf_counter()
+        done = list(pool.map(_no_encode_clip, jobs))
+        wall = time.perf_counter() - t
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall_s": wall, "frames": sum(d["source_frames"] for d in done),
+            "clips": {c.name: d for c, d in zip(clips, done)}}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    cores = os.cpu_count() or 2
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"], help="cuda (default), or cpu: smoke test")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=max(1, cores // 2), help="CPU path workers (default cores // 2)")
+    ap.add_argument("--gpu-workers", type=int, default=8, help="GPU path, encoders-alone and no-encode workers")
+    ap.add_argument("--media", type=Path, default=media_dir(), help="real clips (default $MIME_FAST_SHARED_MEDIA "
+                    "or ../shared/media)")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "mime_fast_bench_pipeline",
+                    help="prepared corpus (kept between runs)")
+    ap.add_argument("--quick", action="store_true", help="2 synthetic clips of 2 s, real clips cut to 2 s")
+    ap.add_argument("--skip-cpu", action="store_true", help="leave the CPU path out")
+    ap.add_argument("--no-fm-copy", dest="fm_copy", action="store_false", help="FM always encoded")
+    args = ap.parse_args()
+    dev, gw = args.device, args.gpu_workers
+    if dev == "cuda" and not mime_fast.cuda_available():
+        ap.exit(2, f"bench_pipeline_cuda: --device cuda but {mime_fast.cuda_status()} (--device cpu: smoke test)\n")
+
+    clips, media_note = prepare_corpus(args.cache / ("quick" if args.quick else "full"), args.media, args.quick,
+                                       args.fm_copy, cores)
+    total = sum(c.frames for c in clips)
+    print(f"corpus: {len(clips)} clips, {total} source frames ({media_note})", flush=True)
+
+    from mime_fast.landmarks import default_stack
+
+    stacks = {"cpu": default_stack("cpu").name}  # loaded here before any clock (run_corpus loads them too)
+    if dev == "cuda":
+        stacks["cuda"] = default_stack("cuda").name
+    contenders = {}  # name -> (workers, device, run(out))
+    skipped = {}
+    if args.skip_cpu:
+        skipped["cpu"] = "--skip-cpu"
+    else:
+        contenders["cpu"] = (args.workers, "cpu", lambda out: run_pipeline(clips, out, args.workers, device="cpu",
+                                                                           fm_copy=args.fm_copy))
+    if dev == "cuda":
+        contenders["gpu"] = (gw, "cuda", lambda out: run_pipeline(clips, out, gw, device="cuda", fm_copy=args.fm_copy))
+    else:
+        skipped["gpu"] = skipped["no_encode (cuda)"] = "--device cpu: no GPU contender (no_encode runs on the CPU)"
+    contenders["encoders"] = (gw, None, lambda out: run_encoders(clips, out, gw))
+    contenders["no_encode_1"] = (1, dev, lambda out: run_no_encode(clips, out, 1, dev))
+    contenders["no_encode"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev))
+
+    runs: dict[str, list[dict]] = {name: [] for name in contenders}
+    with tempfile.TemporaryDirectory(prefix="bench_pipeline-") as tmp:
+        for rep in range(args.repeats):
+            for name, (workers, _, run) in contenders.items():
+                r = run(Path(tmp) / f"{name}-{rep}")
+                r["fps"] = r["frames"] / r["wall_s"]
+                runs[name].append(r)
+                bad = f", FAILED {r['failed']}" if r.get("failed") else ""
+                print(f"  repeat {rep} {name:12s} workers {workers:2d}: {r['wall_s']:7.1f} s, {r['fps']:7.1f} "
+                      f"source fps{bad}", flush=True)
+
+    def fps(name):  # median over the repeats
+        if name not in runs:
+            return None
+        v = sorted(r["fps"] for r in runs[name])
+        return v[len(v) // 2]
+
+    pipe = runs.get("gpu", runs.get("cpu", [{}]))[-1]
+    per_clip = []
+    for c in clips:
+        seen = pipe.get("clips", {}).get(c.name, {})
+        fm = seen.get("fm")
+        per_clip.append({"clip": c.name, "origin": c.origin, "size": list(c.size), "source_frames": c.frames,
+                         "audio": c.audio, "fm": c.fm, "encodes": list(c.encodes),
+                         "fm_in_pipeline": fm, "plan_matches_pipeline": fm is None or c.fm.startswith(fm),
+                         "not_ok": seen.get("not_ok"),
+                         "stack": runs["no_encode"][-1]["clips"].get(c.name, {}).get("stack", stacks.get(dev))})
+    gpu_fps, enc_fps = fps("gpu"), fps("encoders")
+    no_key = "gpu" if dev == "cuda" else "cpu"
+    payload = {
+        "machine": {**machine(), "gpu": gpu_name() if dev == "cuda" else None},
+        "quick": args.quick,
+        "cpu_corpus_fps": fps("cpu"),
+        "gpu_corpus_fps": gpu_fps,
+        "encoders_alone_fps": enc_fps,
+        "ratio_vs_encoders_alone": gpu_fps / enc_fps if gpu_fps and enc_fps else None,
+        f"{no_key}_no_encode_fps": fps("no_encode"),
+        f"{no_key}_no_encode_single_process_fps": fps("no_encode_1"),
+        "target_ratio_vs_encoders_alone": TARGET_RATIO,
+        "target_gpu_no_encode_fps": TARGET_NO_ENCODE_FPS,
+        "skipped": skipped,
+        "workers": {name: w for name, (w, _, _) in contenders.items()},
+        "stacks": stacks,
+        "settings": {**dataclasses.asdict(Settings()), "fm_copy": args.fm_copy, "device": dev},
+        "no_encode_settings": NO_ENCODE,
+        "corpus": {"clips": len(clips), "source_frames": total, "media": media_note, "cache": str(args.cache)},
+        "clips": per_clip,
+        "runs": runs,
+    }
+    if dev != "cuda":
+        payload.update(gpu_corpus_fps=None, gpu_no_encode_fps=None, ratio_vs_encoders_alone=None)
+    path = save("pipeline", payload, device=dev)
+
+    print(f"\npipeline over {len(clips)} clips, {total} source frames, device {dev}"
+          f"{' (' + payload['machine']['gpu'] + ')' if payload['machine']['gpu'] else ''}, {cores} cores"
+          f"{', QUICK' if args.quick else ''}")
+    print(f"{'contender':34s} {'workers':>7s} {'wall s':>8s} {'source fps':>11s} {'1st frames s':>12s}")
+    labels = {"cpu": "cpu pipeline (run_corpus)", "gpu": "gpu pipeline (run_corpus)",
+              "encoders": "libx264 alone (same encodes)", "no_encode_1": f"{dev} no-encode, 1 process",
+              "no_encode": f"{dev} no-encode, workers"}
+    for name, (workers, _, _) in contenders.items():
+        wall = sorted(r["wall_s"] for r in runs[name])[len(runs[name]) // 2]
+        first = runs[name][-1].get("first_frames_s")  # run_corpus runs: when the first frames moved
+        print(f"{labels[name]:34s} {workers:7d} {wall:8.1f} {fps(name):11.1f} {'' if first is None else first:>12}")
+    for name, why in skipped.items():
+        print(f"{name:34s} skipped: {why}")
+    fm = {c['clip']: c['fm'].split(':')[0] for c in per_clip}
+    print(f"FM: {sum(v == 'copy' for v in fm.values())} clips copied, {sum(v == 'encode' for v in fm.values())} "
+          f"encoded; stacks {stacks}; mismatches plan/pipeline: "
+          f"{[c['clip'] for c in per_clip if not c['plan_matches_pipeline']] or 'none'}")
+    if payload["ratio_vs_encoders_alone"] is not None:
+        print(f"ratio gpu / encoders alone: {payload['ratio_vs_encoders_alone']:.2f} (target {TARGET_RATIO}); "
+              f"gpu no-encode {payload['gpu_no_encode_fps']:.0f} fps (target {TARGET_NO_ENCODE_FPS:.0f})")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

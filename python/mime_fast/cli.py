@@ -83,6 +83,10 @@ def _build(args: argparse.Namespace) -> int:
                     min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
                     crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
                     device=args.device, detect_every=args.detect_every, fm_copy=args.fm_copy)
+    if args.workers is None:
+        from .devices import auto_workers
+
+        args.workers = auto_workers(args.device)
     try:
         check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
     except (ValueError, TypeError) as exc:
@@ -163,13 +167,15 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                     help="always encode FM, even from a source that already meets its standard (by default FM is "
                          "then a stream copy of the source's H.264 video: no generation loss, one encode fewer)")
     ap.add_argument("--device", default="cpu", metavar="DEV",
-                    help="where masks and blur run: cpu or cuda (default cpu)")
+                    help="cpu or cuda (default cpu). cuda: NVDEC decoding, the face models, masks and blur on the "
+                         "GPU; libx264 encodes on the CPU either way, and the outputs are the same bytes")
     ap.add_argument("--detect-every", type=int, default=3, metavar="N",
                     help="run the face detector every N frames while the subject is tracked by its landmarks")
     ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
                     help="do not detect the next clip's subject while the current clip encodes (one worker)")
-    ap.add_argument("--workers", type=int, default=1, metavar="N",
-                    help="clips built at once on this machine (processes)")
+    ap.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="clips built at once on this machine (processes; default 1, with --device cuda one per "
+                         "two cores, at most 8 per GPU: the GPUs share them)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster address (default: ray.init()'s choice)")
@@ -275,8 +281,11 @@ def _models(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     import mime_fast
 
+    from .devices import report
+
     print(f"mime_fast {mime_fast.__version__}")
-    print(f"CUDA: {mime_fast.cuda_status()}")
+    for what, status in report():
+        print(f"{what}: {status}")
     print(f"CPU threads: {mime_fast.num_threads()}")
     return 0
 

@@ -635,9 +635,16 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(stop, frames) -> None:
+def _init_worker(stop, frames, counter=None, gpus: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
     _WORKER.update(stop=stop, frames=frames)
+    if counter is not None and gpus > 1:  # device="cuda" on several GPUs: worker i uses GPU i mod n
+        with counter.get_lock():
+            index = counter.value
+            counter.value += 1
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(g) for g in range(gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = ids[index % len(ids)]  # before anything touches CUDA here
 
 
 def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
@@ -681,8 +688,13 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
         while not frames.empty():
             monitor.frames(*frames.get())
 
+    gpus = 0
+    if settings.get("device") == "cuda":
+        from .devices import gpu_count
+
+        gpus = gpu_count()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(stop, frames))
+                               initargs=(stop, frames, ctx.Value("i", 0), gpus))
     try:
         with _sigint_blocked():  # the workers start (on submit) with SIGINT blocked
             futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]

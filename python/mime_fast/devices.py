@@ -1,0 +1,68 @@
+"""What this machine offers the pipeline: CUDA devices, NVDEC, NVENC, and how many clips to build
+at once on them (``mime-fast info``, ``mime-fast build --device cuda``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+
+def gpu_count() -> int:
+    """CUDA devices visible to this process (0 without a CUDA build or driver)."""
+    from . import cuda_available
+
+    if not cuda_available():
+        return 0
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        return int(torch.cuda.device_count())
+    return 1  # the compiled core sees one; without torch it uses the first only
+
+
+def auto_workers(device: str, *, cores: int | None = None, gpus: int | None = None) -> int:
+    """Clips built at once when ``--workers`` is not given: one on the CPU (each clip already
+    uses several threads); with ``device="cuda"`` the GPUs do decoding, detection, masks and blur,
+    and the CPU only encodes, so one clip per two cores (each clip's encoders run with two threads
+    and overlap), at most eight per GPU (past that the clips only wait on each other's kernels and
+    each worker's CUDA context costs device memory)."""
+    if device != "cuda":
+        return 1
+    cores = cores or os.cpu_count() or 1
+    gpus = gpu_count() if gpus is None else gpus
+    return max(1, min(cores // 2, 8 * max(1, gpus)))
+
+
+def nvenc_status() -> str:
+    """Whether the GPU has a video encoder (NVENC), in words.  H100 and H200 have none: the
+    outputs are encoded by libx264 on the CPU on every machine; an NVENC encoder is not used even
+    where one exists (its bytes would differ from libx264's)."""
+    if importlib.util.find_spec("PyNvVideoCodec") is None:
+        return "unknown (PyNvVideoCodec is not installed)"
+    from . import cuda_available
+
+    if not cuda_available():
+        return "absent (no CUDA device)"
+    try:
+        import PyNvVideoCodec as nvc
+
+        enc = nvc.CreateEncoder(256, 256, "NV12", True)  # a session on host input, then closed
+        del enc
+    except Exception as exc:  # noqa: BLE001 - the library raises its own types
+        return f"absent (an encoder session could not be opened: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+    return "present (not used: libx264 encodes every output)"
+
+
+def report() -> list[tuple[str, str]]:
+    """``(what, status)`` lines for ``mime-fast info``."""
+    from . import cuda_status
+    from .nvdec import nvdec_available
+
+    n = gpu_count()
+    lines = [("CUDA", cuda_status()), ("GPUs", str(n))]
+    if n:
+        why = nvdec_available()
+        lines.append(("NVDEC decode", "available" if why is None else f"not used: {why}"))
+        lines.append(("NVENC encode", nvenc_status()))
+        lines.append(("workers for --device cuda", f"{auto_workers('cuda', gpus=n)} (auto)"))
+    return lines

@@ -1,0 +1,58 @@
+"""Machine facts for the CUDA device: workers chosen for --device cuda, GPUs shared among the
+worker processes, and what ``mime-fast info`` says."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from mime_fast import corpus, devices
+
+
+def test_auto_workers() -> None:
+    assert devices.auto_workers("cpu", cores=16, gpus=1) == 1
+    assert devices.auto_workers("cuda", cores=16, gpus=1) == 8
+    assert devices.auto_workers("cuda", cores=64, gpus=1) == 8  # at most 8 per GPU
+    assert devices.auto_workers("cuda", cores=64, gpus=4) == 32
+    assert devices.auto_workers("cuda", cores=2, gpus=1) == 1
+    assert devices.auto_workers("cuda", cores=1, gpus=0) == 1
+
+
+@pytest.mark.parametrize("visible", [None, "3,5"])
+def test_workers_are_spread_over_the_gpus(monkeypatch, visible) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    counter = ctx.Value("i", 0)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
+    seen = []
+    for _ in range(5):
+        if visible is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible
+        else:
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        corpus._init_worker(None, None, counter, 2)
+        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+    ids = ["0", "1"] if visible is None else ["3", "5"]
+    assert seen == [ids[i % 2] for i in range(5)]
+
+
+def test_one_gpu_leaves_the_environment_alone(monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
+    corpus._init_worker(None, None, multiprocessing.get_context("spawn").Value("i", 0), 1)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+def test_info_reports_the_devices(capsys) -> None:
+    from mime_fast.cli import main
+
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "CUDA:" in out and "GPUs:" in out
+    if devices.gpu_count():
+        assert "NVDEC decode:" in out and "NVENC encode:" in out

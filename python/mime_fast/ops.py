@@ -273,6 +273,13 @@ __all__ += ["yuv420_to_rgb"]
 Planes = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
+def _distinct_ksizes(ksizes: Sequence[int]) -> list[int]:
+    ks = [_check_int(k, "ksizes entry") for k in ksizes]
+    if len(set(ks)) != len(ks):
+        raise ValueError(f"ksizes must be distinct, got {ks}")
+    return ks
+
+
 def blur_hull_yuv420(
     planes: Planes,
     points: np.ndarray,
@@ -300,9 +307,7 @@ def blur_hull_yuv420(
     Returns the ``(x, y, w, h)`` box of the mask's non-zero pixels (``(0, 0, 0, 0)``: nothing
     changed).
     """
-    ks = [_check_int(k, "ksizes entry") for k in ksizes]
-    if len(set(ks)) != len(ks):
-        raise ValueError(f"ksizes must be distinct, got {ks}")
+    ks = _distinct_ksizes(ksizes)
     for name, p in zip(("y", "u", "v"), planes):
         _check_array(p, name)
     f = None if feather is None else float(feather)
@@ -342,9 +347,7 @@ def blur_hull_nv12(
     region of each of ``outs`` (host yuv420p planes holding a copy of the frame) is written.
     Needs a CUDA build and device; the samples equal :func:`blur_hull_yuv420`'s on the frame's
     planes."""
-    ks = [_check_int(k, "ksizes entry") for k in ksizes]
-    if len(set(ks)) != len(ks):
-        raise ValueError(f"ksizes must be distinct, got {ks}")
+    ks = _distinct_ksizes(ksizes)
     y, uv = frame.pointers
     f = None if feather is None else float(feather)
     return tuple(_core.cuda_blur_hull_nv12(y, uv, frame.pitch, frame.pitch, frame.height, frame.width,

@@ -15,10 +15,14 @@ quantity                            measured (cpu)                  threshold
 pyramid levels vs INTER_LINEAR_EXACT  equal                         equal
 gray vs cvtColor(RGB2GRAY)          equal                           equal
 descriptor (64 x 128 windows)       <= 3e-7 (values up to 0.58)     <= 1e-5
-detectMultiScale rects (same gray)  equal                           same count, IoU >= 0.8
+detectMultiScale rects (same gray)  equal on 10 / 10 frames        same count, IoU >= 0.8
 detectMultiScale weights            <= 6.5e-6                       <= 1e-3
 detect() vs HogPersonDetector       same boxes (0 px), scores       same count, IoU >= 0.8,
-(and vs the golden file)            <= 2.7e-6                       scores within 1e-3
+(and vs the golden file)            <= 4.2e-6                       scores within 1e-3
+==================================  ==============================  ===========================
+
+Time per 1080p frame (640 px pyramid, 22 levels) on this loaded 2-core machine: cv2 82 ms, torch
+CPU 331 ms with one torch thread (medians over the 10 frames).
 ==================================  ==============================  ===========================
 
 No synthetic image of upright people is used (none ships with the test dependencies); the two
@@ -170,10 +174,13 @@ def golden() -> dict:
 
 
 @pytest.fixture(scope="module")
-def golden_frames(shared_media) -> list:
-    """``(source, frame)`` in the golden file's order (decoded by bench/make_hog_golden.py's code)."""
+def golden_frames(request) -> list:
+    """``(source, frame)`` in the golden file's order (decoded by bench/make_hog_golden.py's code)
+    from ``$MIME_FAST_MEDIA_DIR`` (as tests/test_torch_models.py) or ``shared_media``."""
+    d = os.environ.get("MIME_FAST_MEDIA_DIR")
+    media = Path(d) if d and (Path(d) / "crowd_1080p.mp4").is_file() else request.getfixturevalue("shared_media")
     mod = runpy.run_path(str(ROOT / "bench" / "make_hog_golden.py"))
-    return mod["golden_frames"](shared_media)
+    return mod["golden_frames"](media)
 
 
 def _split(golden: dict, key: str, count: str) -> list:

@@ -10,6 +10,9 @@ frame (detector) and per face (face mesh, SFace), medians of interleaved repeats
 * face mesh / SFace: B faces of one frame (the crowd frame's faces repeated to B) in one call; the
   CPU models run them one by one (mesh) or in one onnxruntime batch (SFace), the torch ones in one
   forward with the crops made on the device.
+* persons (batches 1 and 8 only): the HOG people detector at its default 640 px on B 1080p frames;
+  CPU: ``HogPersonDetector`` (cv2.HOGDescriptor, OpenCV 4.x) per frame; torch:
+  ``TorchHogPersons.detect_batch`` (one pyramid for the B frames), numpy frames and on-device tensor.
 
 Writes bench/results/models-<device>.json.
 
@@ -25,6 +28,7 @@ import numpy as np
 from _harness import compare, face_frame, parse_args, save
 
 BATCHES = (1, 8, 32)
+PERSON_BATCH_MAX = 8  # the HOG pyramid of 32 1080p frames: seconds per repeat on a CPU
 
 
 def _frames(n: int) -> tuple[list[np.ndarray], str]:
@@ -47,20 +51,23 @@ def main() -> None:
     args = parse_args(__doc__, repeats=5)
     import torch
 
-    from mime_fast.detect.models import Faces, MediaPipeFaceMesh, ModelNotAvailable, RetinaFaceDetector, SFaceEmbedder
-    from mime_fast.detect.torch_models import TorchFaceMesh, TorchRetinaFace, TorchSFace
+    from mime_fast.detect.models import (Faces, HogPersonDetector, MediaPipeFaceMesh, ModelNotAvailable,
+                                         RetinaFaceDetector, SFaceEmbedder)
+    from mime_fast.detect.torch_models import TorchFaceMesh, TorchHogPersons, TorchRetinaFace, TorchSFace
 
     dev = args.device
     frames, source = _frames(max(BATCHES))
     cpu = {}
     for name, make in (("detector", lambda: RetinaFaceDetector(max_size=384)), ("mesh", MediaPipeFaceMesh),
-                       ("sface", SFaceEmbedder)):
+                       ("sface", SFaceEmbedder), ("persons", HogPersonDetector)):
         try:
             cpu[name] = make()
         except ModelNotAvailable as e:  # e.g. an OpenCV without the TFLite importer: torch alone
             print(f"CPU {name} not available ({e}): torch only")
     tor = {"detector": TorchRetinaFace(device=dev, max_size=384), "mesh": TorchFaceMesh(device=dev),
-           "sface": TorchSFace(device=dev)}
+           "sface": TorchSFace(device=dev), "persons": TorchHogPersons(device=dev)}
+    if "persons" in cpu and cpu["persons"].backend != "opencv":  # OpenCV 5: it would be the torch port
+        del cpu["persons"]
 
     def sync():
         if dev == "cuda":
@@ -68,8 +75,8 @@ def main() -> None:
 
     faces0 = (cpu.get("detector") or tor["detector"]).detect(frames[0])
     assert len(faces0), "no face in the benchmark frame"
-    results: dict = {"detector": {}, "mesh": {}, "sface": {}}
-    unit = {"detector": "ms_per_frame", "mesh": "ms_per_face", "sface": "ms_per_face"}
+    results: dict = {"detector": {}, "mesh": {}, "sface": {}, "persons": {}}
+    unit = {"detector": "ms_per_frame", "mesh": "ms_per_face", "sface": "ms_per_face", "persons": "ms_per_frame"}
     for B in BATCHES:
         fr = frames[:B]
         on_dev = torch.from_numpy(np.stack(fr)).to(dev)
@@ -83,14 +90,19 @@ def main() -> None:
                      "torch": lambda: (tor["mesh"].landmarks(frames[0], faces), sync())},
             "sface": {"cpu_stack": lambda: cpu["sface"].embed(frames[0], faces),
                       "torch": lambda: (tor["sface"].embed(frames[0], faces), sync())},
+            "persons": {"cpu_stack": lambda: [cpu["persons"].detect(f) for f in fr],
+                        "torch": lambda: (tor["persons"].detect_batch(fr), sync()),
+                        "torch_on_device": lambda: (tor["persons"].detect_batch(on_dev), sync())},
         }
+        if B > PERSON_BATCH_MAX:
+            del contenders["persons"]
         for m, fns in contenders.items():
             if m not in cpu:
                 fns.pop("cpu_stack")
             r = compare(fns, args.repeats, warmup=1)
             results[m][str(B)] = {k: {**v, unit[m]: v["median_ms"] / B} for k, v in r.items()}
         line = "  ".join(f"{m} {results[m][str(B)].get('cpu_stack', {}).get(unit[m], float('nan')):.2f}"
-                         f" -> {results[m][str(B)]['torch'][unit[m]]:.2f}" for m in results)
+                         f" -> {results[m][str(B)]['torch'][unit[m]]:.2f}" for m in results if str(B) in results[m])
         line += f"  (detector, frames already on the device: {results['detector'][str(B)]['torch_on_device'][unit['detector']]:.2f})"
         print(f"B={B:2d} ms per frame / face, cpu stack -> torch {dev}: {line}", flush=True)
     meta = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "frames": source,

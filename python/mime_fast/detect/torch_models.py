@@ -60,9 +60,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .hog import TorchHogPersons
 from .models import (
     Faces,
-    HogPersonDetector,
     Landmarks,
     ModelNotAvailable,
     OfflineStack,
@@ -75,7 +75,8 @@ from .models import (
     retinaface_onnx,
 )
 
-__all__ = ["OnnxModule", "TFLiteModule", "TorchFaceMesh", "TorchRetinaFace", "TorchSFace", "area_downscale",
+__all__ = ["OnnxModule", "TFLiteModule", "TorchFaceMesh", "TorchHogPersons", "TorchRetinaFace", "TorchSFace",
+           "area_downscale",
            "load_torch_stack", "read_tflite", "strict_fp32", "torch_cuda_available", "warp_affine_u8"]
 
 try:  # a torchvision built for another torch raises at import (its C ops are missing)
@@ -794,9 +795,9 @@ class TorchSFace:
 def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = True) -> OfflineStack:
     """The offline stack with its three face models on torch ``device`` (:class:`TorchRetinaFace`,
     :class:`TorchFaceMesh`, :class:`TorchSFace`; dlib's CPU embedder when the SFace file is missing)
-    from the same weight files.  The person detector stays the CPU
-    :class:`~mime_fast.detect.models.HogPersonDetector` (OpenCV HOG has no torch port).  ``name``:
-    ``"offline-torch"``."""
+    from the same weight files, and the person detector on ``device`` too
+    (:class:`~mime_fast.detect.hog.TorchHogPersons`, OpenCV's HOG people detector in torch: needs no
+    ``cv2.HOGDescriptor``, which OpenCV 5 lacks).  ``name``: ``"offline-torch"``."""
     from .models import DlibFaceEmbedder
 
     det = TorchRetinaFace(device=device)
@@ -807,5 +808,5 @@ def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = Tr
             emb = TorchSFace(device=device)
         except ModelNotAvailable:
             emb = DlibFaceEmbedder()
-    per = HogPersonDetector() if persons else None
+    per = TorchHogPersons(device=device) if persons else None
     return OfflineStack(det, lmk, emb, per, name="offline-torch")  # type: ignore[arg-type]

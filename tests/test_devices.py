@@ -56,3 +56,23 @@ def test_info_reports_the_devices(capsys) -> None:
     assert "CUDA:" in out and "GPUs:" in out
     if devices.gpu_count():
         assert "NVDEC decode:" in out and "NVENC encode:" in out
+
+
+def test_workers_share_the_cores(monkeypatch) -> None:
+    assert corpus.worker_threads(8, cores=16) == 2
+    assert corpus.worker_threads(3, cores=16) == 5
+    assert corpus.worker_threads(32, cores=16) == 1
+    import mime_fast
+
+    for name in corpus._THREAD_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
+    before = mime_fast.num_threads()
+    try:
+        corpus._init_worker(None, None, None, 0, 3)
+        assert all(os.environ[name] == "3" for name in corpus._THREAD_ENV)
+        assert mime_fast.num_threads() == 3
+    finally:
+        mime_fast.set_num_threads(before)
+        for name in corpus._THREAD_ENV:
+            os.environ.pop(name, None)

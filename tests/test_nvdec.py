@@ -221,7 +221,10 @@ def test_nvdec_build_equals_the_cpu_build(tmp_path: Path) -> None:
 @pytest.mark.cuda
 @needs_nvdec
 def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> None:
-    """100 clips through the NVDEC path: the device memory in use after the first few stays put."""
+    """100 clips through the NVDEC path: the device memory in use after the first few stays put
+    (torch's cache, the decoders' surfaces and the workspace's buffers included)."""
+    import gc
+
     import torch
 
     import mime_fast._core as core
@@ -233,8 +236,10 @@ def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> No
         r = mime_fast.build_subsets(clip.path, tmp_path / f"o{i % 2}", landmarks=lm, subsets=["FDM", "FSM"],
                                     min_height=0, device="cuda")
         assert r.decoder == "nvdec"
+        gc.collect()
         torch.cuda.synchronize()
         free, total = core.cuda_memory()
-        used.append(total - free - torch.cuda.memory_reserved())
-    assert max(used[10:]) - used[10] < 16 << 20, f"device memory outside torch's cache grew: {used[10]} -> {max(used[10:])}"
+        used.append(total - free)
+    mib = [round(u / 2**20) for u in used]
+    assert max(used[10:]) - used[10] < 64 << 20, f"device memory in use (MiB) grew: {mib[:3]} ... {mib[10:]}"
     assert torch.cuda.memory_allocated() < 64 << 20

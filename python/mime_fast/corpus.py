@@ -634,9 +634,31 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(stop, frames, counter=None, gpus: int = 0) -> None:
+#: Environment variables that size the thread pools a worker's libraries start (read when they load).
+_THREAD_ENV = ("MIME_FAST_NUM_THREADS", "MIME_FAST_MODEL_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+               "OPENBLAS_NUM_THREADS")
+
+
+def worker_threads(workers: int, cores: int | None = None) -> int:
+    """Threads each of ``workers`` clip processes gives its operators and models: the cores
+    shared out (at least one), so that the workers together do not start cores x workers threads
+    that wait on each other (libx264's threads are set per output: ``Settings.threads``)."""
+    return max(1, (cores or os.cpu_count() or 1) // max(1, workers))
+
+
+def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
     _WORKER.update(stop=stop, frames=frames)
+    if threads:  # before the models and torch load; the compiled core's pool is resized now
+        for name in _THREAD_ENV:
+            os.environ.setdefault(name, str(threads))
+        from . import set_num_threads
+
+        set_num_threads(int(os.environ["MIME_FAST_NUM_THREADS"]))
+        with contextlib.suppress(ImportError):
+            import cv2
+
+            cv2.setNumThreads(int(os.environ["MIME_FAST_MODEL_THREADS"]))
     if counter is not None and gpus > 1:  # device="cuda" on several GPUs: worker i uses GPU i mod n
         with counter.get_lock():
             index = counter.value
@@ -693,7 +715,7 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
 
         gpus = gpu_count()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(stop, frames, ctx.Value("i", 0), gpus))
+                               initargs=(stop, frames, ctx.Value("i", 0), gpus, worker_threads(workers)))
     try:
         with _sigint_blocked():  # the workers start (on submit) with SIGINT blocked
             futures = [pool.submit(_process_clip_in_worker, spec, out_dir, codes, settings, run) for spec in pending]

@@ -260,7 +260,8 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, *, plus_one
 
 def _ort_session(model: bytes | str | Path, threads: int | None = None, *, quiet: bool = False):
     """An onnxruntime CPU ``InferenceSession`` for ONNX bytes or a file (``threads``: intra-op
-    threads, ``None``: onnxruntime's default; ``quiet``: errors only in its log).  Raises
+    threads, ``None``: ``$MIME_FAST_MODEL_THREADS`` when set (a corpus worker's share of the
+    cores), else onnxruntime's default; ``quiet``: errors only in its log).  Raises
     :class:`ModelNotAvailable` without onnxruntime."""
     ort = _import("onnxruntime", "onnxruntime")
     so = ort.SessionOptions()
@@ -268,6 +269,8 @@ def _ort_session(model: bytes | str | Path, threads: int | None = None, *, quiet
         so.log_severity_level = 3
     # no busy-waiting between the small per-frame inferences: the encoders need those cores
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not threads and os.environ.get("MIME_FAST_MODEL_THREADS", "").isdigit():
+        threads = int(os.environ["MIME_FAST_MODEL_THREADS"])  # a worker's share of the cores
     if threads:
         so.intra_op_num_threads = int(threads)
     return ort.InferenceSession(model if isinstance(model, bytes) else str(model), so,

@@ -1,0 +1,117 @@
+"""Where one clip's time goes with ``device="cuda"`` (a profiling aid for the GPU machine): the
+detection pass's stages (timers of the tracker: detector, mesh, embedder, persons, shots), the
+torch models called alone on the clip's frames, and a cProfile of ``build_subsets`` with the
+encoders replaced by a null writer.  Prints tables; no JSON.
+
+    python bench/profile_gpu_clip.py CLIP [--device cuda] [--frames 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("clip", type=Path)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--frames", type=int, default=90)
+    args = ap.parse_args()
+
+    from mime_fast.landmarks import SubjectDetection, default_stack
+    from mime_fast.video import iter_display_frames, probe
+
+    info = probe(args.clip)
+    frames = [rgb for _, _, rgb in iter_display_frames(args.clip, info)][: args.frames]
+    stack = default_stack(args.device)
+    print(f"{args.clip.name}: {info.width}x{info.height}, {len(frames)} frames, stack {stack.name}")
+
+    def sync():
+        if args.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    # the models alone, per call
+    faces = stack.detector.detect(frames[0])
+    rows = []
+    for name, fn in [("detector (full frame)", lambda f: stack.detector.detect(f)),
+                     ("mesh (faces of frame 0)", lambda f: stack.landmarks.landmarks(f, faces)),
+                     ("embedder (faces of frame 0)", lambda f: stack.embedder.embed(f, faces)),
+                     ("persons", lambda f: stack.persons.detect(f) if stack.persons is not None else None)]:
+        for f in frames[:3]:
+            fn(f)
+        sync()
+        t = time.perf_counter()
+        for f in frames[:30]:
+            fn(f)
+        sync()
+        rows.append((name, (time.perf_counter() - t) / 30 * 1000))
+    print(f"faces in frame 0: {len(faces)}")
+    for name, ms in rows:
+        print(f"  {name:30s} {ms:8.2f} ms/call")
+
+    # the detection pass, stage by stage
+    timers: dict = {}
+    det = SubjectDetection(info, timers=timers, device=args.device)
+    t = time.perf_counter()
+    for f in frames:
+        det.feed(f)
+    det.result()
+    sync()
+    total = time.perf_counter() - t
+    print(f"detection pass: {len(frames) / total:.1f} frames/s; stages (s): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in sorted(timers.items(), key=lambda kv: -kv[1])))
+
+    # build_subsets without encoders, profiled
+    import mime_fast.subsets as subsets
+
+    class Null:
+        def __init__(self, path, *a, **k):
+            Path(path).touch()  # the temporary the pipeline renames into place
+            self.audio = k.get("audio_track")
+            self.frames = 0
+
+        def write_frame(self, vf, pts):
+            self.frames += 1
+
+        def write_black(self, pts):
+            self.frames += 1
+
+        def write_audio_until(self, t):
+            pass
+
+        def close(self):
+            pass
+
+        def abort(self):
+            pass
+
+    subsets.Mp4Writer = Null
+    pr = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as d:
+        t = time.perf_counter()
+        pr.enable()
+        r = subsets.build_subsets(args.clip, d, subsets=["FM", "FDM", "FSM", "VMM"], device=args.device,
+                                  fm_copy=False, min_height=0)
+        pr.disable()
+        dt = time.perf_counter() - t
+    print(f"build_subsets (no encoders): {r.source_frames / dt:.1f} source fps, decoder {r.decoder}")
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
+    print("\n".join(s.getvalue().splitlines()[:40]))
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(30)
+    print("\n".join(s.getvalue().splitlines()[:45]))
+
+
+if __name__ == "__main__":
+    main()

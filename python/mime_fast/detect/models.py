@@ -436,6 +436,11 @@ class MediaPipeFaceMesh:
     rotated upright by the eye keypoints (as MediaPipe's detection-to-ROI step, scale 1.5), RGB
     scaled to [0, 1]; the model's x, y outputs (crop pixels) are mapped back to the frame.
     ``quality`` is the sigmoid of the model's face-presence logit.
+
+    Backend (``backend``): ``"opencv"``, OpenCV 4.x's TFLite importer; on OpenCV 5, whose importer
+    loses the face-presence output and whose ``warpAffine`` rounds differently, ``"torch"``: the
+    same model and crops in torch on the CPU (:class:`mime_fast.detect.torch_models.TorchFaceMesh`,
+    equal within its tests' tolerances).  Without either, :class:`ModelNotAvailable`.
     """
 
     num_points = 468
@@ -444,17 +449,29 @@ class MediaPipeFaceMesh:
     def __init__(self, tflite_path: str | Path | None = None, *, roi_scale: float = 1.5):
         import cv2
 
-        if not hasattr(cv2.dnn, "readNetFromTFLite"):
-            raise ModelNotAvailable(f"OpenCV {cv2.__version__} has no TFLite importer: pip install 'opencv-python-headless>=4.8,<5'")
         if tflite_path is None:
             tflite_path = package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite")
-        self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
-        self._outs = list(self._net.getUnconnectedOutLayersNames())
         self.roi_scale = float(roi_scale)
+        self._torch = None
+        if int(cv2.__version__.split(".")[0]) < 5 and hasattr(cv2.dnn, "readNetFromTFLite"):
+            self.backend = "opencv"
+            self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
+            self._outs = list(self._net.getUnconnectedOutLayersNames())
+            return
+        try:
+            from .torch_models import TorchFaceMesh
+        except ImportError as e:
+            raise ModelNotAvailable(f"OpenCV {cv2.__version__}'s TFLite importer does not run the face mesh and its "
+                                    f"torch port needs torch ({e}): pip install 'opencv-python-headless>=4.8,<5' "
+                                    "(or torch)") from e
+        self.backend = "torch"
+        self._torch = TorchFaceMesh(tflite_path, device="cpu", roi_scale=roi_scale)
 
     def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks:
         import cv2
 
+        if self._torch is not None:
+            return self._torch.landmarks(frame, faces)
         frame = _check_frame(frame)
         n = len(faces)
         pts = np.zeros((n, self.num_points, 2), np.float32)

@@ -60,7 +60,7 @@ from _harness import REAL_CLIPS, gpu_name, grid_frames, libx264_alone, machine, 
 
 import mime_fast
 from mime_fast import subsets as _subsets
-from mime_fast.corpus import VIDEO_EXTENSIONS, ClipSpec, run_corpus
+from mime_fast.corpus import VIDEO_EXTENSIONS, ClipSpec, run_corpus, worker_threads
 from mime_fast.manifest import compact, read_rows
 from mime_fast.progress import Monitor
 from mime_fast.subsets import Settings, build_subsets, fm_copy_reason
@@ -248,8 +248,12 @@ def run_pipeline(clips: list[Clip], out: Path, workers: int, **kw) -> dict:
 _WORKER: dict = {}
 
 
-def _init_worker(barrier, device: str | None) -> None:
-    """A worker of the encoders-alone (``device`` None) or no-encode pool."""
+def _init_worker(barrier, device: str | None, threads: int) -> None:
+    """A worker of the encoders-alone (``device`` None) or no-encode pool, with its share of the
+    cores as run_corpus's workers have (``mime_fast.corpus.share_cores``)."""
+    from mime_fast.corpus import share_cores
+
+    share_cores(threads)
     _WORKER["barrier"] = barrier
     if device is not None:
         from mime_fast.landmarks import default_stack
@@ -268,7 +272,7 @@ def _pool(workers: int, device: str | None = None, warm: bool = False):
     ctx = multiprocessing.get_context("spawn")  # as run_corpus: never a fork of a process with threads
     barrier = ctx.Barrier(workers) if warm else None
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(barrier, device))
+                               initargs=(barrier, device, worker_threads(workers)))
     try:
         if warm:
             assert len(set(pool.map(_ready, range(workers)))) == workers

@@ -646,19 +646,26 @@ def worker_threads(workers: int, cores: int | None = None) -> int:
     return max(1, (cores or os.cpu_count() or 1) // max(1, workers))
 
 
+def share_cores(threads: int) -> None:
+    """Give this worker process's libraries ``threads`` threads each (:func:`worker_threads`):
+    the compiled core's pool now, OpenCV now, onnxruntime sessions and torch when they load
+    (environment variables an explicit setting of the user's overrides)."""
+    for name in _THREAD_ENV:
+        os.environ.setdefault(name, str(threads))
+    from . import set_num_threads
+
+    set_num_threads(int(os.environ["MIME_FAST_NUM_THREADS"]))
+    with contextlib.suppress(ImportError):
+        import cv2
+
+        cv2.setNumThreads(int(os.environ["MIME_FAST_MODEL_THREADS"]))
+
+
 def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
     _WORKER.update(stop=stop, frames=frames)
-    if threads:  # before the models and torch load; the compiled core's pool is resized now
-        for name in _THREAD_ENV:
-            os.environ.setdefault(name, str(threads))
-        from . import set_num_threads
-
-        set_num_threads(int(os.environ["MIME_FAST_NUM_THREADS"]))
-        with contextlib.suppress(ImportError):
-            import cv2
-
-            cv2.setNumThreads(int(os.environ["MIME_FAST_MODEL_THREADS"]))
+    if threads:
+        share_cores(threads)
     if counter is not None and gpus > 1:  # device="cuda" on several GPUs: worker i uses GPU i mod n
         with counter.get_lock():
             index = counter.value

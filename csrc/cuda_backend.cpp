@@ -17,6 +17,7 @@
 #include "ops/blur_in_mask.hpp"
 #include "ops/gaussian_blur.hpp"
 #include "ops/rgb_to_yuv420.hpp"
+#include "ops/warp_affine.hpp"
 #include "ops/yuv420_to_rgb.hpp"
 
 namespace mf::cuda {
@@ -488,6 +489,62 @@ void download_nv12(const Nv12Device& f, const Yuv420Views& out) {
         std::memcpy(out.u.row(y), host + luma + static_cast<size_t>(y) * cw, cw);
         std::memcpy(out.v.row(y), host + luma + chroma + static_cast<size_t>(y) * cw, cw);
     }
+}
+
+namespace {
+
+// The inverse (crop -> frame) matrices on the device, through page-locked staging.
+const Affine* upload_inverses(Workspace& ws, const std::vector<Affine>& Ms) {
+    const size_t bytes = Ms.size() * sizeof(Affine);
+    auto* h = reinterpret_cast<Affine*>(ws.pinned(Workspace::kUp, bytes));
+    for (size_t k = 0; k < Ms.size(); ++k) h[k] = warp_invert(Ms[k]);
+    Affine* d = ws.buffer<Affine>(Workspace::kAux, bytes);
+    ws.upload(d, h, bytes, "upload matrices");
+    return d;
+}
+
+void check_crop_count(size_t n) {
+    if (n > 65535) invalid("at most 65535 crops per call on the GPU, got " + std::to_string(n));
+}
+
+}  // namespace
+
+void warp_affine(const ConstImageU8& src, const std::vector<Affine>& Ms, int size, uint8_t* dst) {
+    require();
+    check_warp_affine_args(src.height, src.width, src.channels, static_cast<long>(src.row_stride), Ms, size);
+    check_crop_count(Ms.size());
+    if (Ms.empty()) return;
+    Workspace& ws = Workspace::current();
+    const size_t out = Ms.size() * size * size * src.channels;
+    uint8_t* d_src = ws.buffer(Workspace::kSrc, image_bytes(src));
+    uint8_t* d_dst = ws.buffer(Workspace::kDst, out);
+    upload_image(ws, d_src, src);
+    const Affine* d_inv = upload_inverses(ws, Ms);
+    launch_warp_affine(d_src, src.height, src.width, src.channels, static_cast<long>(src.width) * src.channels, d_inv,
+                       static_cast<int>(Ms.size()), size, d_dst, ws.stream());
+    uint8_t* host = ws.pinned(Workspace::kDown, out);
+    ws.download(host, d_dst, out, "download crops");
+    ws.sync("warp_affine kernel");
+    std::memcpy(dst, host, out);
+}
+
+void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, int size, uint8_t* dst, void* stream) {
+    require();
+    if (!src.data || !dst) invalid("the frame and output pointers must not be null");
+    check_warp_affine_args(src.height, src.width, src.channels, src.stride, Ms, size);
+    check_crop_count(Ms.size());
+    if (Ms.empty()) return;
+    Workspace& ws = Workspace::current();
+    if (stream) {  // the caller's stream (say torch's current one) may still be writing the frame
+        thread_local cudaEvent_t ready = nullptr;
+        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
+    }
+    const Affine* d_inv = upload_inverses(ws, Ms);
+    launch_warp_affine(src.data, src.height, src.width, src.channels, src.stride, d_inv, static_cast<int>(Ms.size()),
+                       size, dst, ws.stream());
+    ws.sync("warp_affine kernel");  // complete before the caller's stream reads dst
 }
 
 }  // namespace mf::cuda

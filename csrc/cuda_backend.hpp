@@ -13,6 +13,7 @@
 #include "ops/blur_hull_yuv420.hpp"
 #include "ops/hull_mask.hpp"
 #include "ops/rgb_to_yuv420.hpp"
+#include "ops/warp_affine.hpp"
 #include "ops/yuv420_to_rgb.hpp"
 
 namespace mf::cuda {
@@ -52,5 +53,21 @@ Rect blur_hull_nv12(const Nv12Device& f, const Hull& hull, const HullMaskParams&
                     const std::vector<Yuv420Views>& outs, const ColourMatrices& m);
 // The frame into host yuv420p planes (for the encoders).
 void download_nv12(const Nv12Device& f, const Yuv420Views& out);
+
+// warp_affine_cpu's crops on the device: the host frame goes up, the crops (n x size x size x C,
+// contiguous host dst) come back.
+void warp_affine(const ConstImageU8& src, const std::vector<Affine>& Ms, int size, uint8_t* dst);
+
+// An interleaved uint8 image in device memory (row stride in bytes), e.g. a torch tensor's data.
+struct DeviceImage {
+    const uint8_t* data = nullptr;
+    int height = 0, width = 0, channels = 0;
+    long stride = 0;
+};
+// warp_affine on a frame already in device memory into the device buffer dst (n x size x size x C,
+// contiguous), e.g. torch tensors' data_ptr(). Runs on the workspace stream after the work queued
+// on `stream` (a cudaStream_t; nullptr: the legacy default stream, which the workspace stream
+// follows anyway) and waits for the kernel, so the crops are complete, for any stream, on return.
+void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, int size, uint8_t* dst, void* stream);
 
 }  // namespace mf::cuda

@@ -41,5 +41,7 @@ Rect blur_hull_nv12(const Nv12Device&, const Hull&, const HullMaskParams&, const
     return Rect{};
 }
 void download_nv12(const Nv12Device&, const Yuv420Views&) { require(); }
+void warp_affine(const ConstImageU8&, const std::vector<Affine>&, int, uint8_t*) { require(); }
+void warp_affine_device(const DeviceImage&, const std::vector<Affine>&, int, uint8_t*, void*) { require(); }
 
 }  // namespace mf::cuda

@@ -7,6 +7,7 @@
 #include "../csrc/image.hpp"
 #include "hull_mask.cuh"
 #include "rgb_to_yuv420.cuh"
+#include "warp_affine.cuh"
 #include "yuv420_to_rgb.cuh"
 
 namespace mf::cuda {
@@ -50,5 +51,11 @@ void launch_yuv420_to_rgb(const Yuv420ConstPlanes& planes, Rect roi, uint8_t* ds
 // rectangle's corner.
 void launch_nv12_split(const uint8_t* uv, long uv_pitch, Rect chroma, uint8_t* u, uint8_t* v, long pitch,
                        void* stream);
+
+// n crops (size x size x channels each, contiguous in dst) of the interleaved image src (row stride
+// in bytes), crop k through inv[k], the inverse (crop -> frame) matrices in device memory
+// (kernels/warp_affine.cuh). n is at most 65535 (grid z).
+void launch_warp_affine(const uint8_t* src, int height, int width, int channels, long stride, const Affine* inv,
+                        int n, int size, uint8_t* dst, void* stream);
 
 }  // namespace mf::cuda

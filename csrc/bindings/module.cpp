@@ -14,6 +14,7 @@ void bind_rgb_to_yuv420(py::module_& m);
 void bind_yuv420_to_rgb(py::module_& m);
 void bind_blur_hull_yuv420(py::module_& m);
 void bind_nv12_split(py::module_& m);
+void bind_warp_affine(py::module_& m);
 }  // namespace mf::bind
 
 PYBIND11_MODULE(_core, m) {
@@ -25,6 +26,7 @@ PYBIND11_MODULE(_core, m) {
     mf::bind::bind_yuv420_to_rgb(m);
     mf::bind::bind_blur_hull_yuv420(m);
     mf::bind::bind_nv12_split(m);
+    mf::bind::bind_warp_affine(m);
     m.def("num_threads", &mf::num_threads);
     m.def("set_num_threads", &mf::set_num_threads, py::arg("n"));
     m.def("cuda_built", &mf::cuda::built);

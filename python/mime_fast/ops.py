@@ -364,3 +364,31 @@ def nv12_split(uv: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
 
 
 __all__ += ["blur_hull_nv12", "nv12_split"]
+
+
+def warp_affine(frame: np.ndarray, Ms: np.ndarray, size: int, *, device: Device = "cpu") -> np.ndarray:
+    """Square crops of ``frame`` through affine matrices, bit-identical to OpenCV 4.x
+    ``cv2.warpAffine(frame, M, (size, size), flags=INTER_LINEAR, borderMode=BORDER_CONSTANT,
+    borderValue=0)`` for each ``M`` (OpenCV 5 rounds differently).
+
+    ``Ms`` are the forward ``2 x 3`` frame -> crop matrices as ``cv2.warpAffine`` takes them, an
+    ``(n, 2, 3)`` array (or one ``(2, 3)`` matrix: ``n = 1``); like OpenCV, they are inverted in
+    float64 and the source positions rounded to 1/32 px in OpenCV's fixed point, with integer
+    bilinear weights (formulas in ``kernels/warp_affine.cuh``); pixels outside the frame count as 0.
+    ``frame`` is ``(H, W)`` or ``(H, W, C)`` (1 to 4 channels), at most 32767 px on a side; ``size``
+    is 1..8192.  Returns ``(n, size, size[, C])`` uint8 (the channel axis as the frame has it), one
+    crop per matrix: the face mesh's 192 px crops of every face of a frame, SFace's 112 px chips,
+    in one call.
+    """
+    _check_array(frame, "frame")
+    s = _check_int(size, "size")
+    try:
+        m = np.asarray(Ms, np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Ms must be an (n, 2, 3) array of numbers: {e}") from None
+    if m.shape == (2, 3):
+        m = m[None]
+    return _core.warp_affine(frame, np.ascontiguousarray(m), s, device)
+
+
+__all__ += ["warp_affine"]

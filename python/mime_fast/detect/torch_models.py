@@ -24,14 +24,15 @@ onnx2torch nor the ``tflite`` package is needed:
 
 Pre-processing runs on the device:
 
-* Face / chip crops: :func:`warp_affine_u8` emulates ``cv2.warpAffine(..., INTER_LINEAR,
-  BORDER_CONSTANT 0)`` on uint8 frames bit for bit: OpenCV's own inversion of the matrix, source
-  coordinates rounded to 1/32 px in its fixed point (``AB_BITS`` 10, ``INTER_BITS`` 5), integer
-  bilinear weights and rounding.  It gathers the four neighbours of every crop pixel from a flat
-  buffer holding all frames (or, for numpy frames, only the patch each face's crop reads, so a
-  1080p frame is not uploaded for a 192 px crop).  The one possible difference from OpenCV: a
+* Face / chip crops: ``cv2.warpAffine(..., INTER_LINEAR, BORDER_CONSTANT 0)`` of OpenCV 4.x bit for
+  bit (OpenCV's own inversion of the matrix, source coordinates rounded to 1/32 px in its fixed
+  point, ``AB_BITS`` 10, ``INTER_BITS`` 5, integer bilinear weights and rounding) by the core's
+  operator: :func:`mime_fast.ops.warp_affine` on the host for numpy frames (only the small crops are
+  uploaded), its CUDA kernel for frames already in a CUDA tensor (CUDA builds of the core).
+  :func:`warp_affine_u8`, the same arithmetic in torch ops, is the fallback elsewhere (a CUDA tensor
+  with a CPU-only core, other torch devices).  The one possible difference from OpenCV: a
   coordinate exactly on a 1/2048 px rounding tie could round the other way under a different
-  float64 evaluation order; not seen on the test clips (the crops are equal).
+  float64 evaluation order; not seen in the tests (the crops are equal).
 * Downscale (``max_size``): the CPU path's 2x2 halvings (``(a+b+c+d+2) >> 2`` as OpenCV's fast
   INTER_AREA) then exact area resampling as two small matrix products (OpenCV's INTER_AREA weights,
   float32 sums, rounded half to even to uint8); OpenCV accumulates in another order, so a rare
@@ -60,6 +61,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .. import _core, ops
 from .hog import TorchHogPersons
 from .models import (
     Faces,
@@ -536,18 +538,6 @@ def warp_affine_u8(buf: torch.Tensor, face_base, face_hw, face_org, Ms, size: in
     return out.permute(0, 3, 1, 2).float()
 
 
-def _crop_footprint(M: np.ndarray, size: int, H: int, W: int) -> tuple[int, int, int, int]:
-    """Frame pixels ``[x0, x1) x [y0, y1)`` that a ``size``-px crop with frame -> crop ``M`` can read
-    (2 px margin), clipped to the frame (empty when it lies outside)."""
-    inv = _cv_invert(M)
-    c = np.array([[0, 0, 1], [size, 0, 1], [0, size, 1], [size, size, 1]], np.float64) @ inv.T
-    x0, y0 = np.floor(c.min(0)) - 2
-    x1, y1 = np.ceil(c.max(0)) + 3
-    x0, x1 = int(np.clip(x0, 0, W)), int(np.clip(x1, 0, W))
-    y0, y1 = int(np.clip(y0, 0, H)), int(np.clip(y1, 0, H))
-    return x0, y0, max(x0, x1), max(y0, y1)
-
-
 def _as_frames(frames, device) -> list | torch.Tensor:
     """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``."""
     if isinstance(frames, torch.Tensor):
@@ -558,28 +548,40 @@ def _as_frames(frames, device) -> list | torch.Tensor:
 
 
 def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
-    """All crops (frame-major, face order) as ``(n, 3, size, size)`` float32 0..255 on ``device``."""
-    Ms, base, hw, org = [], [], [], []
+    """All crops (frame-major, face order) as ``(n, 3, size, size)`` float32 0..255 on ``device``,
+    each ``cv2.warpAffine`` (OpenCV 4.x) of its frame: numpy frames (and CPU tensors) are cropped on
+    the host by :func:`mime_fast.ops.warp_affine` and only the crops uploaded; frames in a CUDA
+    tensor are cropped where they are by the core's CUDA kernel (CUDA builds), else by
+    :func:`warp_affine_u8`.  All three give the same bytes."""
+    n = sum(len(m) for m in Ms_per_frame)
     if isinstance(frames, torch.Tensor):
         frames = frames.to(device)
-        _, H, W, _ = frames.shape
-        buf = torch.cat([frames.reshape(-1), frames.new_zeros(3)])
-        for f, mats in enumerate(Ms_per_frame):
-            for M in mats:
-                Ms.append(M), base.append(f * H * W * 3), hw.append((H, W)), org.append((0, 0))
-    else:
-        parts, pos = [], 0
-        for frame, mats in zip(frames, Ms_per_frame):
-            H, W = frame.shape[:2]
-            for M in mats:  # upload only the patch each crop reads
-                x0, y0, x1, y1 = _crop_footprint(M, size, H, W)
-                patch = frame[y0:y1, x0:x1].reshape(-1)
-                parts.append(patch)
-                Ms.append(M), base.append(pos), hw.append((y1 - y0, x1 - x0)), org.append((x0, y0))
-                pos += patch.size
-        parts.append(np.zeros(3, np.uint8))
-        buf = torch.from_numpy(np.concatenate(parts)).to(device, non_blocking=False)
-    return warp_affine_u8(buf, base, hw, org, Ms, size)
+        if frames.is_cuda and _core.cuda_built() and _core.cuda_available():
+            frames = frames.contiguous()
+            _, H, W, _ = frames.shape
+            out = torch.empty((n, size, size, 3), dtype=torch.uint8, device=frames.device)
+            k = 0
+            with torch.cuda.device(frames.device):
+                stream = torch.cuda.current_stream().cuda_stream
+                for f, mats in enumerate(Ms_per_frame):
+                    if len(mats):
+                        _core.cuda_warp_affine(frames[f].data_ptr(), H, W, 3, W * 3, out[k].data_ptr(),
+                                               np.asarray(mats, np.float64).reshape(-1, 2, 3), size, stream)
+                        k += len(mats)
+            return out.permute(0, 3, 1, 2).float()
+        if frames.device.type != "cpu":  # CUDA without the core's kernels, or another device
+            _, H, W, _ = frames.shape
+            buf = torch.cat([frames.reshape(-1), frames.new_zeros(3)])
+            Ms, base = [], []
+            for f, mats in enumerate(Ms_per_frame):
+                for M in mats:
+                    Ms.append(M), base.append(f * H * W * 3)
+            return warp_affine_u8(buf, base, [(H, W)] * n, [(0, 0)] * n, Ms, size)
+        frames = [f for f in frames.contiguous().numpy()]
+    crops = [ops.warp_affine(frame, np.asarray(mats, np.float64).reshape(-1, 2, 3), size)
+             for frame, mats in zip(frames, Ms_per_frame) if len(mats)]
+    host = np.concatenate(crops) if crops else np.zeros((0, size, size, 3), np.uint8)
+    return torch.from_numpy(host).to(device).permute(0, 3, 1, 2).float()
 
 
 def _area_matrix(src: int, dst: int) -> np.ndarray:
@@ -710,8 +712,8 @@ class TorchRetinaFace:
 
 class TorchFaceMesh:
     """:class:`~mime_fast.detect.models.MediaPipeFaceMesh` on torch: same ``.tflite`` file, same
-    ROI (``roi_scale`` x the box, rotated upright by the eyes, 192 x 192, the crop made on the
-    device by :func:`warp_affine_u8`, equal to OpenCV's), RGB / 255, points mapped back with the
+    ROI (``roi_scale`` x the box, rotated upright by the eyes, 192 x 192, the crop equal to
+    OpenCV's warpAffine, see :func:`_crops`), RGB / 255, points mapped back with the
     inverse affine, ``quality`` = sigmoid of the face-presence logit.  ``landmarks_batch`` runs one
     forward for all faces of all frames of the call."""
 
@@ -758,8 +760,8 @@ class TorchFaceMesh:
 
 class TorchSFace:
     """:class:`~mime_fast.detect.models.SFaceEmbedder` on torch: same ONNX file, the 112 x 112
-    ArcFace chip from the 5 keypoints (made on the device by :func:`warp_affine_u8`, equal to
-    OpenCV's), raw 0..255 RGB into the graph, rows L2-normalised; the same identity thresholds.
+    ArcFace chip from the 5 keypoints (equal to OpenCV's warpAffine, see :func:`_crops`), raw
+    0..255 RGB into the graph, rows L2-normalised; the same identity thresholds.
     ``embed_batch`` runs one forward for all faces of all frames of the call."""
 
     dim = 128

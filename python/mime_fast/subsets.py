@@ -57,6 +57,7 @@ from typing import Callable
 import numpy as np
 
 from .landmarks import MaskProvider, as_provider
+from .spec import CODES, FACE_SUBSETS, REMUXED_FROM, Plan, parse_codes, plan, spec
 from .nvdec import frame_parts, iter_nvdec_frames, nvdec_reason
 from .video import (
     ClipError,
@@ -97,9 +98,10 @@ __all__ = [
     "locate_subject",
 ]
 
-ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
-#: Video-only subsets and the subset whose encoded video they reuse.
-REMUXED_FROM = {"FDAM": "FDM", "FSAM": "FSM", "AMM": "FM"}
+#: The seven codes in the MIME order (:data:`mime_fast.spec.CODES`).  :data:`REMUXED_FROM` (video-only
+#: subsets and the subset whose encoded video they reuse) and :data:`FACE_SUBSETS` come from
+#: :mod:`mime_fast.spec` too.
+ALL_SUBSETS = CODES
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
 FSM_AUTO_MIN_FACE_HEIGHT = 160.0
 #: libx264's presets (``Settings.preset``).
@@ -277,21 +279,7 @@ class ClipResult:
         return all(s.status != "failed" for s in self.status.values())
 
 
-def _codes(subsets) -> list[str]:
-    if subsets is None:
-        return list(ALL_SUBSETS)
-    if isinstance(subsets, str):
-        subsets = [subsets]
-    out = []
-    for s in subsets:
-        c = str(s).upper()
-        if c not in ALL_SUBSETS:
-            raise ValueError(f"unknown subset {s!r}; expected some of {ALL_SUBSETS}")
-        if c not in out:
-            out.append(c)
-    if not out:
-        raise ValueError("no subsets requested")
-    return out
+_codes = parse_codes
 
 
 def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
@@ -458,20 +446,10 @@ def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes:
     return frames
 
 
-#: The subsets whose video is blurred inside the subject's face mask.
-FACE_SUBSETS = ("FDM", "FSM")
-
-
-def _bases(codes: list[str]) -> list[str]:
-    """The encoded videos ``codes`` need: each requested encoded subset, and the base of each
-    remuxed one."""
-    return [c for c in ("FM", "FDM", "FSM", "VMM") if c in codes or any(REMUXED_FROM.get(r) == c for r in codes)]
-
-
-def _plan_faces(provider: MaskProvider, fsm_policy, codes: list[str], result: ClipResult) -> int:
+def _plan_faces(provider: MaskProvider, fsm_policy, result: ClipResult) -> tuple[int, str | None]:
     """What the masks of the whole clip decide: the FSM kernel (``fsm_policy`` ``"auto"``:
     :func:`choose_fsm_kernel`; else that kernel), the tracking report, and, for a clip without a
-    subject, the face subsets skipped (removed from ``codes``)."""
+    subject, the reason its face subsets are skipped (``None``: it has one)."""
     fsm_k = choose_fsm_kernel("auto", provider) if str(fsm_policy) == "auto" else int(fsm_policy)
     result.fsm_kernel = fsm_k
     result.tracking = getattr(provider, "stats", None)
@@ -480,11 +458,14 @@ def _plan_faces(provider: MaskProvider, fsm_policy, codes: list[str], result: Cl
         reason = "no subject: no face found in any frame"
     elif result.tracking is None and _never_present(provider):
         reason = "no subject: the landmarks given have no face in any frame"
-    if reason is not None:
-        for c in [c for c in codes if REMUXED_FROM.get(c, c) in FACE_SUBSETS]:
+    return fsm_k, reason
+
+
+def _skip(plan_: Plan, result: ClipResult) -> None:
+    """Record the plan's skipped codes in ``result`` (those not recorded yet, in the plan's order)."""
+    for c, reason in plan_.skipped:
+        if c not in result.status:
             result.status[c] = SubsetStatus(c, "skipped", reason)
-            codes.remove(c)
-    return fsm_k
 
 
 def _never_present(provider: MaskProvider) -> bool:
@@ -522,18 +503,17 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
     if enc_w < 2 or enc_h < 2:
         raise ClipError(src, f"frame too small to encode ({info.width}x{info.height})")
 
-    detection = fsm_k = None
+    detection = fsm_k = no_subject = None
     if provider is not None:
-        fsm_k = _plan_faces(provider, fsm_policy, codes, result)
-    elif any(REMUXED_FROM.get(c, c) in FACE_SUBSETS for c in codes):
+        fsm_k, no_subject = _plan_faces(provider, fsm_policy, result)
+    todo = plan(codes, has_audio=have_audio, detect=provider is None, no_subject=no_subject)
+    _skip(todo, result)
+    if todo.detect:
         from .landmarks import SubjectDetection
 
         detection = SubjectDetection(info, hold_s=st.hold_s, detect_size=st.detect_size,
                                      detect_every=st.detect_every, device=st.device)
-    bases = _bases(codes)
-    if "VMM" in bases and not have_audio:
-        bases.remove("VMM")
-        result.status["VMM"] = SubsetStatus("VMM", "skipped", "no audio")
+    bases = todo.encoded
 
     scratch: list[Path] = []
     with atomic_outputs() as outs:
@@ -541,10 +521,10 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             tmp: dict[str, Path] = {}
 
             def temp(c: str) -> Path:
-                if c in codes:
+                r = todo.scratch_for(c)
+                if r is None:
                     return outs.temp_for(finals[c])
                 # only needed as the source of a remux: scratch file beside it
-                r = next(r for r, b in REMUXED_FROM.items() if b == c and r in codes)
                 p = finals[r].with_name(f".{finals[r].stem}.{c}.scratch-{os.getpid()}.mp4")
                 p.parent.mkdir(parents=True, exist_ok=True)
                 scratch.append(p)
@@ -586,7 +566,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                         # VMM is one constant black picture: every preset encodes it to the same
                         # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
                         writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
-                                               preset="ultrafast" if c == "VMM" else st.preset,
+                                               preset="ultrafast" if spec(c).video == "black" else st.preset,
                                                threads=st.threads, audio_track=track, queue_size=st.queue_size,
                                                matrix=info.matrix)
                     if writers or observe is not None or faults is not None:
@@ -600,34 +580,32 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
 
             if detection is None:
                 encode(encoded, provider, fsm_k, faults=copy_faults)
-            else:
-                encode([c for c in encoded if c not in FACE_SUBSETS], None, None, detection.feed, copy_faults)
+            else:  # FM and VMM while the subject is detected, then the face subsets with its masks
+                encode([c for c in encoded if c in todo.first_pass], None, None, detection.feed, copy_faults)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
-                fsm_k = _plan_faces(provider, fsm_policy, codes, result)
-                faces = [c for c in _bases(codes) if c in FACE_SUBSETS]
-                if faces:
-                    encode(faces, provider, fsm_k)
+                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result)
+                if no_subject is not None:
+                    todo = todo.without_subject(no_subject)
+                    _skip(todo, result)
+                if todo.face_pass:
+                    encode(list(todo.face_pass), provider, fsm_k)
             if copy_faults:  # a frame broke the rule after the first: FM encoded after all (the copy replaced)
                 encode(["FM"], None, None)
                 result.fm_video, result.fm_video_reason = "encode", copy_faults[0]
 
-            for r, b in REMUXED_FROM.items():
-                if r in codes:
-                    remux_video(tmp[b], outs.temp_for(finals[r]))
+            for r, b in todo.remuxes:
+                remux_video(tmp[b], outs.temp_for(finals[r]))
         finally:
             for p in scratch:
                 with contextlib.suppress(FileNotFoundError):
                     p.unlink()
         # leaving the with-block renames every temp into place
 
-    for c in codes:
-        if c in result.status:  # already decided (skipped)
-            continue
-        base = REMUXED_FROM.get(c, c)
-        kernel = {"FDM": fdm_k, "FSM": fsm_k}.get(base)
-        with_audio = have_audio and c not in REMUXED_FROM
-        reason = "" if (have_audio or c in REMUXED_FROM) else "source has no audio"
+    kernels = {"fdm": fdm_k, "fsm": fsm_k}
+    for c in todo.codes:
+        kernel = kernels.get(spec(c).kernel)
+        with_audio, reason = todo.output_audio(c)
         result.status[c] = SubsetStatus(c, "ok", reason, finals[c], n_out, result.duration, with_audio, kernel)
         result.outputs[c] = finals[c]
     if have_audio and wav_final is not None:
@@ -684,11 +662,9 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     given, is called after each decoded source frame is processed.  ``copy_faults``, when given (FM
     is a stream copy), gets the first frame that breaks the copy rule (:func:`_copy_fault`)."""
     std = FrameStandardiser(info.start, fps, n_out)
-    kernels, kcodes = [], []
-    for c, k in (("FDM", fdm_k), ("FSM", fsm_k)):
-        if c in writers:
-            kernels.append(k)
-            kcodes.append(c)
+    kcodes = [c for c in FACE_SUBSETS if c in writers]
+    kernels = [{"fdm": fdm_k, "fsm": fsm_k}[spec(c).kernel] for c in kcodes]
+    black = [writers[c] for c in writers if spec(c).video == "black"]
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
 
@@ -716,8 +692,8 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             cache["idx"], cache["frames"] = src_i, frames
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)
-        if "VMM" in writers:  # black frames: the packets every VMM of this size shares
-            writers["VMM"].write_black(out_i)
+        for w in black:  # black frames (VMM): the packets every VMM of this size shares
+            w.write_black(out_i)
         for w in audio_writers:  # the audio up to the end of this frame, beside it in the file
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
@@ -837,7 +813,7 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
     dst = Path(dst)
     if dst.resolve() == src.resolve():
         raise ValueError("dst would overwrite the input")
-    base = REMUXED_FROM.get(code, code)
+    base = spec(code).base
     fdm_k = int(kernel) if (kernel is not None and base == "FDM") else int(st.fdm_kernel)
     fsm_k = int(kernel) if (kernel is not None and base == "FSM") else 55
     for k in (fdm_k, fsm_k):

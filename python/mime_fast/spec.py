@@ -1,0 +1,308 @@
+"""The seven MIME subsets in one place: what each one is, and what building a set of them takes.
+
+Every property of a subset lives in its :class:`SubsetSpec` record (:data:`SUBSETS`); the rest of
+the package asks this module instead of spelling codes out:
+
+=====  ============  ===========  =========  ==========  ===========================================
+code   video         made as      audio      blur level  clear version (manifest ``clear_path``)
+=====  ============  ===========  =========  ==========  ===========================================
+FM     clear         encoded      with       none        itself (no ``clear_path``)
+FDM    blur ``fdm``  encoded      with       light       FM
+FSM    blur ``fsm``  encoded      with       heavy       FM
+VMM    black         encoded      with (1)   none        itself (no ``clear_path``)
+FDAM   blur ``fdm``  remux of FDM without    light       AMM
+FSAM   blur ``fsm``  remux of FSM without    heavy       AMM
+AMM    clear         remux of FM  without    none        itself (no ``clear_path``)
+=====  ============  ===========  =========  ==========  ===========================================
+
+(1) VMM is nothing but its audio: a clip without audio gets no VMM (skipped, "no audio").
+
+A remuxed subset carries its base's encoded video packets without re-encoding, so its video,
+kernel and blur level are its base's.  The clear version of a face-blurred subset is the same
+video without the blur and with the same audio, or none: FDAM and FSAM read AMM, not FM
+(:data:`CLEAR_VERSION`, Algorithm 1's Get_Clear_Version; the Chain-of-Emotion runner reads the
+clear subsets as their own clear version).
+
+:class:`Plan` is what one clip's build does for a set of requested codes: the encoded videos each
+decode pass writes, the remuxes that follow, and the codes skipped and why
+(:func:`mime_fast.subsets.build_subsets` executes it).
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Iterable
+
+__all__ = [
+    "ALL_SUBSETS",
+    "BLUR_LEVEL",
+    "CLEAR_VERSION",
+    "CODES",
+    "ENCODED_SUBSETS",
+    "FACE_SUBSETS",
+    "REMUXED_FROM",
+    "SUBSETS",
+    "Plan",
+    "Subset",
+    "SubsetSpec",
+    "encoded_bases",
+    "face_codes",
+    "parse_codes",
+    "plan",
+    "remux_base",
+    "spec",
+]
+
+
+class Subset(str, Enum):
+    """A MIME subset code.  A ``str``: ``Subset.FM == "FM"``, and it is written as its code
+    (``str()``, f-strings, JSON), so manifests keep their strings."""
+
+    FM = "FM"
+    FDM = "FDM"
+    FSM = "FSM"
+    VMM = "VMM"
+    FDAM = "FDAM"
+    FSAM = "FSAM"
+    AMM = "AMM"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True)
+class SubsetSpec:
+    """One subset.
+
+    code
+        The :class:`Subset`.
+    name
+        Its name in the MIME paper (e.g. "Face Details Missing").
+    video
+        What the picture shows: ``"clear"`` (the standardised clip), ``"blur"`` (the face blurred
+        inside the subject's mask with the kernel ``kernel`` names) or ``"black"``.
+    kernel
+        For ``"blur"``: which kernel setting, ``"fdm"`` (``Settings.fdm_kernel``) or ``"fsm"``
+        (``Settings.fsm_kernel``); else ``None``.
+    remux_of
+        ``None``: the video is encoded from the decoded source; else the subset whose encoded
+        video packets this one carries, remuxed without its audio.
+    has_audio
+        Whether the output carries the clip's audio (when the source has any).
+    needs_audio
+        Whether the subset means nothing without audio: skipped ("no audio") for a silent source.
+    blur_level
+        ``"none"``, ``"light"`` or ``"heavy"`` (the manifest's ``blur_level``; the CoE prompts'
+        level).
+    clear
+        The clear version: the subset itself for the clear ones (FM, VMM, AMM), else the clear
+        subset with the same audio (FDM, FSM: FM; FDAM, FSAM: AMM).
+    description
+        One line for people.
+    """
+
+    code: Subset
+    name: str
+    video: str
+    kernel: str | None
+    remux_of: Subset | None
+    has_audio: bool
+    needs_audio: bool
+    blur_level: str
+    clear: Subset
+    description: str
+
+    @property
+    def base(self) -> Subset:
+        """The subset whose encoded video this one is: ``remux_of``, or itself."""
+        return self.remux_of if self.remux_of is not None else self.code
+
+    @property
+    def face(self) -> bool:
+        """Whether the video is blurred inside the subject's mask (needs the subject found)."""
+        return self.video == "blur"
+
+    @property
+    def encoded(self) -> bool:
+        """Whether the video is encoded from the decoded source (not a remux)."""
+        return self.remux_of is None
+
+
+S = Subset
+#: Every subset, in the MIME order (FM, FDM, FSM, VMM, FDAM, FSAM, AMM).
+SUBSETS: dict[Subset, SubsetSpec] = {s.code: s for s in (
+    SubsetSpec(S.FM, "Full Modality", "clear", None, None, True, False, "none", S.FM,
+               "the standardised clip, clear video and audio"),
+    SubsetSpec(S.FDM, "Face Details Missing", "blur", "fdm", None, True, False, "light", S.FM,
+               "the face lightly blurred (fdm_kernel, 15), with audio"),
+    SubsetSpec(S.FSM, "Face Structures Missing", "blur", "fsm", None, True, False, "heavy", S.FM,
+               "the face heavily blurred (fsm_kernel, 35 or 55), with audio"),
+    SubsetSpec(S.VMM, "Visual Modality Missing", "black", None, None, True, True, "none", S.VMM,
+               "black frames, the same count and duration, with audio"),
+    SubsetSpec(S.FDAM, "Face Details & Audio Missing", "blur", "fdm", S.FDM, False, False, "light", S.AMM,
+               "FDM's video without audio"),
+    SubsetSpec(S.FSAM, "Face Structures & Audio Missing", "blur", "fsm", S.FSM, False, False, "heavy", S.AMM,
+               "FSM's video without audio"),
+    SubsetSpec(S.AMM, "Audio Modality Missing", "clear", None, S.FM, False, False, "none", S.AMM,
+               "FM's video without audio"),
+)}
+del S
+
+#: The subsets in the MIME order.
+ALL_SUBSETS: tuple[Subset, ...] = tuple(SUBSETS)
+#: The same, as plain strings.
+CODES: tuple[str, ...] = tuple(c.value for c in ALL_SUBSETS)
+#: The subsets whose video is encoded from the decoded source (the others are remuxes of them).
+ENCODED_SUBSETS: tuple[Subset, ...] = tuple(c for c, s in SUBSETS.items() if s.encoded)
+#: Remuxed subsets and the subset whose encoded video they carry.
+REMUXED_FROM: dict[Subset, Subset] = {c: s.remux_of for c, s in SUBSETS.items() if s.remux_of is not None}
+#: The encoded subsets whose video is blurred inside the subject's face mask.
+FACE_SUBSETS: tuple[Subset, ...] = tuple(c for c in ENCODED_SUBSETS if SUBSETS[c].face)
+#: Blur level of each subset, as the CoE pipeline's Get_Blur_Level reads it.
+BLUR_LEVEL: dict[Subset, str] = {c: s.blur_level for c, s in SUBSETS.items()}
+#: The clear version of each face-blurred subset (the manifest's ``clear_path``); the clear
+#: subsets, their own clear version, are not in it.
+CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if s.clear != c}
+
+
+def spec(code: str) -> SubsetSpec:
+    """The record of ``code`` (a :class:`Subset` or its exact string; ``ValueError`` otherwise)."""
+    return SUBSETS[Subset(code)]
+
+
+def remux_base(code: str) -> Subset:
+    """The encoded subset whose video ``code`` is (``code`` itself for an encoded one)."""
+    return spec(code).base
+
+
+def face_codes(codes: Iterable[str]) -> list[str]:
+    """The codes among ``codes`` whose video is face-blurred (they need the subject), in order."""
+    return [c for c in codes if spec(c).face]
+
+
+def encoded_bases(codes: Iterable[str]) -> list[Subset]:
+    """The encoded videos ``codes`` need, in the MIME order: each requested encoded subset, and the
+    base of each remuxed one."""
+    need = {remux_base(c) for c in codes}
+    return [c for c in ENCODED_SUBSETS if c in need]
+
+
+def parse_codes(subsets) -> list[str]:
+    """The requested codes, upper-cased, first occurrence kept, in the order given (``None``:
+    all seven); ``ValueError`` for an unknown code or none."""
+    if subsets is None:
+        return list(CODES)
+    if isinstance(subsets, str):
+        subsets = [subsets]
+    out = []
+    for s in subsets:
+        c = str(s).upper()
+        if c not in CODES:
+            raise ValueError(f"unknown subset {s!r}; expected some of {CODES}")
+        if c not in out:
+            out.append(c)
+    if not out:
+        raise ValueError("no subsets requested")
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What building ``codes`` of one clip does (:func:`plan`).
+
+    codes
+        The codes written, in the order requested (the requested ones less the skipped ones).
+    skipped
+        ``(code, reason)`` of the requested codes not written, in the order they were decided.
+    first_pass
+        The encoded videos written on the first (or only) decode pass, in the MIME order.
+    face_pass
+        With ``detect``: the face-blurred videos written on a second pass, once the subject's
+        masks of the whole clip are known; else empty.
+    remuxes
+        ``(code, base)``: the remuxed outputs, made from their base's encoded file after the passes.
+    scratch
+        ``(base, code)``: encoded videos not requested themselves, written only as the source of
+        the remux ``code`` (to a scratch file beside it, removed at the end).
+    detect
+        Whether the subject is detected on the first pass (no landmarks given, a face-blurred
+        subset requested).
+    has_audio
+        Whether the source has audio.
+    """
+
+    codes: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    first_pass: tuple[str, ...]
+    face_pass: tuple[str, ...]
+    remuxes: tuple[tuple[str, str], ...]
+    scratch: tuple[tuple[str, str], ...]
+    detect: bool
+    has_audio: bool
+
+    @property
+    def encoded(self) -> tuple[str, ...]:
+        """Every encoded video the plan writes, in the MIME order."""
+        return tuple(sorted(self.first_pass + self.face_pass, key=CODES.index))
+
+    def scratch_for(self, base: str) -> str | None:
+        """The remux whose scratch source ``base`` is, or ``None`` (``base`` is an output itself)."""
+        return next((r for b, r in self.scratch if b == base), None)
+
+    def output_audio(self, code: str) -> tuple[bool, str]:
+        """Whether output ``code`` carries audio, and the reason it does not where it would have."""
+        s = spec(code)
+        if not s.has_audio:
+            return False, ""
+        return self.has_audio, "" if self.has_audio else "source has no audio"
+
+    def without_subject(self, reason: str) -> "Plan":
+        """The plan once the clip is known to have no subject: every face-blurred code skipped with
+        ``reason`` (after the codes already skipped), and nothing written for them."""
+        faces = set(face_codes(self.codes))
+        return replace(
+            self,
+            codes=tuple(c for c in self.codes if c not in faces),
+            skipped=self.skipped + tuple((c, reason) for c in self.codes if c in faces),
+            first_pass=tuple(c for c in self.first_pass if not spec(c).face),
+            face_pass=(),
+            remuxes=tuple((r, b) for r, b in self.remuxes if r not in faces),
+            scratch=tuple((b, r) for b, r in self.scratch if r not in faces),
+        )
+
+
+def plan(codes: Iterable[str], *, has_audio: bool, detect: bool = False, no_subject: str | None = None) -> Plan:
+    """The :class:`Plan` of one clip for the requested ``codes`` (strings, as :func:`parse_codes`
+    gives them).
+
+    ``has_audio``: whether the source has audio (without it, a subset that needs audio is skipped,
+    reason "no audio").  ``detect``: the subject is found by detection riding along the first pass
+    (meaningful only when a face-blurred code is requested); the face-blurred videos are then
+    encoded on a second pass, and whether the clip has a subject is known only after the first:
+    :meth:`Plan.without_subject`.  ``no_subject``: the clip is already known to have no subject (its
+    landmarks have no face), the reason the face-blurred codes are skipped with."""
+    codes = list(codes)
+    detect = bool(detect) and bool(face_codes(codes))
+    skipped: list[tuple[str, str]] = []
+    if no_subject is not None and not detect:
+        skipped += [(c, no_subject) for c in codes if spec(c).face]
+    gone = {c for c, _ in skipped}
+    bases = [str(b) for b in encoded_bases(c for c in codes if c not in gone)]
+    if not has_audio:
+        for b in [b for b in bases if spec(b).needs_audio]:
+            bases.remove(b)
+            skipped.append((b, "no audio"))  # needs_audio: an encoded subset, requested itself
+    gone = {c for c, _ in skipped}
+    written = [c for c in codes if c not in gone]
+    first = [b for b in bases if not (detect and spec(b).face)]
+    face = [b for b in bases if detect and spec(b).face]
+    remuxes = [(str(r), str(b)) for r, b in REMUXED_FROM.items() if r in written]
+    scratch = [(b, next(r for r, rb in remuxes if rb == b)) for b in bases if b not in written]
+    return Plan(tuple(written), tuple(skipped), tuple(first), tuple(face), tuple(remuxes), tuple(scratch),
+                detect, bool(has_audio))

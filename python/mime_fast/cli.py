@@ -16,6 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Callable, NoReturn
 
+from .spec import CODES
+
 DESCRIPTION = """\
 Privacy degradation of emotion video clips: the seven MIME subsets FM (clear), FDM (face lightly
 blurred), FSM (face heavily blurred), VMM (black video, audio), FDAM, FSAM and AMM (video without
@@ -146,7 +148,7 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
                     help="video file, folder of clips (recursive) or .csv/.jsonl list of clips")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
-    ap.add_argument("--subsets", default="FM,FDM,FSM,VMM,FDAM,FSAM,AMM", metavar="CODES",
+    ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
                     help="comma-separated subset codes (default: all seven)")
     ap.add_argument("--fsm-kernel", default="auto", metavar="K",
                     help="FSM blur kernel: auto (55, or 35 for faces under 160 px), 55 or 35 (default: auto)")
@@ -201,7 +203,7 @@ def _summary(args: argparse.Namespace) -> int:
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}")
     rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
-    codes = ["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"]
+    codes = list(CODES)
     labels = [e for e in EMOTIONS if any(r["label"] == e for r in rows)]
     if any(r["label"] is None for r in rows):
         labels.append(None)
@@ -355,7 +357,7 @@ def _add_coe(sub, common: argparse.ArgumentParser) -> None:
                     help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
     ap.add_argument("--model", required=True, metavar="NAME", help="the multimodal model (stages I, II and IV)")
     ap.add_argument("--text-model", default=None, metavar="NAME", help="stage III's text model (default: --model)")
-    ap.add_argument("--subsets", default="FM,FDM,FSM,VMM,FDAM,FSAM,AMM", metavar="CODES",
+    ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
                     help="comma-separated subset codes (default: all seven)")
     ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: all)")
     ap.add_argument("--limit", type=int, default=None, metavar="N", help="the first N clips only")

@@ -45,14 +45,15 @@ from typing import Any, Callable, Iterable, Iterator
 
 from .manifest import BLUR_LEVEL, CLEAR_VERSION, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
 from .progress import LineMonitor, Monitor
-from .subsets import FACE_SUBSETS, REMUXED_FROM, Settings, _codes
+from .spec import CODES, SUBSETS, face_codes
+from .subsets import Settings, _codes
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
            "run_corpus", "clean_stale_temporaries"]
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
                               ".wmv", ".3gp"})
-ALL_SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+ALL_SUBSETS = CODES
 _EMOTION_BY_LOWER = {e.lower(): e for e in EMOTIONS}
 
 
@@ -314,7 +315,7 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
                 clear_path=str(result.outputs[clear].relative_to(out_dir)) if clear in result.outputs else None,
             )
             row.update(decoder=result.decoder, decoder_reason=result.decoder_reason or None)
-            if code in ("FM", "AMM"):  # the rows whose video is FM's
+            if SUBSETS[code].base == "FM":  # the rows whose video is FM's (copied or encoded)
                 row.update(fm_video=result.fm_video, fm_video_reason=result.fm_video_reason or None)
         rows.append(row)
     if result.audio is not None:
@@ -382,7 +383,7 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settin
 
 
 def _face_codes(codes: Iterable[str]) -> bool:
-    return any(REMUXED_FROM.get(c, c) in FACE_SUBSETS for c in codes)
+    return bool(face_codes(codes))
 
 
 def _detects(spec: ClipSpec, codes: list[str]) -> bool:

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-#: The subsets side by side in DIR/preview.png.
-PREVIEW_SUBSETS = ("FM", "FDM", "FSM", "VMM")
+from .spec import ENCODED_SUBSETS
+
+#: The subsets side by side in DIR/preview.png: the encoded ones (the others are their videos
+#: without audio).
+PREVIEW_SUBSETS = tuple(c.value for c in ENCODED_SUBSETS)
 
 
 def preview_labels(kernels: dict[str, int | None]) -> list[str]:

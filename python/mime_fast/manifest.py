@@ -71,6 +71,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import spec
+
 __all__ = [
     "BLUR_LEVEL",
     "CLEAR_VERSION",
@@ -90,13 +92,17 @@ MANIFEST_PARQUET = "manifest.parquet"
 #: The seven emotion categories of MIME.
 EMOTIONS = ("Anger", "Disgust", "Fear", "Happy", "Neutral", "Sad", "Surprise")
 
-#: Blur level of each subset, as the CoE pipeline's Get_Blur_Level reads it.
-BLUR_LEVEL = {"FM": "none", "VMM": "none", "AMM": "none", "FDM": "light", "FDAM": "light", "FSM": "heavy",
-              "FSAM": "heavy", "audio": "none"}
+#: Blur level of each subset (:attr:`mime_fast.spec.SubsetSpec.blur_level`) and of the audio row, as
+#: the CoE pipeline's Get_Blur_Level reads it.
+BLUR_LEVEL = {**{c.value: level for c, level in spec.BLUR_LEVEL.items()}, "audio": "none"}
 
-#: The clear version of each face-blurred subset (Algorithm 1's Get_Clear_Version): the same
-#: video without the blur and with the same audio, or none: FDAM and FSAM read AMM, not FM.
-CLEAR_VERSION = {"FDM": "FM", "FSM": "FM", "FDAM": "AMM", "FSAM": "AMM"}
+#: The clear version of each face-blurred subset (Algorithm 1's Get_Clear_Version,
+#: :data:`mime_fast.spec.CLEAR_VERSION`): the same video without the blur and with the same audio,
+#: or none: FDAM and FSAM read AMM, not FM.
+CLEAR_VERSION = {c.value: clear.value for c, clear in spec.CLEAR_VERSION.items()}
+
+#: The order of a clip's rows: the subsets in the MIME order, then its audio.
+_ROW_ORDER = (*spec.CODES, "audio")
 
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
@@ -176,7 +182,7 @@ def compact(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r["run"] == last_run[r["clip_id"]]:
             latest[(r["clip_id"], r["subset"])] = r
-    order = {s: i for i, s in enumerate(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM", "audio"))}
+    order = {s: i for i, s in enumerate(_ROW_ORDER)}
     return sorted(latest.values(), key=lambda r: (r["clip_id"], order.get(r["subset"], -1)))
 
 

@@ -15,9 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .spec import CODES, spec
+
 __all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
 
-SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+#: The rows of a sheet, in the MIME order.
+SUBSETS = CODES
 
 # 5 x 7 bitmap glyphs for the labels (rows top to bottom, bit 4 = leftmost column).
 _GLYPHS = {
@@ -177,7 +180,7 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
         sheet[y + th // 2 + 8 : y + th // 2 + 14, 6:60] = (60, 200, 80) if has_audio else (90, 90, 90)
         for j, f in enumerate(frames):
             tile = f[::step, ::step].copy()
-            if region is not None and s != "VMM" and j < len(region):
+            if region is not None and spec(s).video != "black" and j < len(region):
                 tile[_outline(region[j][::step, ::step])] = (255, 220, 0)
             x = label_w + j * (tw + pad)
             sheet[y : y + tile.shape[0], x : x + tile.shape[1]] = tile

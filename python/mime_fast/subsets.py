@@ -57,7 +57,8 @@ from typing import Callable
 import numpy as np
 
 from .landmarks import MaskProvider, as_provider
-from .spec import CODES, FACE_SUBSETS, REMUXED_FROM, Plan, parse_codes, plan, spec
+from . import spec as _spec
+from .spec import CODES, Plan, parse_codes, plan, spec
 from .nvdec import frame_parts, iter_nvdec_frames, nvdec_reason
 from .video import (
     ClipError,
@@ -98,10 +99,12 @@ __all__ = [
     "locate_subject",
 ]
 
-#: The seven codes in the MIME order (:data:`mime_fast.spec.CODES`).  :data:`REMUXED_FROM` (video-only
-#: subsets and the subset whose encoded video they reuse) and :data:`FACE_SUBSETS` come from
-#: :mod:`mime_fast.spec` too.
+#: The seven codes in the MIME order (:data:`mime_fast.spec.CODES`).
 ALL_SUBSETS = CODES
+#: Video-only subsets and the subset whose encoded video they reuse (:data:`mime_fast.spec.REMUXED_FROM`).
+REMUXED_FROM = {c.value: b.value for c, b in _spec.REMUXED_FROM.items()}
+#: The subsets whose video is blurred inside the subject's face mask (:data:`mime_fast.spec.FACE_SUBSETS`).
+FACE_SUBSETS = tuple(c.value for c in _spec.FACE_SUBSETS)
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
 FSM_AUTO_MIN_FACE_HEIGHT = 160.0
 #: libx264's presets (``Settings.preset``).

@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..spec import SUBSETS
+
 __all__ = ["LEVEL", "RETRY_TEMPLATE", "STAGES", "SUBSET_NAMES", "TEMPLATE_DIR", "render", "render_retry",
            "template_hash"]
 
@@ -32,11 +34,8 @@ RETRY_TEMPLATE = "retry_input.j2"
 #: The paper's blur levels (its stage II/IV prompts say "Level 2/3").
 LEVEL = {"none": 1, "light": 2, "heavy": 3}
 
-SUBSET_NAMES = {
-    "FM": "Full Modality", "FDM": "Face Details Missing", "FSM": "Face Structures Missing",
-    "VMM": "Visual Modality Missing", "FDAM": "Face Details & Audio Missing",
-    "FSAM": "Face Structures & Audio Missing", "AMM": "Audio Modality Missing",
-}
+#: The subsets' names in the paper (:attr:`mime_fast.spec.SubsetSpec.name`).
+SUBSET_NAMES = {c.value: s.name for c, s in SUBSETS.items()}
 
 
 @lru_cache(maxsize=None)

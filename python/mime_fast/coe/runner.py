@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows
+from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
 from .client import ChatClient, Completion, Media, MediaOptions, elide, media_parts
 from .prompts import LEVEL, SUBSET_NAMES, TEMPLATE_DIR, render, render_retry, template_hash
@@ -47,7 +48,7 @@ __all__ = ["COE_JSONL", "COE_PARQUET", "COE_SUMMARY", "COLUMNS", "CoEResult", "S
 COE_JSONL = "coe.jsonl"
 COE_PARQUET = "coe.parquet"
 COE_SUMMARY = "coe_summary.csv"
-SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+SUBSETS = CODES  # the MIME order (mime_fast.spec)
 _NUMBER = {s: i + 1 for i, s in enumerate(SUBSETS)}
 
 #: The columns of coe.jsonl / coe.parquet (``None`` where a stage did not run).
@@ -226,7 +227,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
         level = of["blur_level"] or "none"
         return dict(emotion=emotion, emotions=list(EMOTIONS), subset=of["subset"],
                     subset_name=SUBSET_NAMES[of["subset"]], blur_level=level, level=LEVEL[level],
-                    has_audio=any(m.kind == "audio" for m in media), black_video=of["subset"] == "VMM")
+                    has_audio=any(m.kind == "audio" for m in media), black_video=subset_spec(of["subset"]).video == "black")
 
     def ask(name: str, template: str, model: str, system: str, user: str, media: list[Media],
             history: list[tuple[str, str]] | None = None) -> _Reply:

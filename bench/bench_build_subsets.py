@@ -19,8 +19,9 @@ from _harness import parse_args, save
 
 from mime_fast import build_subsets, degrade
 from mime_fast.samples import make_clip
+from mime_fast.spec import CODES, spec
 
-SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+SUBSETS = CODES
 
 _CHILD = """
 import json, resource, sys, time
@@ -53,7 +54,7 @@ def main() -> None:
             src_frames = r.source_frames
             t = time.perf_counter()
             for code in SUBSETS:
-                kernel = {"FDM": 15, "FDAM": 15, "FSM": r.fsm_kernel, "FSAM": r.fsm_kernel}.get(code)
+                kernel = {"fdm": 15, "fsm": r.fsm_kernel}.get(spec(code).kernel)
                 degrade(clip.path, tmp / f"seven{rep}" / f"{code}.mp4", subset=code, kernel=kernel, landmarks=landmarks)
             seven.append(time.perf_counter() - t)
             print(f"repeat {rep}: one pass {one[-1]:.1f} s, seven passes {seven[-1]:.1f} s")

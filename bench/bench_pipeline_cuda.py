@@ -63,12 +63,13 @@ from mime_fast import subsets as _subsets
 from mime_fast.corpus import VIDEO_EXTENSIONS, ClipSpec, run_corpus, worker_threads
 from mime_fast.manifest import compact, read_rows
 from mime_fast.progress import Monitor
+from mime_fast.spec import CODES, ENCODED_SUBSETS, plan
 from mime_fast.subsets import Settings, build_subsets, fm_copy_reason
 from mime_fast.video import probe
 
 FPS = 30
 HEIGHT = 720
-ENCODED = ("FM", "FDM", "FSM", "VMM")  # the outputs build_subsets encodes (FDAM, FSAM, AMM are remuxes)
+ENCODED = tuple(c.value for c in ENCODED_SUBSETS)  # the outputs build_subsets encodes (the others are remuxes)
 FACE_SCALES = (1.0, 0.8, 1.2, 0.9, 1.1, 0.75, 1.3, 1.0)  # x make_clip's default face size (0.3 x height)
 TARGET_RATIO = 0.9
 TARGET_NO_ENCODE_FPS = 1500.0
@@ -161,7 +162,7 @@ def prepare_corpus(cache: Path, media: Path, quick: bool, fm_copy: bool, jobs: i
         c.frames, c.size, c.matrix, c.audio = info.video_frames, (info.width, info.height), info.matrix, info.has_audio
         copied, why = fm_copy_reason(info, st)
         c.fm = "copy" if copied else f"encode: {why}"
-        c.encodes = tuple(x for x in ENCODED if (x != "FM" or not copied) and (x != "VMM" or info.has_audio))
+        c.encodes = tuple(x for x in plan(CODES, has_audio=info.has_audio).encoded if x != "FM" or not copied)
     return clips, note
 
 

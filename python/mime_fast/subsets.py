@@ -816,14 +816,14 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
     dst = Path(dst)
     if dst.resolve() == src.resolve():
         raise ValueError("dst would overwrite the input")
-    base = spec(code).base
-    fdm_k = int(kernel) if (kernel is not None and base == "FDM") else int(st.fdm_kernel)
-    fsm_k = int(kernel) if (kernel is not None and base == "FSM") else 55
+    key = spec(code).kernel  # the kernel setting ``kernel`` stands for: "fdm", "fsm" or None
+    fdm_k = int(kernel) if (kernel is not None and key == "fdm") else int(st.fdm_kernel)
+    fsm_k = int(kernel) if (kernel is not None and key == "fsm") else 55
     for k in (fdm_k, fsm_k):
         if k < 1 or k % 2 == 0:
             raise ValueError(f"kernel must be a positive odd integer, got {k}")
-    if code == "VMM" and not info.has_audio:
-        raise ClipError(src, "VMM needs audio and the source has no audio")
+    if spec(code).needs_audio and not info.has_audio:
+        raise ClipError(src, f"{code} needs audio and the source has no audio")
     result = ClipResult(clip_id=src.stem, source=info, settings=st, fdm_kernel=fdm_k)
     _run(src, info, provider, st, [code], {code: dst}, None, fdm_k, fsm_k, result)
     if result.status.get(code) is not None and result.status[code].status == "skipped":

@@ -15,22 +15,27 @@ in FM with the same place and time in FDM and FSM, using models that are not the
   trained on different data (FaceScrub/VGG, metric learning) than SFace (MS-Celeb, sigmoid-constrained
   softmax), so its verdict is an independent second opinion.  The degraded face is embedded at the
   alignment found on the *clear* frame (dlib's 5-point shape on FM): the same place and time, so a
-  heavy blur cannot move the alignment and hide a match.
+  heavy blur cannot move the alignment and hide a match.  The recogniser sees the face only
+  (:func:`face_only`: the ellipse inscribed in the detector's box, grey around it): MIME blurs the
+  face and nothing else, so hair, ears and background are the same pixels in FM and FDM/FSM and
+  would make any degraded face match its clear self.
 
 Which face is the subject (defined without the engine's landmarks, per audited frame):
 
 1. *masked*: a face whose detail ratio (below) in the most degraded subset (FSM, else FDM) is under
    :data:`MASKED_DETAIL_RATIO`: the engine blurred it.  Several: the most degraded one.
-2. otherwise the face linked, by box overlap (IoU >= :data:`LINK_IOU`) from audited frame to audited
-   frame, forwards or backwards, to a frame where the subject was found by rule 1: the subject in a
-   frame the engine left clear.
+2. otherwise the face followed from audited frame to audited frame, forwards or backwards, from a
+   frame where the subject was found by rule 1 (the nearest face centre within
+   :data:`LINK_DISTANCE` face heights, of a similar size): the subject in a frame the engine left
+   clear.
 3. a clip where no face is ever masked: the largest face of each frame (a mask that missed the face
    everywhere, e.g. shifted off it).
 
 Per subject face and degraded subset:
 
-* ``similarity``: cosine of dlib's embeddings of the clear and the degraded face; *recognisable*
-  when at least the calibrated threshold :data:`RECOGNISABLE_COS`.
+* ``similarity``: cosine of dlib's embeddings of the clear and the degraded face, less dlib's mean
+  face embedding (:func:`similarity`); *recognisable* when at least the calibrated threshold
+  :data:`RECOGNISABLE_COS`.
 * ``detail ratio``: variance of the Laplacian of the degraded luma over that of FM's, in the inner
   face box (the detector's box shrunk by 20 % on each side): 1 for an untouched face (encoding
   noise aside), near 0 under a heavy blur.  *Unmasked*: the ratio is at least
@@ -39,7 +44,8 @@ Per subject face and degraded subset:
 Calibration (``bench/calibrate_audit.py`` -> ``bench/results/audit_calibration.json``): faces of the
 real clips of the shared media folder, tracked by overlap; same-person pairs are faces of one track
 at least 10 frames apart, different-person pairs are faces of one frame, and faces of different
-clips.  The threshold is the similarity that different people exceed in 1 % of pairs (a false-match
+clips; the mean embedding of all those faces is the one :func:`similarity` removes.  Both are
+committed in ``audit_calibration.json`` beside this module.  The threshold is the similarity that different people exceed in 1 % of pairs (a false-match
 rate of 1 %): a degraded face that still reaches it would be matched to its clear self by a
 verification system set at that operating point.
 
@@ -56,6 +62,7 @@ face is unmasked (:attr:`AuditReport.problems`).
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import types
 from dataclasses import dataclass, field
@@ -68,24 +75,33 @@ __all__ = [
     "AUDITED",
     "COLUMNS",
     "INTENT",
+    "LINK_DISTANCE",
     "LINK_IOU",
     "MASKED_DETAIL_RATIO",
     "RECOGNISABLE_COS",
     "AuditReport",
     "audit",
     "detail_ratio",
+    "face_only",
+    "similarity",
     "iou",
     "link_tracks",
 ]
 
-#: Cosine similarity (dlib ResNet) at or above which a degraded face counts as still recognisable:
-#: the 99th percentile of different-person similarities on the real clips (false-match rate 1 %),
-#: from ``bench/calibrate_audit.py`` (``bench/results/audit_calibration.json``).
-RECOGNISABLE_COS: float = 0.935
+#: The calibration ``bench/calibrate_audit.py`` writes: ``threshold`` (the similarity that different
+#: people exceed in 1 % of pairs on the real clips) and ``mean`` (dlib's mean face embedding there).
+CALIBRATION_FILE = Path(__file__).with_name("audit_calibration.json")
+CALIBRATION: dict[str, Any] = json.loads(CALIBRATION_FILE.read_text()) if CALIBRATION_FILE.is_file() else {
+    "threshold": 0.0, "mean": [0.0] * 128}
+#: Similarity (:func:`similarity`) at or above which a degraded face counts as still recognisable.
+RECOGNISABLE_COS: float = float(CALIBRATION["threshold"])
 #: Detail ratio at or above which a face counts as not masked (an untouched face is near 1).
 MASKED_DETAIL_RATIO: float = 0.5
-#: Box overlap that links a face to the next audited frame's (the subject followed where unmasked).
+#: Box overlap that links a face to the next frame's in :func:`link_tracks` (the calibration's tracks).
 LINK_IOU: float = 0.3
+#: How far (in face heights) the subject's face may move from one audited frame to the next and
+#: still be followed where it is unmasked (:func:`_follow`).
+LINK_DISTANCE: float = 0.75
 #: Faces smaller than this (box height, px) are not audited: too small to recognise.
 MIN_FACE_PX: int = 24
 #: The audited subsets and the encoded subset whose video each must equal (``None``: itself).
@@ -103,6 +119,35 @@ COLUMNS: tuple[str, ...] = (
     "mean_similarity", "max_similarity", "recognisable_frames", "detail_ratio", "unmasked_frames",
     "same_video_as", "threshold", "recogniser", "status", "reason",
 )
+
+
+def similarity(a: np.ndarray, b: np.ndarray, mean: np.ndarray | None = None) -> float:
+    """Cosine of two dlib embeddings less the population ``mean`` (default: the calibration's).
+    dlib's unit embeddings share a large common component (two different people score about 0.87 in
+    plain cosine, the same person 0.95); removing it spreads the scores (a blur that leaves only that
+    common part no longer looks like anyone in particular)."""
+    m = np.asarray(CALIBRATION["mean"] if mean is None else mean, np.float64)
+    x, y = np.asarray(a, np.float64) - m, np.asarray(b, np.float64) - m
+    return float(x @ y / max(float(np.linalg.norm(x) * np.linalg.norm(y)), 1e-12))
+
+
+def face_only(rgb: np.ndarray, box: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What the recogniser is shown of the face in ``box`` (x0 y0 x1 y1): a crop of ``rgb`` around
+    it (the box grown by a quarter on each side), grey (128) outside the ellipse inscribed in the box;
+    and the box in the crop's coordinates.  MIME blurs only the face, so everything around it (hair,
+    ears, background) is identical in the clear and the degraded frame; left in view, it alone would
+    make them match.  The same crop is used in the calibration."""
+    H, W = rgb.shape[:2]
+    x0, y0, x1, y1 = (float(v) for v in box)
+    gx, gy = 0.25 * (x1 - x0), 0.25 * (y1 - y0)
+    cx0, cy0 = max(0, int(x0 - gx)), max(0, int(y0 - gy))
+    cx1, cy1 = min(W, int(np.ceil(x1 + gx))), min(H, int(np.ceil(y1 + gy)))
+    crop = np.array(rgb[cy0:cy1, cx0:cx1])
+    yy, xx = np.mgrid[cy0:cy1, cx0:cx1]
+    ax, ay = max(0.5 * (x1 - x0), 1.0), max(0.5 * (y1 - y0), 1.0)
+    outside = ((xx + 0.5 - 0.5 * (x0 + x1)) / ax) ** 2 + ((yy + 0.5 - 0.5 * (y0 + y1)) / ay) ** 2 > 1.0
+    crop[outside] = 128
+    return crop, np.array([x0 - cx0, y0 - cy0, x1 - cx0, y1 - cy0], np.float32)
 
 
 def iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -217,6 +262,16 @@ def _load_models(detect_size: int | None) -> _Models:
     return _Models(CenterFaceDetector(max_size=detect_size), DlibFaceEmbedder(), rec)
 
 
+def _follow(prev: np.ndarray, boxes: np.ndarray) -> int | None:
+    """The face of ``boxes`` that continues ``prev`` in the next audited frame: the nearest centre
+    within :data:`LINK_DISTANCE` box heights of ``prev``'s, of a height within a factor 1.5."""
+    h = float(prev[3] - prev[1])
+    hs = boxes[:, 3] - boxes[:, 1]
+    d = np.hypot((boxes[:, 0] + boxes[:, 2] - prev[0] - prev[2]) / 2, (boxes[:, 1] + boxes[:, 3] - prev[1] - prev[3]) / 2)
+    ok = (d <= LINK_DISTANCE * h) & (hs <= 1.5 * h) & (hs >= h / 1.5)
+    return int(np.argmin(np.where(ok, d, np.inf))) if ok.any() else None
+
+
 def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> list[int | None]:
     """The subject's face index per audited frame (module docstring, rules 1-3)."""
     n = len(boxes)
@@ -237,9 +292,7 @@ def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> lis
             j = i - step
             if subject[i] is not None or subject[j] is None or not len(boxes[i]):
                 continue
-            ov = iou(boxes[j][subject[j]], boxes[i])
-            if float(ov.max()) >= LINK_IOU:
-                subject[i] = int(np.argmax(ov))
+            subject[i] = _follow(boxes[j][subject[j]], boxes[i])
     return subject
 
 
@@ -300,10 +353,12 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
         k = at.get(i)
         if k is None or subject[k] is None:
             continue
-        shapes = models.embedder.align(imgs[0], boxes[k][subject[k]][None])
-        e0 = models.embedder.embed_aligned(imgs[0], shapes)[0]
+        box = boxes[k][subject[k]]
+        clear, at_box = face_only(imgs[0], box)
+        shapes = models.embedder.align(clear, at_box[None])
+        e0 = models.embedder.embed_aligned(clear, shapes)[0]
         for s, img in zip(decode, imgs[1:]):
-            sims[s].append(float(models.embedder.embed_aligned(img, shapes)[0] @ e0))
+            sims[s].append(similarity(models.embedder.embed_aligned(face_only(img, box)[0], shapes)[0], e0))
 
     rows: dict[str, dict[str, Any]] = {}
     for s in decode:
@@ -359,7 +414,7 @@ class AuditReport:
             dr = f"{float(np.median(det)):6.3f}" if det else f"{'-':>6}"
             lines.append(f"{s:<6} {len(rs):>5} {faces:>6} {mean} {mx} {sum(r['recognisable_frames'] for r in rs):>6} "
                          f"{dr} {sum(r['unmasked_frames'] for r in rs):>8}  {INTENT[s]}")
-        lines.append(f"recognisable: dlib cosine >= {self.threshold:.3f} (false-match rate 1 % on the real clips); "
+        lines.append(f"recognisable: similarity >= {self.threshold:.3f} (false-match rate 1 % on the real clips); "
                      f"unmasked: detail ratio >= {MASKED_DETAIL_RATIO}")
         return "\n".join(lines)
 

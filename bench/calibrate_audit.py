@@ -42,6 +42,7 @@ STEP = 2  # every 2nd frame
 BLUR_EVERY = 6
 KERNELS = (15, 35, 55)
 FMR = 0.01
+HEIGHT_BINS = ((0, 60), (60, 120), (120, 200), (200, 10000))
 
 
 def faces_of(clip: Path, det, emb) -> dict:
@@ -62,7 +63,7 @@ def faces_of(clip: Path, det, emb) -> dict:
             shape = emb.align(crop, at[None])
             e[j] = emb.embed_aligned(crop, shape)[0]
             for k, img in soft.items():
-                blurred[k].append((e[j], emb.embed_aligned(face_only(img, bb)[0], shape)[0]))
+                blurred[k].append((e[j], emb.embed_aligned(face_only(img, bb)[0], shape)[0], float(bb[3] - bb[1])))
         boxes.append(b)
         embs.append(e)
         frames.append(i)
@@ -93,14 +94,14 @@ def main() -> None:
 
     same, diff = [], []
     per_track: list[tuple[str, np.ndarray]] = []  # one embedding per track, for cross-clip pairs
-    blurred: dict[int, list[float]] = {k: [] for k in KERNELS}
+    blurred: dict[int, list[tuple[float, float]]] = {k: [] for k in KERNELS}
     counts = {}
     for name, r in runs.items():
         print(f"{name}: {sum(len(b) for b in r['boxes'])} faces in {len(r['frames'])} frames, "
               f"{len({int(t) for ids in r['ids'] for t in ids})} tracks", flush=True)
         counts[name] = {"frames": len(r["frames"]), "faces": int(sum(len(b) for b in r["boxes"]))}
         for k in KERNELS:
-            blurred[k] += [sim(a, b) for a, b in r["blurred"][k]]
+            blurred[k] += [(sim(a, b), h) for a, b, h in r["blurred"][k]]
         seen: dict[int, list[tuple[int, np.ndarray]]] = {}
         for fr, e, ids in zip(r["frames"], r["embs"], r["ids"]):
             for a in range(len(e)):
@@ -130,13 +131,22 @@ def main() -> None:
         "false_match_rate": FMR,
         "threshold": round(threshold, 3),
         "same_person_above_threshold": float((same_v >= threshold).mean()),
-        "blurred_vs_clear": {f"k{k}": {**stats(np.asarray(v)), "above_threshold": float((np.asarray(v) >= threshold).mean())}
+        "blurred_vs_clear": {f"k{k}": {**stats(np.asarray([x for x, _ in v])),
+                                       "above_threshold": float(np.mean([x >= threshold for x, _ in v]))}
                              for k, v in blurred.items()},
+        # the share still recognisable by face height (detector box, px): a fixed kernel blurs a
+        # large face relatively less
+        "blurred_above_threshold_by_face_height": {
+            f"k{k}": {f"{lo}-{hi}px": {"faces": int(sum(lo <= h < hi for _, h in v)),
+                                       "above_threshold": (float(np.mean([x >= threshold for x, h in v if lo <= h < hi]))
+                                                           if any(lo <= h < hi for _, h in v) else None)}
+                      for lo, hi in HEIGHT_BINS} for k, v in blurred.items()},
     }
     print(f"same person: {payload['same_person']['mean']:.3f} (p5 {payload['same_person']['p5']:.3f}), different: "
           f"{payload['different_person']['mean']:.3f} (p99 {threshold:.3f}); threshold {threshold:.3f}, same person "
           f"above it {100 * payload['same_person_above_threshold']:.0f} %; blurred above it: "
           + ", ".join(f"k={k} {100 * payload['blurred_vs_clear'][f'k{k}']['above_threshold']:.0f} %" for k in KERNELS))
+    print(json.dumps(payload["blurred_above_threshold_by_face_height"]))
     CALIBRATION_FILE.write_text(json.dumps({
         "source": "bench/calibrate_audit.py (bench/results/audit_calibration-cpu.json)",
         "threshold": payload["threshold"], "false_match_rate": FMR,

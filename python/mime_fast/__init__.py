@@ -3,6 +3,8 @@ subsets FM, FDM, FSM, VMM, FDAM, FSAM, AMM) on a compiled C++/CUDA core.
 
 - :func:`build_subsets` / :func:`degrade`: a clip in, the MIME subsets out (:mod:`mime_fast.subsets`).
 - :mod:`mime_fast.ops`: the hot-path operators (OpenCV-exact blur, hull masks, fused masked blur).
+- :func:`audit` (:mod:`mime_fast.audit`): can an independent face recogniser still tell who the
+  blurred face of a built corpus is?
 
 The video pipeline (and PyAV) is imported on first use, so ``import mime_fast`` stays light.
 """
@@ -20,6 +22,7 @@ __all__ = [
     "ClipResult",
     "Settings",
     "__version__",
+    "audit",
     "build_subsets",
     "cuda_available",
     "cuda_status",
@@ -40,6 +43,10 @@ def __getattr__(name: str) -> Any:
         from . import subsets
 
         return getattr(subsets, name)
+    if name == "audit":  # the module, callable: mime_fast.audit(out_dir, ...) is mime_fast.audit.audit
+        import importlib
+
+        return importlib.import_module(".audit", __name__)
     raise AttributeError(f"module 'mime_fast' has no attribute {name!r}")
 
 

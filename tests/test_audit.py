@@ -1,0 +1,165 @@
+"""mime-fast audit (issue 14): an independent detector (CenterFace) and recogniser (dlib) find a
+planted leak -- a clip whose FSM has a few unmasked frames, one whose mask is shifted off the face --
+and pass a correct build; the threshold is the committed calibration's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import models_unavailable
+
+import mime_fast
+from mime_fast.cli import main
+from mime_fast.samples import make_clip
+
+REPO = Path(__file__).resolve().parents[1]
+GAP = range(6, 12)  # source frames left unmasked in the planted leak
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """out/: 'ok' built correctly (FSM kernel 55), 'k35' the same with the FSM kernel the default
+    rule picks for this 144 px face (35), 'gap' with source frames 6..11 unmasked, 'shifted' with
+    the mask moved off the face (to the frame's left edge, where there is no face)."""
+    try:
+        from mime_fast.detect.models import CenterFaceDetector, DlibFaceEmbedder
+
+        CenterFaceDetector(), DlibFaceEmbedder()
+    except ImportError as exc:
+        models_unavailable(exc)
+    base = tmp_path_factory.mktemp("audit")
+    out = base / "out"
+    for name in ("ok", "k35", "gap", "shifted"):
+        clip = make_clip(base / "src" / f"{name}.mp4", duration=0.8, fps=25, size=(640, 480), seed=4)
+        pts = np.load(clip.npz)["landmarks"].copy()
+        if name == "gap":
+            pts[list(GAP)] = np.nan
+        elif name == "shifted":
+            pts[..., 0] -= pts[..., 0].min(axis=1, keepdims=True) - 2  # hull starts 2 px from the left edge
+        kernel = 55 if name == "ok" else "auto"
+        r = mime_fast.build_subsets(clip.path, out, landmarks=pts, min_height=0, fsm_kernel=kernel)
+        assert r.fsm_kernel == (55 if name == "ok" else 35)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(corpus: Path):
+    return mime_fast.audit(corpus, every=2)
+
+
+def rows(report, clip: str) -> dict[str, dict]:
+    return {r["subset"]: r for r in report.rows if r["clip_id"] == clip}
+
+
+def test_a_correct_build_passes(report) -> None:
+    ok = rows(report, "ok")
+    for s in ("FDM", "FSM", "FDAM", "FSAM"):
+        r = ok[s]
+        assert r["status"] == "ok" and r["frames_audited"] == 12 and r["subject_frames"] == 12, r
+        assert r["unmasked_frames"] == 0, r
+        assert r["detail_ratio"] < 0.2, r
+    assert ok["FSM"]["detail_ratio"] < ok["FDM"]["detail_ratio"]  # the heavy blur removes more
+    assert ok["FSM"]["mean_similarity"] < ok["FDM"]["mean_similarity"]
+    assert ok["FSM"]["recognisable_frames"] == 0, ok["FSM"]
+    assert ok["FDAM"]["same_video_as"] == "FDM" and ok["FSAM"]["same_video_as"] == "FSM"
+    assert not [p for p in report.problems if p.startswith("ok ")]
+
+
+def test_the_audit_tells_the_heavy_kernels_apart(report) -> None:
+    """On this 144 px face, k=55 removes the identity for dlib's recogniser and k=35 (what
+    fsm_kernel="auto" picks for faces under 160 px) does not: the audit reports it, unmasked
+    frames aside (the mask is right, the blur too light)."""
+    ok, k35 = rows(report, "ok"), rows(report, "k35")
+    assert k35["FSM"]["unmasked_frames"] == 0
+    assert k35["FSM"]["mean_similarity"] > ok["FSM"]["mean_similarity"] + 0.1
+    assert k35["FSM"]["recognisable_frames"] > 0
+    assert any(p.startswith("k35 FSM:") and "recognisable" in p for p in report.problems)
+
+
+def test_unmasked_frames_are_caught(report) -> None:
+    """Source frames 6..11 (output frames 7..13 on the 30 fps grid) are clear in FDM and FSM: the
+    subject, followed there by box overlap, is reported unmasked in the audited frames among them."""
+    gap = rows(report, "gap")
+    for s in ("FDM", "FSM", "FDAM", "FSAM"):
+        assert gap[s]["unmasked_frames"] == 4, gap[s]
+        assert gap[s]["subject_frames"] == 12
+    assert gap["FSM"]["max_similarity"] > 0.9  # an unmasked face is its clear self
+    assert any(p.startswith("gap FSM:") and "unmasked" in p for p in report.problems)
+
+
+def test_a_mask_shifted_off_the_face_is_caught(report) -> None:
+    shifted = rows(report, "shifted")
+    for s in ("FDM", "FSM"):
+        assert shifted[s]["unmasked_frames"] == shifted[s]["subject_frames"] == 12, shifted[s]
+        assert shifted[s]["recognisable_frames"] == 12
+        assert shifted[s]["detail_ratio"] > 0.7
+    assert not report.ok
+
+
+def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(corpus / "audit.parquet").to_pylist()
+    assert len(table) == 4 * 4 and set(table[0]) == set(mime_fast.audit.COLUMNS)
+    assert main(["audit", str(corpus), "--every", "2", "--clips", "ok", "-q", "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("subset") and "identity removed" in out
+    assert main(["audit", str(corpus), "--every", "2", "--clips", "ok,gap", "-q", "--strict"]) == 1
+    assert main(["audit", str(corpus), "--every", "2", "--clips", "gap", "-q"]) == 0  # reported, not an error
+    capsys.readouterr()
+
+
+def test_usage_errors(tmp_path: Path, capsys) -> None:
+    assert main(["audit", str(tmp_path / "nope")]) == 2
+    assert main(["audit", str(tmp_path)]) == 2
+    assert "no FM folder" in capsys.readouterr().err
+    (tmp_path / "FM").mkdir()
+    assert main(["audit", str(tmp_path), "--every", "0"]) == 2
+    assert main(["audit", str(tmp_path), "--clips", "x"]) == 2
+
+
+def test_threshold_is_the_committed_calibration() -> None:
+    from mime_fast.audit import CALIBRATION, RECOGNISABLE_COS, similarity
+
+    bench = json.loads((REPO / "bench" / "results" / "audit_calibration-cpu.json").read_text())
+    assert RECOGNISABLE_COS == bench["threshold"] == CALIBRATION["threshold"]
+    assert bench["different_person"]["p99"] == pytest.approx(RECOGNISABLE_COS, abs=1e-3)
+    assert len(CALIBRATION["mean"]) == 128
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=128)
+    assert similarity(a, a) == pytest.approx(1.0)
+    assert similarity(a, -a, np.zeros(128)) == pytest.approx(-1.0)
+
+
+def test_link_tracks_follows_boxes() -> None:
+    from mime_fast.audit import link_tracks
+
+    boxes = [np.array([[0, 0, 10, 10], [50, 50, 60, 60]], np.float32),
+             np.array([[51, 51, 61, 61], [1, 1, 11, 11]], np.float32),
+             np.array([[200, 200, 210, 210]], np.float32)]
+    ids = link_tracks(boxes)
+    assert list(ids[0]) == [0, 1] and list(ids[1]) == [1, 0] and list(ids[2]) == [2]
+
+
+def test_a_face_smooth_in_fm_still_counts_as_masked_when_blurred(astronaut) -> None:
+    """A face already smooth in FM (motion blur) keeps its detail ratio near 1 under MIME's blur,
+    but not its pixels: looks_clear tells it from a face left clear (the arm-wrestling clip's
+    hand-held frames)."""
+    import cv2
+
+    from mime_fast.audit import detail_ratio, looks_clear
+
+    box = np.array([190, 40, 310, 210], np.float32)
+    gray = cv2.cvtColor(astronaut, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    noise = np.random.default_rng(0).normal(0, 1.0, gray.shape).astype(np.float32)
+    assert looks_clear(gray, gray + noise, box, 15)  # left clear: encoding noise only
+    assert not looks_clear(gray, cv2.GaussianBlur(gray, (15, 15), 0), box, 15)
+    smooth = cv2.blur(gray, (9, 9))  # FM itself smooth: a motion-blurred face
+    heavy = cv2.GaussianBlur(smooth, (35, 35), 0)
+    assert not looks_clear(smooth, heavy, box, 35)
+    assert looks_clear(smooth, smooth + noise, box, 35)
+    assert detail_ratio(gray, cv2.GaussianBlur(gray, (35, 35), 0), box) < 0.1

@@ -1,4 +1,5 @@
-// Plain views over interleaved 8-bit images, and the rectangle type used by every operator.
+// Plain views over interleaved 8-bit images and their checks, on top of the rectangle type of every
+// operator (kernels/rect.cuh).
 // No Python concepts here: the bindings convert arrays to these views.
 #pragma once
 #include <cstddef>
@@ -6,13 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "../kernels/rect.cuh"
+
 namespace mf {
 
-struct Rect {
-    int x = 0, y = 0, w = 0, h = 0;
-    bool empty() const { return w <= 0 || h <= 0; }
-    bool operator==(const Rect& o) const { return x == o.x && y == o.y && w == o.w && h == o.h; }
-};
 
 template <typename T>
 struct ImageViewT {

@@ -8,7 +8,7 @@
 // kernels pass their own, and the CPU reference (csrc/ops/*_reference) runs every tile with one
 // thread and a no-op sync, so the tests run this exact code on the CPU.
 #pragma once
-#include "../csrc/image.hpp"
+#include "rect.cuh"
 #include "blur_in_mask.cuh"
 #include "gaussian_blur.cuh"
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "../csrc/image.hpp"
+#include "rect.cuh"
 #include "hull_mask.cuh"
 #include "rgb_to_yuv420.cuh"
 #include "warp_affine.cuh"

@@ -12,7 +12,7 @@
 // mask value is non-zero and a block's chroma only where any of the block's mask values is: the
 // rest of the planes keeps what it held (e.g. the decoded samples outside a blurred face).
 #pragma once
-#include "../csrc/image.hpp"
+#include "rect.cuh"
 #include "common.cuh"
 
 namespace mf {

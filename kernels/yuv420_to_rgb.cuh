@@ -13,7 +13,7 @@
 // subtracted after, so no negative number is ever right-shifted and the shift is the floor
 // division on every compiler. Integer arithmetic only: every path gives the same bytes.
 #pragma once
-#include "../csrc/image.hpp"
+#include "rect.cuh"
 #include "common.cuh"
 
 namespace mf {

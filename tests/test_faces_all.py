@@ -313,7 +313,8 @@ def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, 
     """Detail (mean |Laplacian|) inside each face's true box, blurred over clear: with "all" both
     faces lose detail in FDM and FSM in every frame, with "subject" only the subject's (the other
     face keeps its detail wherever the two are apart).  Measured: "all" FDM <= 0.81, FSM <= 0.76
-    (the other face), <= 0.61 / 0.55 (the subject); "subject": the other face 0.97 - 1.03 apart."""
+    (the other face), <= 0.61 / 0.55 (the subject); "subject": the other face >= 0.93 apart (FSM's
+    feathered edge of the subject's held mask reaches into its box)."""
     clip = crossing_clip
     for policy in ("subject", "all"):
         r = build_subsets(clip.path, tmp_path / policy, subsets=["FM", "FDM", "FSM"], faces=policy, min_height=0)
@@ -321,16 +322,16 @@ def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, 
         fm, fdm, fsm = (_decoded(r.outputs[c]) for c in ("FM", "FDM", "FSM"))
         for i in range(clip.frames):
             sb, ob = clip.boxes[i], clip.other_boxes[i]
-            apart = abs((sb[0] + sb[2] / 2) - (ob[0] + ob[2] / 2)) > 1.5 * sb[2]
+            apart = abs((sb[0] + sb[2] / 2) - (ob[0] + ob[2] / 2)) > 2.5 * sb[2]  # beyond his held, grown mask
             for name, box in (("subject", sb), ("other", ob)):
                 d0 = _detail(fm[i], box)
                 if not np.isfinite(d0) or (name == "subject" and clip.visible[i] < 0.9):
                     continue  # mostly off the frame, or the subject behind the other
                 rd, rs = _detail(fdm[i], box) / d0, _detail(fsm[i], box) / d0
                 if policy == "all" or name == "subject":
-                    assert rd <= 0.9 and rs <= 0.85, (policy, name, i, rd, rs)
+                    assert rd <= 0.85 and rs <= 0.8, (policy, name, i, rd, rs)
                 elif apart:
-                    assert rd >= 0.95 and rs >= 0.95, (policy, name, i, rd, rs)
+                    assert rd >= 0.9 and rs >= 0.9, (policy, name, i, rd, rs)
         if policy == "all":
             assert r.face_tracks >= 2 and r.faces == "all"
 

@@ -56,7 +56,7 @@ def _describe(exc: BaseException) -> str:
 # ------------------------------------------------------------------------------------------- build
 
 _SETTING_OPTIONS = ("fsm_kernel", "fdm_kernel", "min_height", "min_duration", "min_frames", "crf", "preset", "threads",
-                    "feather", "margin", "device", "detect_every", "workers", "ray_cpus_per_clip")
+                    "feather", "margin", "device", "detect_every", "faces", "workers", "ray_cpus_per_clip")
 
 
 def _as_option(message: str) -> str:
@@ -85,6 +85,8 @@ def _build(args: argparse.Namespace) -> int:
                     min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
                     crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
                     device=args.device, detect_every=args.detect_every, fm_copy=args.fm_copy)
+    if args.faces != "subject":  # the default is left out: the settings of a default run stay as they were
+        settings["faces"] = args.faces
     if args.workers is None:
         from .devices import auto_workers
 
@@ -173,6 +175,9 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                          "GPU; libx264 encodes on the CPU either way, and the outputs are the same bytes")
     ap.add_argument("--detect-every", type=int, default=3, metavar="N",
                     help="run the face detector every N frames while the subject is tracked by its landmarks")
+    ap.add_argument("--faces", choices=("subject", "all"), default="subject",
+                    help="whose faces FDM/FSM blur: subject (MIME: the tracked subject only) or all (every detected "
+                         "face, bystanders too; slower in crowds) (default: subject)")
     ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
                     help="do not detect the next clip's subject while the current clip encodes (one worker)")
     ap.add_argument("--workers", type=int, default=None, metavar="N",

@@ -239,13 +239,16 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str]) -> bool:
-    """A clip is complete when its latest rows cover every requested subset without failure and
-    every file they name is on disk with the recorded size and hash."""
+def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str], faces: str = "subject") -> bool:
+    """A clip is complete when its latest rows cover every requested subset without failure, its
+    face-blurred rows were made with the ``faces`` policy asked for (rows without the column:
+    ``"subject"``), and every file they name is on disk with the recorded size and hash."""
     by_subset = {r["subset"]: r for r in rows}
     for code in subsets:
         r = by_subset.get(code)
         if r is None or r["status"] == "failed":
+            return False
+        if SUBSETS[code].face and r["status"] == "ok" and (r.get("faces") or "subject") != faces:
             return False
     for r in rows:
         if r["status"] != "ok" or r["subset"] is None:
@@ -298,6 +301,8 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
         "tracking_frames_without_subject": getattr(tracking, "without_subject", None),
         "tracking_shots": getattr(tracking, "shots", None),
         "tracking_shot_frames": json.dumps(tracking.shot_frames) if getattr(tracking, "shot_frames", None) else None,
+        "faces": getattr(result, "faces", None),
+        "face_tracks": getattr(result, "face_tracks", None),
     }
     width = result.source.width - result.source.width % 2
     height = result.source.height - result.source.height % 2
@@ -530,7 +535,8 @@ def run_corpus(
     summary = CorpusSummary()
     pending = []
     for spec in specs:
-        if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes):
+        if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes,
+                                                                                 settings.get("faces", "subject")):
             summary.skipped.append(spec.clip_id)
             monitor.skipped(spec.clip_id)
         else:

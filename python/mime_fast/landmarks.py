@@ -20,6 +20,15 @@ Built-in providers:
 * :func:`load_landmarks` from ``.npz`` (key ``"landmarks"``) or ``.json`` (either a list of frames
   -- each ``null`` or a list of ``[x, y]`` -- or an object with key ``"landmarks"`` holding it).
 * :func:`as_provider` turns any of: provider, array, path into a provider.
+* :class:`FacesLandmarks` (``faces="all"``): several faces per frame, from a list of per-face
+  ``(frames, N, 2)`` arrays (``N`` may differ between faces) or one ``(frames, faces, N, 2)`` array
+  (a ``.npz`` / ``.npy`` file may hold the latter); face 0 is the subject (``points(i)``, and the
+  face heights ``fsm_kernel="auto"`` reads), NaN rows are absent as above.
+
+Several faces per frame (``faces="all"``, :class:`mime_fast.subsets.Settings`): a provider that
+also answers ``points_list(index)`` -> a list of ``(N, 2)`` arrays, one per face present (empty:
+no face).  The mask of a frame is the union of their hulls.  A provider without ``points_list``
+is one face (``[points(i)]``).
 * :func:`detect_subject` (the default of :func:`mime_fast.build_subsets` when no landmarks are
   given): a :class:`DetectedLandmarks` provider from a detection + tracking pass over the clip with
   the offline model stack (:mod:`mime_fast.detect`).
@@ -35,8 +44,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "load_landmarks", "as_provider", "detect_subject",
-           "SubjectDetection", "default_stack"]
+__all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "DetectedFaces", "FacesLandmarks", "FACES",
+           "load_landmarks", "as_provider", "detect_subject", "SubjectDetection", "default_stack", "faces_list"]
+
+#: Whose faces are masked (``Settings.faces``): ``"subject"`` (MIME: the tracked subject only) or
+#: ``"all"`` (every detected face).
+FACES = ("subject", "all")
 
 
 @runtime_checkable
@@ -92,6 +105,57 @@ class _nan_ok:
         return self._w.__exit__(*exc)
 
 
+class FacesLandmarks:
+    """Provider of several faces per frame (``faces="all"``): ``faces`` is a list of per-face
+    ``(frames, N, 2)`` arrays (``N`` may differ between faces) or one ``(frames, faces, N, 2)``
+    array; each face as in :class:`ArrayLandmarks` (NaN rows: absent).  Face 0 is the subject:
+    ``points(i)`` and ``face_heights()`` are its; ``points_list(i)`` gives every face present."""
+
+    def __init__(self, faces):
+        if isinstance(faces, np.ndarray) or not isinstance(faces, (list, tuple)):
+            a = np.asarray(faces, dtype=np.float32)
+            if a.ndim != 4 or a.shape[3] != 2:
+                raise ValueError(f"landmarks of several faces must have shape (frames, faces, N, 2), got {a.shape}")
+            faces = [a[:, k] for k in range(a.shape[1])]
+        if not len(faces):
+            raise ValueError("landmarks of several faces: no face given")
+        self._faces = [ArrayLandmarks(f) for f in faces]
+        counts = {f.num_frames for f in self._faces}
+        if len(counts) != 1:
+            raise ValueError(f"landmarks of several faces: every face needs the same frame count, got {sorted(counts)}")
+        self.num_frames = counts.pop()
+        #: faces present in at least one frame
+        self.face_tracks = sum(any(f.points(i) is not None for i in range(self.num_frames)) for f in self._faces)
+
+    def __len__(self) -> int:
+        return self.num_frames
+
+    def points(self, index: int) -> np.ndarray | None:
+        return self._faces[0].points(index)
+
+    def points_list(self, index: int) -> list[np.ndarray]:
+        return [p for p in (f.points(index) for f in self._faces) if p is not None]
+
+    def face_heights(self) -> np.ndarray:
+        return self._faces[0].face_heights()
+
+
+def _several_faces(landmarks) -> bool:
+    """Whether in-memory ``landmarks`` hold several faces: a list of 3-D arrays, or a 4-D array."""
+    if isinstance(landmarks, (list, tuple)):
+        return len(landmarks) > 0 and all(isinstance(f, np.ndarray) and f.ndim == 3 for f in landmarks)
+    return isinstance(landmarks, np.ndarray) and landmarks.ndim == 4
+
+
+def faces_list(provider, index: int) -> list[np.ndarray]:
+    """Every face's points in frame ``index``: ``provider.points_list(index)``, or for a provider of
+    one face ``[points(index)]`` (``[]`` where absent)."""
+    if hasattr(provider, "points_list"):
+        return list(provider.points_list(index))
+    p = provider.points(index)
+    return [] if p is None else [p]
+
+
 def _from_json(obj) -> np.ndarray:
     if isinstance(obj, dict):
         if "landmarks" not in obj:
@@ -110,33 +174,52 @@ def _from_json(obj) -> np.ndarray:
     return a
 
 
-def load_landmarks(path) -> ArrayLandmarks:
-    """Load an ``.npz`` (key ``landmarks``) or ``.json`` landmarks file."""
+def load_landmarks(path) -> ArrayLandmarks | FacesLandmarks:
+    """Load an ``.npz`` (key ``landmarks``), ``.npy`` or ``.json`` landmarks file (an ``.npz`` /
+    ``.npy`` array of shape ``(frames, faces, N, 2)``: several faces, :class:`FacesLandmarks`)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
         with np.load(path) as z:
             if "landmarks" not in z:
                 raise ValueError(f"{path}: NPZ has no 'landmarks' array (keys: {sorted(z.keys())})")
-            return ArrayLandmarks(z["landmarks"])
-    if suffix == ".json":
+            a = z["landmarks"]
+    elif suffix == ".json":
         return ArrayLandmarks(_from_json(json.loads(path.read_text())))
-    if suffix == ".npy":
-        return ArrayLandmarks(np.load(path))
-    raise ValueError(f"{path}: landmarks file must be .npz, .json or .npy")
+    elif suffix == ".npy":
+        a = np.load(path)
+    else:
+        raise ValueError(f"{path}: landmarks file must be .npz, .json or .npy")
+    return FacesLandmarks(a) if a.ndim == 4 else ArrayLandmarks(a)
 
 
-def as_provider(landmarks) -> MaskProvider:
-    """Provider from a provider, an array, or a path (str/Path)."""
+def as_provider(landmarks, faces: str = "subject") -> MaskProvider:
+    """Provider from a provider, an array, or a path (str/Path).
+
+    ``faces="all"`` also takes several faces (:class:`FacesLandmarks`: a list of per-face
+    ``(frames, N, 2)`` arrays, or a ``(frames, faces, N, 2)`` array or file); with ``"subject"``
+    those are refused (``ValueError``: pass the subject's own array), and so is, with ``"all"``,
+    the subject-only result of a detection run with ``faces="subject"``."""
     if landmarks is None:
         raise ValueError("no landmarks given: use detect_subject(src) for automatic detection")
+    if faces not in FACES:
+        raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
     if isinstance(landmarks, (str, Path)):
-        return load_landmarks(landmarks)
-    if isinstance(landmarks, np.ndarray) or isinstance(landmarks, (list, tuple)):
-        return ArrayLandmarks(landmarks)
-    if hasattr(landmarks, "points") and callable(landmarks.points):
-        return landmarks
-    raise TypeError(f"landmarks must be an array, a path or a provider with .points(i), got {type(landmarks).__name__}")
+        prov = load_landmarks(landmarks)
+    elif isinstance(landmarks, np.ndarray) or isinstance(landmarks, (list, tuple)):
+        prov = FacesLandmarks(landmarks) if _several_faces(landmarks) else ArrayLandmarks(landmarks)
+    elif hasattr(landmarks, "points") and callable(landmarks.points):
+        prov = landmarks
+    else:
+        raise TypeError(
+            f"landmarks must be an array, a path or a provider with .points(i), got {type(landmarks).__name__}")
+    if faces == "subject" and isinstance(prov, FacesLandmarks):
+        raise ValueError('landmarks of several faces need faces="all" (with faces="subject", give the '
+                         "subject's (frames, N, 2) array)")
+    if faces == "all" and isinstance(prov, DetectedLandmarks) and not isinstance(prov, DetectedFaces):
+        raise ValueError('these landmarks are the subject\'s alone (detected with faces="subject"); '
+                         'detect with faces="all"')
+    return prov
 
 
 # --------------------------------------------------------------------------------------------------
@@ -172,6 +255,27 @@ class DetectedLandmarks:
 
     def face_heights(self) -> np.ndarray:
         return np.array([np.nan if t.height is None else t.height for t in self.tracks], np.float64)
+
+
+class DetectedFaces(DetectedLandmarks):
+    """:func:`detect_subject` with ``faces="all"``: the subject (``points``, ``face_heights``,
+    ``stats`` as :class:`DetectedLandmarks`) and every other face: ``points_list(i)`` is the
+    subject's hull (where he is masked) and the hull of every face track there
+    (:class:`mime_fast.detect.AllFaceTracker`).  ``face_tracks``: the face tracks found (the
+    subject's own face is one of them).  Memory: one hull (its vertices, grown) per face and frame."""
+
+    def __init__(self, tracks, stats, others: list[list[np.ndarray]], face_tracks: int):
+        super().__init__(tracks, stats)
+        if len(others) != self.num_frames:
+            raise ValueError(f"{len(others)} frames of faces for {self.num_frames} frames of the subject")
+        self.others = others
+        self.face_tracks = int(face_tracks)
+
+    def points_list(self, index: int) -> list[np.ndarray]:
+        if index < 0 or index >= self.num_frames:
+            return []
+        subject = self.points(index)
+        return ([] if subject is None else [subject]) + list(self.others[index])
 
 
 _STACKS = None
@@ -223,10 +327,13 @@ class SubjectDetection:
     subsets that need no mask): ``feed(rgb)`` once per decoded source frame in presentation order,
     then ``result()`` once.  Arguments as in :func:`detect_subject`; ``info``: the clip's
     :class:`mime_fast.video.SourceInfo` (its frame rate turns ``hold_s`` into frames); ``device``:
-    where the default stack's models run (:func:`default_stack`; ignored with ``stack=``)."""
+    where the default stack's models run (:func:`default_stack`; ignored with ``stack=``);
+    ``faces="all"``: every face is tracked too (:class:`mime_fast.detect.AllFaceTracker`) and the
+    result is a :class:`DetectedFaces`."""
 
     def __init__(self, info, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None, device: str = "cpu"):
+                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None, device: str = "cpu",
+                 faces: str = "subject"):
         import math
 
         from .detect import SubjectTracker
@@ -243,26 +350,42 @@ class SubjectDetection:
         self._shots = ShotDetector(float(rate))
         self._timers = self._tracker.timers
         self._tracks: list = []
+        if faces not in FACES:
+            raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
+        self._all = None
+        if faces == "all":
+            from .detect import AllFaceTracker
+
+            self._all = AllFaceTracker(stack, hold_frames=self.hold_frames, detect_every=detect_every,
+                                       margin=margin, timers=self._timers)
 
     def feed(self, rgb: np.ndarray) -> None:
         """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation),
         camera shots detected on the way (:mod:`mime_fast.detect.shots`)."""
         t = time.perf_counter()
-        if self._shots.feed(rgb):
+        cut = self._shots.feed(rgb)
+        if cut:
             self._tracker.new_shot()
+            if self._all is not None:
+                self._all.new_shot()
         self._timers["shots"] = self._timers.get("shots", 0.0) + time.perf_counter() - t
         self._tracks.append(self._tracker.update(rgb))
+        if self._all is not None:
+            self._all.update(rgb, self._tracker, self._tracks[-1])
 
     def result(self) -> DetectedLandmarks:
         """The provider for every frame fed (gaps filled inside each shot; see
         :func:`mime_fast.detect.fill_gaps`)."""
-        tracks, stats = self._tracker.finish(self._tracks, shots=self._shots.finish())
-        return DetectedLandmarks(tracks, stats)
+        shots = self._shots.finish()
+        tracks, stats = self._tracker.finish(self._tracks, shots=shots)
+        if self._all is None:
+            return DetectedLandmarks(tracks, stats)
+        return DetectedFaces(tracks, stats, self._all.finish(len(tracks), shots), self._all.count)
 
 
 def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
                    detect_every: int = 3, margin: float = 0.12, timers: dict | None = None,
-                   device: str = "cpu") -> DetectedLandmarks:
+                   device: str = "cpu", faces: str = "subject") -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
 
     ``stack``: model stack (default :func:`default_stack` for ``device``); ``hold_s``: how long (seconds of source
@@ -280,13 +403,16 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     runs this pass (:class:`SubjectDetection`) on the same decode that encodes FM and VMM, which
     need no mask, and encodes the face subsets in a second pass.  Memory is one hull (468 points)
     per frame.
+
+    ``faces="all"``: every face the detector finds is tracked and masked too
+    (:class:`mime_fast.detect.AllFaceTracker`); returns a :class:`DetectedFaces`.
     """
     from .video import iter_display_frames, prefetch, probe
 
     if info is None:
         info = probe(src)
     det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,
-                           margin=margin, timers=timers, device=device)
+                           margin=margin, timers=timers, device=device, faces=faces)
     # decoding and RGB conversion run on their own thread, beside the models
     for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
         det.feed(rgb)

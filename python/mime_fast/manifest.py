@@ -55,6 +55,15 @@ decoder                what decoded the clip: ``"nvdec"`` (the GPU's video engin
                        or ``"pyav"`` (FFmpeg); ``None`` for rows without a decode and for
                        manifests written before this column existed
 decoder_reason         with ``device="cuda"`` and ``"pyav"``: why not NVDEC, else ``None``
+faces                  whose faces the face-blurred subsets blur (``Settings.faces``, CLI
+                       ``--faces``): ``"subject"`` (MIME: the tracked subject only) or ``"all"``
+                       (every detected face); on every row of a clip that was built, ``None`` for a
+                       failed clip and for manifests written before this column existed (which
+                       were all ``"subject"``)
+face_tracks            with ``"all"``: the face tracks the masks come from (detected: every face
+                       followed inside a shot, the subject's included; a face lost for longer than
+                       the hold or cut away from starts a new track; landmarks given: the faces
+                       that appear in some frame), else ``None``
 status                 ``"ok"``, ``"skipped"`` or ``"failed"``
 reason                 why, for anything but a plain success, in plain words (e.g. "not a media
                        file", "truncated: ...", "corrupt video stream: ...", "below the quality
@@ -109,7 +118,7 @@ COLUMNS: tuple[str, ...] = (
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
     "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
-    "decoder", "decoder_reason", "status", "reason", "detail", "run",
+    "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run",
 )
 
 
@@ -212,7 +221,7 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         import pyarrow.parquet as pq
 
         schema = pa.schema([
-            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_shots")
+            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_shots", "face_tracks")
              or c.startswith("tracking_frames")
              else pa.float64() if c in ("duration_s", "fps")
              else pa.bool_() if c == "has_audio"

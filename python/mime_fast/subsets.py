@@ -56,7 +56,7 @@ from typing import Callable
 
 import numpy as np
 
-from .landmarks import MaskProvider, as_provider
+from .landmarks import FACES, MaskProvider, as_provider, faces_list
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
 from .nvdec import frame_parts, iter_nvdec_frames, nvdec_reason
@@ -166,6 +166,27 @@ class Settings:
         how long (s) an undetected subject stays masked next to a detection (0.5), the longer
         side of the frame given to the face detector (384 px), and how often the detector runs while
         the subject is tracked by its landmarks (every 3rd frame; 1: every frame).
+    faces
+        Whose faces FDM and FSM (and FDAM, FSAM) blur: ``"subject"`` (default, MIME: the tracked
+        subject only) or ``"all"`` (every face: for corpora shared where bystanders must be
+        protected too; CLI ``--faces all``).  With ``"all"`` and automatic detection, every face the
+        detector finds (it runs at least every ``detect_every`` frames at ``detect_size``) is
+        followed into face tracks inside each camera shot, masked by the hull of the stack's
+        landmarks on its detections and held / interpolated between them like the subject's
+        (:class:`mime_fast.detect.AllFaceTracker`); the subject's own mask is kept as well.  A
+        frame's mask is the union of its hulls (per pixel the largest of the feathered masks) and
+        the blur is the blur inside that union (one hull: the same samples as ``"subject"``'s
+        single-hull step).  Cost: the landmark model runs once more per face on each detection (the
+        subject's own landmarks are reused), on at most
+        :data:`mime_fast.detect.ALL_FACES_MAX_MESHES` (16) faces of a frame, the largest, and only
+        on faces of at least :data:`mime_fast.detect.ALL_FACES_MESH_MIN_SIZE` (40 px); the others
+        are masked by their detector box's ellipse (grown 20 %), without the model; and the detector
+        runs on every ``detect_every``-th frame even while the subject is tracked (it mostly does
+        already).  Crowds are slower than ``"subject"`` (``bench`` numbers in the README).  With
+        ``landmarks=`` given: several faces per frame (:func:`mime_fast.landmarks.as_provider`).
+        ``fsm_kernel="auto"`` reads the subject's face heights either way (face 0 of given
+        landmarks), not the other faces'.  The manifest records the policy (``faces``) and, with
+        ``"all"``, the face tracks masked (``face_tracks``).
     """
 
     fps: int = 30
@@ -188,6 +209,7 @@ class Settings:
     device: str = "cpu"
     fm_copy: bool = True
     nvdec: bool = True
+    faces: str = "subject"
 
     def __post_init__(self):
         if int(self.fps) <= 0:
@@ -221,6 +243,8 @@ class Settings:
             raise ValueError("detect_every must be >= 1")
         if int(self.threads) < 1:
             raise ValueError("threads must be >= 1 (a fixed count keeps outputs deterministic)")
+        if self.faces not in FACES:
+            raise ValueError(f'faces must be "subject" or "all", got {self.faces!r}')
         if not isinstance(self.fm_copy, bool):
             raise ValueError(f"fm_copy must be True or False, got {self.fm_copy!r}")
 
@@ -276,6 +300,11 @@ class ClipResult:
     #: why not NVDEC in ``decoder_reason``); ``None`` when nothing was decoded.
     decoder: str | None = None
     decoder_reason: str = ""
+    #: Whose faces were blurred (``Settings.faces``), and with ``"all"`` how many face tracks the
+    #: masks come from (detected face tracks, or the faces of the landmarks given that appear in
+    #: some frame); ``None`` otherwise or when no face subset was made.
+    faces: str = "subject"
+    face_tracks: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -394,8 +423,32 @@ def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings
     edges are the frame's wherever it is clipped).  ``None``: no face, nothing to blur."""
     if pts is None or not kernels:
         return None
+    mask, bbox = ops.hull_mask(pts, shape, feather=st.feather, margin=st.margin, device=st.device)
+    return _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels, st)
+
+
+def _union_mask(ops, shape, hulls: list, st: Settings) -> tuple[np.ndarray | None, tuple[int, int, int, int]]:
+    """The union of the feathered masks of ``hulls`` (each :func:`mime_fast.ops.hull_mask` with the
+    settings' feather and margin): per pixel the largest of them, and the box of its non-zero
+    pixels (``(None, (0, 0, 0, 0))`` when no hull reaches into the frame)."""
+    union, box = None, None
+    for pts in hulls:
+        m, (x, y, w, h) = ops.hull_mask(pts, shape, feather=st.feather, margin=st.margin, device=st.device)
+        if w == 0 or h == 0:
+            continue
+        if union is None:
+            union, box = m, [x, y, x + w, y + h]
+            continue
+        np.maximum(union[y:y + h, x:x + w], m[y:y + h, x:x + w], out=union[y:y + h, x:x + w])
+        box = [min(box[0], x), min(box[1], y), max(box[2], x + w), max(box[3], y + h)]
+    if union is None:
+        return None, (0, 0, 0, 0)
+    return union, (box[0], box[1], box[2] - box[0], box[3] - box[1])
+
+
+def _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels: list[int], st: Settings) -> _Blurred | None:
+    """:func:`_blur_region` for a frame-sized ``mask`` whose non-zero pixels lie in ``bbox``."""
     H, W = shape
-    mask, bbox = ops.hull_mask(pts, (H, W), feather=st.feather, margin=st.margin, device=st.device)
     if bbox[2] == 0 or bbox[3] == 0:
         return None
     x, y, w, h = (int(v) for v in bbox)
@@ -449,17 +502,43 @@ def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes:
     return frames
 
 
-def _plan_faces(provider: MaskProvider, fsm_policy, result: ClipResult) -> tuple[int, str | None]:
+def _face_frames_union(ops, rgb, decoded, base, shape, hulls: list, kernels: list[int], codes: list[str],
+                       st: Settings, matrix: str) -> dict:
+    """:func:`_face_frames` for several faces (``faces="all"``): copies of ``base`` blurred inside the
+    union of the hulls' masks (:func:`_union_mask`), made with the operators the single-hull path
+    is checked against: the union's box grown by the blur's reach blurred in RGB
+    (:func:`mime_fast.ops.blur_in_mask`, the ``decoded`` frame's RGB converted only there) and
+    converted back where the union mask is non-zero (:func:`mime_fast.video.patched_frame`).  With
+    one hull, the same samples as :func:`_face_frames`."""
+    if not hulls or not codes:
+        return {c: copy_frame(base) for c in codes}
+    mask, bbox = _union_mask(ops, shape, hulls, st)
+    blurred = None if mask is None else _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels, st)
+    return {c: copy_frame(base) if blurred is None else patched_frame(
+        base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=matrix)
+        for i, c in enumerate(codes)}
+
+
+def _plan_faces(provider: MaskProvider, fsm_policy, result: ClipResult, faces: str = "subject"
+                ) -> tuple[int, str | None]:
     """What the masks of the whole clip decide: the FSM kernel (``fsm_policy`` ``"auto"``:
-    :func:`choose_fsm_kernel`; else that kernel), the tracking report, and, for a clip without a
-    subject, the reason its face subsets are skipped (``None``: it has one)."""
+    :func:`choose_fsm_kernel`, on the subject's faces whatever ``faces``; else that kernel), the
+    tracking report, the face tracks (``faces="all"``), and, for a clip without a subject (with
+    ``"all"`` and landmarks given: without any face), the reason its face subsets are skipped
+    (``None``: it has one)."""
     fsm_k = choose_fsm_kernel("auto", provider) if str(fsm_policy) == "auto" else int(fsm_policy)
     result.fsm_kernel = fsm_k
     result.tracking = getattr(provider, "stats", None)
+    result.faces = faces
+    if faces == "all":
+        n = getattr(provider, "face_tracks", None)
+        if n is None and getattr(provider, "num_frames", None) is not None:  # a provider of one face
+            n = 0 if _never_present(provider, faces) else 1
+        result.face_tracks = n
     reason = None
     if result.tracking is not None and result.tracking.status == "no subject":
         reason = "no subject: no face found in any frame"
-    elif result.tracking is None and _never_present(provider):
+    elif result.tracking is None and _never_present(provider, faces):
         reason = "no subject: the landmarks given have no face in any frame"
     return fsm_k, reason
 
@@ -471,13 +550,15 @@ def _skip(plan_: Plan, result: ClipResult) -> None:
             result.status[c] = SubsetStatus(c, "skipped", reason)
 
 
-def _never_present(provider: MaskProvider) -> bool:
-    """Whether a provider that knows every frame marks the subject absent in all of them (all-NaN
-    or empty landmarks): the clip then has no subject, as when detection finds none.  ``False`` for a
-    provider that cannot tell (no ``num_frames``)."""
+def _never_present(provider: MaskProvider, faces: str = "subject") -> bool:
+    """Whether a provider that knows every frame marks the subject (``faces="all"``: every face)
+    absent in all of them (all-NaN or empty landmarks): the clip then has no subject, as when
+    detection finds none.  ``False`` for a provider that cannot tell (no ``num_frames``)."""
     n = getattr(provider, "num_frames", None)
     if n is None:
         return False
+    if faces == "all":
+        return all(not faces_list(provider, i) for i in range(int(n)))
     return all(provider.points(i) is None for i in range(int(n)))
 
 
@@ -507,15 +588,16 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         raise ClipError(src, f"frame too small to encode ({info.width}x{info.height})")
 
     detection = fsm_k = no_subject = None
+    result.faces = st.faces
     if provider is not None:
-        fsm_k, no_subject = _plan_faces(provider, fsm_policy, result)
+        fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.faces)
     todo = plan(codes, has_audio=have_audio, detect=provider is None, no_subject=no_subject)
     _skip(todo, result)
     if todo.detect:
         from .landmarks import SubjectDetection
 
         detection = SubjectDetection(info, hold_s=st.hold_s, detect_size=st.detect_size,
-                                     detect_every=st.detect_every, device=st.device)
+                                     detect_every=st.detect_every, device=st.device, faces=st.faces)
     bases = todo.encoded
 
     scratch: list[Path] = []
@@ -587,7 +669,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 encode([c for c in encoded if c in todo.first_pass], None, None, detection.feed, copy_faults)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
-                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result)
+                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.faces)
                 if no_subject is not None:
                     todo = todo.without_subject(no_subject)
                     _skip(todo, result)
@@ -670,6 +752,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     black = [writers[c] for c in writers if spec(c).video == "black"]
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
+    every_face = st.faces == "all"
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
@@ -679,7 +762,13 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             if fault:
                 copy_faults.append(fault)
         if cache["idx"] != src_i:
-            pts = provider.points(src_i) if kcodes else None
+            if not kcodes:
+                pts = None
+            elif every_face:  # faces="all": every face's hull; one alone takes the single-hull step
+                pts = faces_list(provider, src_i)
+                pts = None if not pts else pts[0] if len(pts) == 1 else pts
+            else:
+                pts = provider.points(src_i)
             # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
             # else the source converted once; each blur level copies that and converts only the
             # pixels its mask touches, with the matrix the frame was decoded with.
@@ -688,8 +777,12 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
                 base = yuv420_frame(rgb, matrix=info.matrix)
             frames = {"FM": base} if "FM" in writers else {}
             try:
-                frames.update(_face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels, kcodes,
-                                           st, info.matrix, nv12))
+                if isinstance(pts, list):
+                    frames.update(_face_frames_union(ops, rgb, decoded, base, (info.height, info.width), pts,
+                                                     kernels, kcodes, st, info.matrix))
+                else:
+                    frames.update(_face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels,
+                                               kcodes, st, info.matrix, nv12))
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             cache["idx"], cache["frames"] = src_i, frames
@@ -729,7 +822,7 @@ def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider |
     """Settings, probe and quality gate; the provider of ``landmarks`` (``None``: detect)."""
     st = settings if isinstance(settings, Settings) else Settings.from_kwargs(**settings)
     src = Path(src)
-    provider = None if landmarks is None else as_provider(landmarks)
+    provider = None if landmarks is None else as_provider(landmarks, st.faces)
     info = probe(src)
     if min(info.width, info.height) < st.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
@@ -756,7 +849,7 @@ def locate_subject(src, **settings) -> MaskProvider:
 
     src, info, _, st = _prepare(src, None, settings)
     provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size, detect_every=st.detect_every,
-                              device=st.device)
+                              device=st.device, faces=st.faces)
     _check_frame_count(src, provider, info)
     return provider
 
@@ -770,7 +863,10 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
 
     ``landmarks``: ``(decoded source frames, N, 2)`` array of ``(x, y)`` points in displayed-frame
     pixels (NaN rows where the subject is absent), a ``.npz``/``.json`` path, or a provider
-    (:mod:`mime_fast.landmarks`).  ``None`` (default): the subject is detected and tracked with the
+    (:mod:`mime_fast.landmarks`); with ``faces="all"`` also several faces: a list of per-face
+    ``(frames, N, 2)`` arrays or a ``(frames, faces, N, 2)`` array (face 0 the subject; a provider
+    with ``points_list(i)``), :func:`mime_fast.landmarks.as_provider`.  ``faces="all"``: every face
+    is blurred, not only the subject's (:class:`Settings`).  ``None`` (default): the subject is detected and tracked with the
     offline model stack (:class:`mime_fast.landmarks.SubjectDetection`, on the decode pass that encodes
     FM and VMM; only when a face subset is requested) and
     :attr:`ClipResult.tracking` reports the frames detected / interpolated / held / without the

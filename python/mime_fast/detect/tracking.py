@@ -113,6 +113,9 @@ __all__ = [
     "REEMBED_GROWTH",
     "REEMBED_S",
     "MIN_EMBED_SIZE",
+    "ALL_FACES_MESH_MIN_SIZE",
+    "ALL_FACES_MAX_MESHES",
+    "AllFaceTracker",
     "FaceTracks",
     "SubjectTracker",
     "TrackingStats",
@@ -433,6 +436,7 @@ class SubjectTracker:
         self._subject_track = None  # stable id of the face track of the subject's last detection
         self._present_at, self._present_box = -(10**9), None  # his last detection, full or partial
         self._frame_ids = None  # stable face-track ids of this frame's detections
+        self.last_faces = None  # (frame index, Faces) of the last frame the detector ran on
 
     def new_shot(self) -> None:
         """The next frame given to :meth:`update` starts a new camera shot: where the subject was,
@@ -599,6 +603,7 @@ class SubjectTracker:
         self._last_detect = self._index
         self.stats.detector_runs += 1
         faces = self._t("detect", self._detect, frame)
+        self.last_faces = (self._index, faces)  # what the detector found here (AllFaceTracker reuses it)
         if self._faces is None:  # hold_frames is half a second of frames: refresh every REEMBED_S
             self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)))
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
@@ -818,3 +823,125 @@ def track_clip(frames, stack, *, hold_frames: int = 15, fps: float = 30.0, **kw)
             tr.new_shot()
         tracks.append(tr.update(f))
     return tr.finish(tracks, shots=shots.finish())
+
+
+#: ``faces="all"``: a face whose detector box is smaller than this (longer side, source px) is masked
+#: by the ellipse of its box grown by 20 % on each side (as a face whose mesh is not confident),
+#: without running the landmark model on it: bystanders far away cost no mesh, and are still masked.
+ALL_FACES_MESH_MIN_SIZE = 40.0
+#: ``faces="all"``: at most this many faces of one frame (the largest) get the landmark model; the
+#: others are masked by their box ellipse.  With the detector's own cost, this bounds the work per
+#: frame in a crowd.
+ALL_FACES_MAX_MESHES = 16
+
+
+class AllFaceTracker:
+    """Every face of the clip, for ``faces="all"`` (:class:`mime_fast.landmarks.SubjectDetection`
+    runs it beside the :class:`SubjectTracker`, frame by frame).
+
+    The face detector's results are the subject tracker's wherever it ran on the frame (no second
+    run); it also runs on the frames between, so that every face is detected at least every
+    ``detect_every`` frames.  The faces are associated into tracks by box overlap
+    (:class:`FaceTracks`: greedy IoU >= ``TRACK_IOU``; a track unseen for ``max(2 * detect_every,
+    hold_frames)`` frames ends, and every track ends at a camera cut, :meth:`new_shot`).  On each
+    detection a face's hull is the landmark model's points (the mesh, as for the subject: the box
+    ellipse where it is not confident), grown by ``margin`` x its size; faces smaller than
+    :data:`ALL_FACES_MESH_MIN_SIZE` and those beyond the :data:`ALL_FACES_MAX_MESHES` largest of a
+    frame get the box ellipse without the model.  The subject's own face reuses his landmarks from
+    the subject tracker when the tracker detected him on that frame (same box).
+
+    :meth:`finish` fills each track's gaps inside its shots exactly as the subject's
+    (:func:`fill_gaps`: interpolated between detections up to ``2 * hold_frames`` apart, held
+    ``hold_frames`` after the last, back to the shot's start before the first; never across a cut)
+    and returns, per frame, the hull polygons of every track there."""
+
+    def __init__(self, stack, *, hold_frames: int = 15, detect_every: int = 3, margin: float = 0.12,
+                 timers: dict | None = None):
+        self.stack = stack
+        self.hold_frames = int(hold_frames)
+        self.detect_every = int(detect_every)
+        self.margin = float(margin)
+        self.timers = timers if timers is not None else {}
+        self._faces = FaceTracks(max_gap=max(2 * self.detect_every, self.hold_frames), refresh=1)
+        self._dets: dict[int, dict[int, FrameTrack]] = {}  # track id -> {frame: detection}
+        self._index = -1
+        self._last_detect = -(10**9)
+        self.detector_runs = 0  # runs of its own (beyond the subject tracker's)
+        self.meshes = 0  # faces given to the landmark model
+        self.ellipses = 0  # faces masked by their box ellipse (small, beyond the cap, or no confident mesh)
+
+    def new_shot(self) -> None:
+        """The next frame starts a new camera shot: every face track ends."""
+        self._faces.new_shot()
+
+    def _t(self, name, fn, *a):
+        import time
+
+        t = time.perf_counter()
+        out = fn(*a)
+        self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - t
+        return out
+
+    def update(self, frame: np.ndarray, subject: SubjectTracker, found: FrameTrack) -> None:
+        """The next frame (the one ``subject`` just tracked, with result ``found``)."""
+        self._index += 1
+        i = self._index
+        if subject.last_faces is not None and subject.last_faces[0] == subject._index:
+            faces = subject.last_faces[1]
+        elif i - self._last_detect >= self.detect_every:
+            faces = self._t("all_faces_detect", subject._detect, frame)
+            self.detector_runs += 1
+        else:
+            return
+        self._last_detect = i
+        if not len(faces):
+            return
+        ids = [self._faces.ident(t) for t in self._faces.assign(faces.boxes, i)]
+        sizes = np.array([_size(b) for b in faces.boxes])
+        pts: list = [None] * len(faces)
+        if found.kind in ("detected", "partial") and found.points is not None and found.box is not None:
+            iou = _iou(faces.boxes, found.box)[:, 0]
+            j = int(np.argmax(iou))
+            if iou[j] >= 0.9:  # the subject tracker's own detection of this face: its landmarks
+                pts[j] = np.asarray(found.points, np.float32)
+        order = [j for j in np.argsort(-sizes, kind="stable") if pts[j] is None]
+        mesh = [j for j in order if sizes[j] >= ALL_FACES_MESH_MIN_SIZE][:ALL_FACES_MAX_MESHES]
+        if mesh and getattr(self.stack, "landmarks", None) is not None:
+            lmk = self._t("all_faces_landmarks", self.stack.landmarks.landmarks, frame, faces[np.array(mesh)])
+            self.meshes += len(mesh)
+            for j, p, q in zip(mesh, lmk.points, lmk.quality):
+                if float(q) >= MIN_MESH_QUALITY:
+                    pts[j] = np.asarray(p, np.float32)
+        for j in range(len(faces)):
+            if pts[j] is None:
+                pts[j] = _box_ellipse(faces.boxes[j])
+                self.ellipses += 1
+            p = pts[j]
+            h = float(p[:, 1].max() - p[:, 1].min())
+            self._dets.setdefault(ids[j], {})[i] = FrameTrack(
+                p, faces.boxes[j].astype(np.float32), "detected", h, self.margin * sizes[j])
+
+    @property
+    def count(self) -> int:
+        """Face tracks started so far."""
+        return len(self._dets)
+
+    def finish(self, frames: int, shots=None) -> list[list[np.ndarray]]:
+        """Per frame (``frames`` of them), the mask polygons of every face track there: each track's
+        gaps filled inside its shots (:func:`fill_gaps`; ``shots``: the
+        :class:`mime_fast.detect.shots.Shot` list, ``None``: one shot)."""
+        from .shots import Shot
+
+        spans = [(0, frames)] if not shots else [(int(s.start), int(s.end)) for s in shots]
+        out: list[list[np.ndarray]] = [[] for _ in range(frames)]
+        for dets in self._dets.values():
+            first, last = min(dets), max(dets)
+            lo = min([s0 for s0, s1 in spans if s0 <= first < s1], default=first)
+            hi = max([s1 for s0, s1 in spans if s0 <= last < s1], default=last + 1)
+            seq = [dets.get(k, FrameTrack()) for k in range(lo, hi)]
+            rel = [Shot(max(s0, lo) - lo, min(s1, hi) - lo) for s0, s1 in spans if s0 < hi and s1 > lo]
+            fill_gaps(seq, self.hold_frames, shots=rel)
+            for k, t in enumerate(seq, lo):
+                if t.points is not None:
+                    out[k].append(t.hull())
+        return out

@@ -1,0 +1,368 @@
+"""faces="all" (issue #11): every detected face blurred, not only the subject's.
+
+Without models: the union blur (several hulls) is the blur inside the union mask and, with one
+hull, the single-hull fused step's samples; the all-faces tracker holds and interpolates inside a
+shot, never across a cut (a fake detector); landmarks of several faces given; the CLI flag and the
+manifest columns.  With the models (skip without them unless MIME_FAST_REQUIRE_MODELS=1): a
+composited clip of two real faces, and the real hug clip checked with OpenCV's Haar cascades.
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import av
+import numpy as np
+import pytest
+
+from mime_fast import ops, samples, video
+from mime_fast.detect import AllFaceTracker, Faces, Landmarks, SubjectTracker
+from mime_fast.detect.shots import Shot
+from mime_fast.landmarks import FacesLandmarks, as_provider
+from mime_fast.subsets import Settings, _face_frames, _face_frames_union, build_subsets
+
+T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/test_tracking.py)
+
+
+def _planes(vf) -> list[np.ndarray]:
+    return [np.array(p) for p in video.yuv420_planes(vf)]
+
+
+def _ellipse(cx, cy, rx, ry, n=40) -> np.ndarray:
+    t = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    return np.stack([cx + rx * np.cos(t), cy + ry * np.sin(t)], 1).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def frame(astronaut):
+    rgb = np.ascontiguousarray(astronaut[:480, :510])  # even height, even width
+    return rgb, video.yuv420_frame(rgb, matrix="bt601")
+
+
+def test_settings_faces():
+    assert Settings().faces == "subject"
+    assert Settings(faces="all").faces == "all"
+    with pytest.raises(ValueError, match="faces"):
+        Settings(faces="everyone")
+
+
+# ------------------------------------------------------------------ the union blur (no models)
+
+
+@pytest.mark.parametrize("with_rgb", [False, True], ids=["decoded-planes", "rgb"])
+def test_union_blur_of_one_hull_equals_the_fused_single_hull_step(frame, astronaut_face_points, with_rgb):
+    rgb, vf = frame
+    st = Settings()
+    shape = (vf.height, vf.width)
+    kernels, codes = [15, 55], ["FDM", "FSM"]
+    decoded = None if with_rgb else vf
+    fused = _face_frames(ops, rgb if with_rgb else None, decoded, vf, shape, astronaut_face_points, kernels, codes,
+                         st, "bt601")
+    union = _face_frames_union(ops, rgb if with_rgb else None, decoded, vf, shape, [astronaut_face_points], kernels,
+                               codes, st, "bt601")
+    for c in codes:
+        for a, b in zip(_planes(fused[c]), _planes(union[c])):
+            np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(_planes(union["FSM"])[0], _planes(vf)[0])  # it did blur
+
+
+@pytest.mark.parametrize("feather", [None, 0.0, 6.0])
+def test_union_blur_is_the_blur_inside_the_union_mask(frame, feather):
+    """Two overlapping faces and one apart: the samples are those of the whole frame blurred inside
+    the per-pixel max of the feathered masks and converted back where that mask is non-zero."""
+    rgb, vf = frame
+    st = Settings(feather=feather, margin=2.0)
+    shape = (vf.height, vf.width)
+    hulls = [_ellipse(250, 130, 60, 80), _ellipse(320, 170, 50, 60), _ellipse(80, 400, 30, 40)]
+    got = _face_frames_union(ops, None, vf, vf, shape, hulls, [15, 35], ["FDM", "FSM"], st, "bt601")
+    full = ops.yuv420_to_rgb(*video.yuv420_planes(vf), matrix="bt601")
+    union = np.zeros(shape, np.uint8)
+    for h in hulls:
+        union = np.maximum(union, ops.hull_mask(h, shape, feather=feather, margin=2.0)[0])
+    for k, c in ((15, "FDM"), (35, "FSM")):
+        blurred = ops.blur_in_mask(full, union, k)[0]
+        want = _planes(vf)
+        ops.rgb_to_yuv420(blurred, want, matrix="bt601", mask=union)
+        for a, b in zip(_planes(got[c]), want):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_union_blur_without_a_hull_in_the_frame_is_the_frame(frame):
+    rgb, vf = frame
+    out = _face_frames_union(ops, None, vf, vf, (vf.height, vf.width), [_ellipse(-500, -500, 20, 20)], [15], ["FDM"],
+                             Settings(), "bt601")
+    for a, b in zip(_planes(out["FDM"]), _planes(vf)):
+        np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------------ the all-faces tracker (fake detector)
+
+
+class _TwoFaceStack:
+    """Two faces (left and right) on the frames ``present`` (else none); landmarks: an ellipse in
+    each box; no embedder."""
+
+    BOXES = np.array([[20.0, 60, 80, 140], [200, 60, 260, 140]])
+
+    def __init__(self, present):
+        self.present, self.i = set(present), -1
+        self.detector = SimpleNamespace(detect=self._detect)
+        self.landmarks = SimpleNamespace(landmarks=self._landmarks)
+        self.embedder = None
+        self.persons = None
+        self.mesh_calls = 0
+
+    def _detect(self, frame):
+        self.i += 1
+        if self.i not in self.present:
+            return Faces(np.zeros((0, 4)), np.zeros(0), np.zeros((0, 5, 2)))
+        kps = np.stack([np.array([[x + 20, 90], [x + 40, 90], [x + 30, 100], [x + 22, 120], [x + 38, 120]])
+                        for x in self.BOXES[:, 0]])
+        return Faces(self.BOXES.copy(), np.array([0.99, 0.98]), kps)
+
+    def _landmarks(self, frame, faces):
+        self.mesh_calls += len(faces)
+        pts = [_ellipse((b[0] + b[2]) / 2, (b[1] + b[3]) / 2, (b[2] - b[0]) / 2, (b[3] - b[1]) / 2) for b in faces.boxes]
+        return Landmarks(np.array(pts, np.float32), np.ones(len(pts)))
+
+
+def _run_all(present, cut_at=None, n=20, hold=3):
+    stack = _TwoFaceStack(present)
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=hold, detect_size=None)
+    allf = AllFaceTracker(stack, hold_frames=hold, detect_every=1)
+    frame = np.zeros((240, 320, 3), np.uint8)
+    tracks = []
+    for i in range(n):
+        if i == cut_at:
+            tr.new_shot()
+            allf.new_shot()
+        tracks.append(tr.update(frame))
+        allf.update(frame, tr, tracks[-1])
+    shots = None if cut_at is None else [Shot(0, cut_at), Shot(cut_at, n, "cut")]
+    return allf.finish(n, shots), allf, stack
+
+
+def _sides(hulls) -> set[str]:
+    return {"left" if h[:, 0].mean() < 160 else "right" for h in hulls}
+
+
+def test_every_face_tracked_held_and_interpolated_inside_a_shot():
+    # both faces on 0-7 except 3, 4 (missed); nothing from 8 on; hold 3 frames
+    per_frame, allf, stack = _run_all([0, 1, 2, 5, 6, 7], n=14)
+    assert allf.count == 2
+    for i in range(11):  # detected, interpolated (3, 4), held (8, 9, 10)
+        assert _sides(per_frame[i]) == {"left", "right"}, i
+    assert all(not h for h in per_frame[11:])  # lost for longer than the hold
+    # the subject's face reuses the subject tracker's landmarks: the tracker's meshes (both faces at
+    # the selection, then his on 5 frames) and the other face's on its 6 detections, no more
+    assert stack.mesh_calls == 2 + 5 + 6
+
+
+def test_face_holds_never_cross_a_cut():
+    per_frame, _, _ = _run_all(list(range(8)), cut_at=10, n=20)
+    assert all(_sides(per_frame[i]) == {"left", "right"} for i in range(10))  # held to the shot's end (8, 9)
+    assert all(not h for h in per_frame[10:])  # frame 10 is 3 after 7, but behind a cut
+    plain, _, _ = _run_all(list(range(8)), cut_at=None, n=20)
+    assert _sides(plain[10]) == {"left", "right"} and not plain[11]
+
+
+def test_a_face_first_seen_late_is_masked_from_its_shot_start():
+    # the subject's (fill_gaps) rule for every face: present in the shot, masked from its start
+    per_frame, _, _ = _run_all(list(range(12, 20)), cut_at=10, n=20)
+    assert all(not h for h in per_frame[:10])
+    assert all(_sides(per_frame[i]) == {"left", "right"} for i in range(10, 20))
+
+
+# ------------------------------------------------------------------ landmarks of several faces given
+
+
+def _square(x, y, s=60) -> np.ndarray:
+    return np.array([[x, y], [x + s, y], [x + s, y + s], [x, y + s]], np.float32)
+
+
+def test_landmarks_of_several_faces_formats():
+    n = 5
+    a = np.full((n, 4, 2), np.nan, np.float32)
+    b = np.full((n, 6, 2), np.nan, np.float32)
+    a[:3] = _square(10, 10)
+    b[1:] = np.concatenate([_square(100, 100), _square(120, 120)[:2]])
+    p = as_provider([a, b], faces="all")  # per-face arrays, point counts may differ
+    assert isinstance(p, FacesLandmarks) and p.num_frames == n and p.face_tracks == 2
+    assert [len(p.points_list(i)) for i in range(n)] == [1, 2, 2, 1, 1]
+    assert p.points(4) is None  # face 0 (the subject) is gone
+    stacked = np.full((n, 2, 4, 2), np.nan, np.float32)
+    stacked[:, 0], stacked[:, 1] = a, b[:, :4]
+    q = as_provider(stacked, faces="all")  # (frames, faces, N, 2)
+    assert [len(q.points_list(i)) for i in range(n)] == [1, 2, 2, 1, 1]
+    with pytest.raises(ValueError, match='faces="all"'):
+        as_provider(stacked, faces="subject")
+    with pytest.raises(ValueError, match="same frame count"):
+        as_provider([a, b[:3]], faces="all")
+    single = as_provider(a, faces="all")  # one face: a provider of one face
+    assert single.points(0) is not None and not hasattr(single, "points_list")
+
+
+def _diff(a, b, box) -> float:
+    x, y, s = box
+    return float(np.abs(a[y:y + s, x:x + s].astype(np.int16) - b[y:y + s, x:x + s].astype(np.int16)).mean())
+
+
+def _decoded(path) -> list[np.ndarray]:
+    with av.open(str(path)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])]
+
+
+@pytest.fixture(scope="module")
+def two_face_clip(tmp_path_factory):
+    """A synthetic clip with its face at its true landmarks (face 0) and a second 'face' region on the
+    textured background, given as landmarks of two faces."""
+    root = tmp_path_factory.mktemp("faces_all")
+    clip = samples.make_clip(root / "c.mp4", duration=0.4, fps=25, size=(320, 240), seed=4, save_npz=False)
+    other = np.repeat(_square(230, 20, 60)[None], clip.frames, 0)
+    return clip, [clip.landmarks, other], (232, 22, 56)
+
+
+def test_given_landmarks_of_two_faces_blur_both(two_face_clip, tmp_path):
+    clip, faces, other_box = two_face_clip
+    res = {}
+    for policy in ("subject", "all"):
+        lm = faces[0] if policy == "subject" else faces
+        r = build_subsets(clip.path, tmp_path / policy, landmarks=lm, subsets=["FM", "FSM"], faces=policy,
+                          min_height=0, min_duration=0)
+        res[policy] = r
+        fm, fsm = _decoded(r.outputs["FM"]), _decoded(r.outputs["FSM"])
+        d = [_diff(a, b, other_box) for a, b in zip(fm, fsm)]
+        if policy == "all":
+            assert min(d) >= 5.0, d  # the second face is blurred in every frame (measured 7.0 - 13.0)
+            assert r.faces == "all" and r.face_tracks == 2
+        else:
+            assert max(d) <= 2.5, d  # untouched: encoder noise only (measured 1.2 - 2.1)
+            assert r.faces == "subject" and r.face_tracks is None
+    # the subject's face is blurred the same way under both policies where the faces are apart
+    a, b = _decoded(res["subject"].outputs["FSM"]), _decoded(res["all"].outputs["FSM"])
+    x, y, w, h = (int(v) for v in clip.boxes[0])
+    assert np.abs(a[0][y:y + h, x:x + w].astype(int) - b[0][y:y + h, x:x + w]).mean() < 1.0
+
+
+def test_cli_faces_flag_and_manifest_columns(two_face_clip, tmp_path):
+    from mime_fast.cli import main
+    from mime_fast.manifest import read_rows
+
+    clip, faces, _ = two_face_clip
+    root = tmp_path / "in"
+    root.mkdir()
+    src = root / "c.mp4"
+    src.write_bytes(clip.path.read_bytes())
+    stacked = np.stack([faces[0], np.concatenate([faces[1], np.full((clip.frames, 102, 2), np.nan, np.float32)], 1)], 1)
+    np.savez(root / "c.npz", landmarks=stacked)  # the sidecar: (frames, faces, N, 2)
+    args = ["build", str(root), "--subsets", "FM,FDM,FDAM", "--min-height", "0", "--min-duration", "0", "-q"]
+    assert main([*args, "--out", str(tmp_path / "all"), "--faces", "all"]) == 0
+    rows = {r["subset"]: r for r in read_rows(tmp_path / "all")}
+    assert {r["faces"] for r in rows.values()} == {"all"}
+    assert rows["FDM"]["face_tracks"] == 2 and rows["FDAM"]["face_tracks"] == 2
+    assert main([*args, "--out", str(tmp_path / "bad"), "--faces", "everyone"]) == 2
+    # with the default policy the sidecar of several faces is refused: the clip fails, saying why
+    assert main([*args, "--out", str(tmp_path / "subj")]) == 1
+    (r,) = read_rows(tmp_path / "subj")
+    assert r["status"] == "failed" and 'faces="all"' in r["reason"]
+    # a rerun of the "all" folder is complete; asking for the other policy rebuilds the face subsets
+    (root / "c.npz").unlink()
+    np.savez(root / "c.npz", landmarks=faces[0])
+    assert main([*args, "--out", str(tmp_path / "all")]) == 0
+    rows = {r["subset"]: r for r in read_rows(tmp_path / "all")}
+    assert rows["FDM"]["faces"] == "subject" and rows["FDM"]["face_tracks"] is None
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(tmp_path / "all" / "manifest.parquet")
+    assert "faces" in t.column_names and "face_tracks" in t.column_names
+
+
+def test_old_manifest_rows_read_with_faces_none(tmp_path):
+    from mime_fast.manifest import MANIFEST_JSONL, read_rows
+
+    (tmp_path / MANIFEST_JSONL).write_text(json.dumps({"clip_id": "x", "subset": "FM", "status": "ok", "run": "r"}) + "\n")
+    (r,) = read_rows(tmp_path)
+    assert r["faces"] is None and r["face_tracks"] is None
+
+
+# ------------------------------------------------------------------ detection (models)
+
+
+def _detail(a: np.ndarray, box) -> float:
+    import cv2
+
+    x, y, w, h = box
+    H, W = a.shape[:2]
+    x0, y0, x1, y1 = max(0, int(x)), max(0, int(y)), min(W, int(x + w)), min(H, int(y + h))
+    if (x1 - x0) * (y1 - y0) < 0.5 * w * h:
+        return np.nan
+    g = cv2.cvtColor(np.ascontiguousarray(a[y0:y1, x0:x1]), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    return float(np.abs(cv2.Laplacian(g, cv2.CV_32F)).mean())
+
+
+@pytest.fixture(scope="module")
+def crossing_clip(tmp_path_factory, t1):
+    root = tmp_path_factory.mktemp("crossing")
+    # the other person walks in front of the subject: both faces visible in every frame
+    return samples.make_scene_clip(root / "x.mp4", other=(t1, T1_SECOND_FACE), mode="crossing",
+                                   subject_in_front=False)
+
+
+def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, stack, tmp_path):
+    """Detail (mean |Laplacian|) inside each face's true box, blurred over clear: with "all" both
+    faces lose detail in FDM and FSM in every frame, with "subject" only the subject's (the other
+    face keeps its detail wherever the two are apart).  Measured: "all" FDM <= 0.81, FSM <= 0.76
+    (the other face), <= 0.61 / 0.55 (the subject); "subject": the other face >= 0.93 apart (FSM's
+    feathered edge of the subject's held mask reaches into its box)."""
+    clip = crossing_clip
+    for policy in ("subject", "all"):
+        r = build_subsets(clip.path, tmp_path / policy, subsets=["FM", "FDM", "FSM"], faces=policy, min_height=0)
+        assert r.tracking.status == "ok"
+        fm, fdm, fsm = (_decoded(r.outputs[c]) for c in ("FM", "FDM", "FSM"))
+        for i in range(clip.frames):
+            sb, ob = clip.boxes[i], clip.other_boxes[i]
+            apart = abs((sb[0] + sb[2] / 2) - (ob[0] + ob[2] / 2)) > 2.5 * sb[2]  # beyond his held, grown mask
+            for name, box in (("subject", sb), ("other", ob)):
+                d0 = _detail(fm[i], box)
+                if not np.isfinite(d0) or (name == "subject" and clip.visible[i] < 0.9):
+                    continue  # mostly off the frame, or the subject behind the other
+                rd, rs = _detail(fdm[i], box) / d0, _detail(fsm[i], box) / d0
+                if policy == "all" or name == "subject":
+                    assert rd <= 0.85 and rs <= 0.8, (policy, name, i, rd, rs)
+                elif apart:
+                    assert rd >= 0.9 and rs >= 0.9, (policy, name, i, rd, rs)
+        if policy == "all":
+            assert r.face_tracks >= 2 and r.faces == "all"
+
+
+@pytest.mark.slow
+def test_hug_both_faces_masked_where_haar_finds_them(stack, shared_media, tmp_path):
+    """The real hug clip (two people): with "all", wherever OpenCV's Haar cascades (frontal and
+    profile, both directions; an independent detector) find a face of either person on FM, FDM
+    differs from FM there (mean |difference| >= 3).  Measured: every hit of both people is
+    blurred (allowed: 2 misses)."""
+    import cv2
+
+    clip = shared_media / "two_people_hug_1080p.mp4"
+    r = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"], faces="all")
+    assert r.tracking.status == "ok" and r.face_tracks >= 2
+    fm, fdm = _decoded(r.outputs["FM"]), _decoded(r.outputs["FDM"])
+    cascades = [cv2.CascadeClassifier(cv2.data.haarcascades + n) for n in
+                ("haarcascade_frontalface_default.xml", "haarcascade_profileface.xml")]
+    seen = {"left": 0, "right": 0}
+    misses = []
+    for i, (a, b) in enumerate(zip(fm, fdm)):
+        g = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
+        d = np.abs(a.astype(np.int16) - b.astype(np.int16))
+        hits = [tuple(h) for c in cascades for h in c.detectMultiScale(g, 1.1, 5, minSize=(60, 60))]
+        hits += [(g.shape[1] - x - w, y, w, h) for x, y, w, h in cascades[1].detectMultiScale(cv2.flip(g, 1), 1.1, 5,
+                                                                                              minSize=(60, 60))]
+        for x, y, w, h in hits:
+            if y >= 400:  # their heads are in the upper part of the frame (Haar's hits lower down: bodies)
+                continue
+            seen["right" if x >= 920 else "left"] += 1
+            if d[y:y + h, x:x + w].mean() < 3.0:
+                misses.append((i, x, y, w, h))
+    assert seen["left"] >= 20 and seen["right"] >= 20, seen
+    assert len(misses) <= 2, misses

@@ -28,6 +28,22 @@ def media_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "media"
 
 
+def real_clip_args(doc: str | None, name: str) -> argparse.Namespace:
+    """The options of the benchmarks over the real clips (``--repeats``, ``--media``, ``--only``);
+    exits saying so when the folder has no real clips."""
+    import sys
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--media", type=Path, default=media_dir(),
+                    help="real clips (default: $MIME_FAST_SHARED_MEDIA or ../shared/media)")
+    ap.add_argument("--only", default=None, help="comma-separated clip names")
+    args = ap.parse_args()
+    if not (args.media / "crowd_1080p.mp4").is_file():
+        sys.exit(f"{name}: no real clips in {args.media} (pass --media)")
+    return args
+
+
 def gpu_name() -> str | None:
     """The GPU's name (nvidia-smi, else torch), or None."""
     try:

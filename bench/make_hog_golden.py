@@ -30,17 +30,9 @@ def media_dir() -> Path:
 
 
 def decode(path: Path, wanted) -> list[np.ndarray]:
-    from mime_fast.video import iter_display_frames, probe
+    from mime_fast.video import decode_frames
 
-    wanted, out = set(wanted), []
-    for i, (_, _, rgb) in enumerate(iter_display_frames(path, probe(path))):
-        if i in wanted:
-            out.append(np.ascontiguousarray(rgb))
-        if i >= max(wanted):
-            break
-    if len(out) != len(wanted):
-        raise RuntimeError(f"{path}: {len(out)} of {len(wanted)} frames decoded")
-    return out
+    return decode_frames(path, wanted)
 
 
 def golden_frames(media: Path) -> list[tuple[str, np.ndarray]]:

@@ -60,15 +60,9 @@ def sha(a: np.ndarray) -> str:
 
 
 def decode(path: Path, wanted) -> list[np.ndarray]:
-    from mime_fast.video import iter_display_frames, probe
+    from mime_fast.video import decode_frames
 
-    wanted, out = set(wanted), []
-    for i, (_, _, rgb) in enumerate(iter_display_frames(path, probe(path))):
-        if i in wanted:
-            out.append(np.ascontiguousarray(rgb))
-        if i >= max(wanted):
-            break
-    return out
+    return decode_frames(path, wanted)
 
 
 def decode_all(media: Path) -> list[np.ndarray]:

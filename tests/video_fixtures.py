@@ -158,3 +158,23 @@ def source_yuv_planes(path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
 
     with av.open(str(path)) as c:
         return [tuple(p.copy() for p in video.yuv420_planes(f)) for f in c.decode(video=0)]
+
+
+def rgb_frames(path) -> list[np.ndarray]:
+    """Every frame of an output file as RGB (PyAV's conversion), e.g. to compare FM with FDM."""
+    with av.open(str(path)) as c:
+        return [f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])]
+
+
+def haar_faces(gray: np.ndarray, min_size: int = 60) -> list[tuple[int, int, int, int]]:
+    """``(x, y, w, h)`` of the faces OpenCV's Haar cascades find in a gray frame, frontal and profile
+    (both directions): an independent detector for privacy checks on real footage."""
+    import cv2
+
+    frontal, profile = (cv2.CascadeClassifier(cv2.data.haarcascades + n) for n in
+                        ("haarcascade_frontalface_default.xml", "haarcascade_profileface.xml"))
+    ms = (min_size, min_size)
+    hits = [tuple(h) for c in (frontal, profile) for h in c.detectMultiScale(gray, 1.1, 5, minSize=ms)]
+    width = gray.shape[1]
+    hits += [(width - x - w, y, w, h) for x, y, w, h in profile.detectMultiScale(cv2.flip(gray, 1), 1.1, 5, minSize=ms)]
+    return hits

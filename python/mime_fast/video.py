@@ -72,6 +72,7 @@ __all__ = [
     "probe",
     "output_frame_count",
     "FrameStandardiser",
+    "decode_frames",
     "iter_display_frames",
     "extract_audio_wav",
     "read_wav",
@@ -627,6 +628,25 @@ def iter_display_frames(path, info: SourceInfo, *, rgb: bool = True, keep_yuv: b
             raise ClipError(path, f"corrupt video stream: decoding fails after {n} frames", _ffmpeg_detail(exc)) from exc
     if n < info.video_frames:
         raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")
+
+
+def decode_frames(path, indices) -> list[np.ndarray]:
+    """The RGB frames (display orientation, :func:`iter_display_frames`) at the source frame
+    ``indices`` of the clip at ``path``, in increasing index order, decoding no further than the
+    last one (reference frames for tests and golden files).  Raises :class:`ClipError` when the clip
+    has fewer frames."""
+    path = Path(path)
+    wanted, out = set(int(i) for i in indices), []
+    if not wanted:
+        return out
+    for i, _, rgb in iter_display_frames(path, probe(path)):
+        if i in wanted:
+            out.append(np.ascontiguousarray(rgb))
+        if i >= max(wanted):
+            break
+    if len(out) != len(wanted):
+        raise ClipError(path, f"has {len(out)} of the {len(wanted)} frames asked for")
+    return out
 
 
 def prefetch(iterable, maxsize: int = 4):

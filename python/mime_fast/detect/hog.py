@@ -368,21 +368,11 @@ class TorchHogPersons:
     def detect_batch(self, frames) -> list[Persons]:
         """Persons of a list of RGB uint8 frames or a uint8 ``(N, H, W, 3)`` tensor; frames of one
         size go through the pyramid together."""
-        from .torch_models import _as_frames, area_downscale
+        from .torch_models import _as_frames, _size_batches
 
         frames = _as_frames(frames, self.device)
-        n = len(frames)
-        groups: dict = {}
-        for i in range(n):
-            groups.setdefault(tuple(frames[i].shape[:2]), []).append(i)
-        out: list = [None] * n
-        for (H, W), idx in groups.items():
-            if isinstance(frames, torch.Tensor):
-                x = frames[idx]
-            else:
-                x = torch.from_numpy(np.stack([frames[i] for i in idx])).to(self.device)
-            x = x.permute(0, 3, 1, 2).float()
-            x, s = area_downscale(x, self.max_size, self._area)
+        out: list = [None] * len(frames)
+        for H, W, idx, x, s in _size_batches(frames, self.device, self.max_size, self._area):
             for i, (rects, weights) in zip(idx, self.detect_gray(rgb_to_gray_u8(x))):
                 rects = rects.astype(np.float32)
                 boxes = np.concatenate([rects[:, :2], rects[:, :2] + rects[:, 2:]], 1) / s

@@ -547,6 +547,21 @@ def _as_frames(frames, device) -> list | torch.Tensor:
     return [_check_frame(f) for f in frames]
 
 
+def _size_batches(frames, device, max_size: int | None, cache: dict):
+    """``frames`` (:func:`_as_frames`) in batches of one size: ``(H, W, indices, x, scale)``, ``x``
+    the batch as float NCHW RGB on ``device`` downscaled by :func:`area_downscale` to ``max_size``."""
+    groups: dict = {}
+    for i in range(len(frames)):
+        groups.setdefault(tuple(frames[i].shape[:2]), []).append(i)
+    for (H, W), idx in groups.items():
+        if isinstance(frames, torch.Tensor):
+            x = frames[idx]
+        else:
+            x = torch.from_numpy(np.stack([frames[i] for i in idx])).to(device)
+        x, scale = area_downscale(x.permute(0, 3, 1, 2).float(), max_size, cache)
+        yield H, W, idx, x, scale
+
+
 def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
     """All crops (frame-major, face order) as ``(n, 3, size, size)`` float32 0..255 on ``device``,
     each ``cv2.warpAffine`` (OpenCV 4.x) of its frame: numpy frames (and CPU tensors) are cropped on
@@ -657,21 +672,8 @@ class TorchRetinaFace:
     @torch.inference_mode()
     def detect_batch(self, frames) -> list[Faces]:
         frames = _as_frames(frames, self.device)
-        n = len(frames)
-        out: list = [None] * n
-        if isinstance(frames, torch.Tensor):
-            groups = {tuple(frames.shape[1:3]): list(range(n))}
-        else:
-            groups = {}
-            for i, f in enumerate(frames):
-                groups.setdefault(f.shape[:2], []).append(i)
-        for (H, W), idx in groups.items():
-            if isinstance(frames, torch.Tensor):
-                x = frames[idx]
-            else:
-                x = torch.from_numpy(np.stack([frames[i] for i in idx])).to(self.device)
-            x = x.permute(0, 3, 1, 2).float()
-            x, scale = area_downscale(x, self.max_size, self._area)
+        out: list = [None] * len(frames)
+        for H, W, idx, x, scale in _size_batches(frames, self.device, self.max_size, self._area):
             h, w = x.shape[2:]
             mean = torch.tensor([104.0, 117.0, 127.0], device=self.device).view(1, 3, 1, 1)
             x = x.flip(1) - mean  # RGB -> BGR

@@ -310,17 +310,21 @@ def libx264_floor(src: Path, out_dir: Path) -> float:
     return libx264_alone(frames, out_dir, (info.width - info.width % 2, info.height - info.height % 2), info.matrix)
 
 
-def proof_clips(media: Path, tmp: Path, *, seconds: float = 4.0) -> dict[str, tuple[Path, dict, Path | None]]:
+def proof_clips(media: Path, tmp: Path, *, seconds: float = 4.0,
+                only: str | None = None) -> dict[str, tuple[Path, dict, Path | None]]:
     """The clips the comparisons with other implementations run on (bench_vs_reference.py,
     bench_vs_deface.py): name -> (clip, extra settings for ``build_subsets``, ground-truth landmarks
     or ``None``).  The synthetic 720p composite (``seconds`` long, 25 fps, its ``.npz`` landmarks)
-    and every real clip of ``media`` at its own size (the quality gate lowered for the 340x256 one)."""
+    and every real clip of ``media`` at its own size (the quality gate lowered for the 340x256 one);
+    ``only``: comma-separated names to keep (``--only``)."""
     from mime_fast.samples import make_clip
 
     synth = make_clip(tmp / "synthetic.mp4", duration=seconds, fps=25, size=(1280, 720), audio=True)
     out: dict[str, tuple[Path, dict, Path | None]] = {"synthetic@720p": (synth.path, {}, synth.npz)}
     for name in REAL_CLIPS:
         out[name] = (media / f"{name}.mp4", {"min_height": 0} if name.startswith("arm") else {}, None)
+    if only:
+        out = {k: v for k, v in out.items() if k in set(only.split(","))}
     return out
 
 

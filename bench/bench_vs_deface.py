@@ -50,9 +50,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        clips = proof_clips(args.media, tmp)
-        if args.only:
-            clips = {k: v for k, v in clips.items() if k in set(args.only.split(","))}
+        clips = proof_clips(args.media, tmp, only=args.only)
         for name, (clip, extra, _) in clips.items():
             written = {}
 

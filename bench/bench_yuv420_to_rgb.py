@@ -14,7 +14,7 @@ import numpy as np
 
 from _harness import compare, face_frame, parse_args, save
 
-from mime_fast import _core, ops, video
+from mime_fast import _core, frames, ops
 
 
 def main() -> None:
@@ -22,8 +22,8 @@ def main() -> None:
     frame, points = face_frame()
     _, bbox = ops.hull_mask(points, frame.shape[:2])
     h, w = frame.shape[:2]
-    vf = video.yuv420_frame(frame)  # a yuv420p av.VideoFrame (padded plane rows), like a decoded frame
-    planes = video.yuv420_planes(vf)
+    vf = frames.yuv420_frame(frame)  # a yuv420p av.VideoFrame (padded plane rows), like a decoded frame
+    planes = frames.yuv420_planes(vf)
     y, u, v = (np.ascontiguousarray(p) for p in planes)
     i420 = np.concatenate([y.ravel(), u.ravel(), v.ravel()]).reshape(h * 3 // 2, w)
     out = np.empty((h, w, 3), np.uint8)

@@ -3,7 +3,7 @@
 can compare :class:`mime_fast.detect.hog.TorchHogPersons` with OpenCV where OpenCV has no HOG (5.x).
 
 Frames: the shared media clips (``../shared/media`` or ``$MIME_FAST_SHARED_MEDIA``), stored as clip
-name + frame index (decoded with mime_fast.video, display order) plus a CRC-32 of the decoded RGB
+name + frame index (decoded with mime_fast.media, display order) plus a CRC-32 of the decoded RGB
 so a different decode is reported; and two scikit-image photographs.  Stored per frame: the boxes
 and scores of ``HogPersonDetector.detect`` (frame pixels) and the raw ``detectMultiScale`` rects and
 weights on the 640 px gray image.
@@ -30,7 +30,7 @@ def media_dir() -> Path:
 
 
 def decode(path: Path, wanted) -> list[np.ndarray]:
-    from mime_fast.video import decode_frames
+    from mime_fast.media import decode_frames
 
     return decode_frames(path, wanted)
 

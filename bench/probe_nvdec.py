@@ -28,7 +28,7 @@ def pyav_planes(path):
         for f in c.decode(video=0):
             a = f.to_ndarray(format="yuv420p") if f.format.name != "yuv420p" else None
             if a is None:
-                from mime_fast.video import yuv420_planes
+                from mime_fast.frames import yuv420_planes
 
                 out.append((f.pts, [np.array(p) for p in yuv420_planes(f)]))
             else:

@@ -27,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from mime_fast.landmarks import SubjectDetection, default_stack
-    from mime_fast.video import iter_display_frames, probe
+    from mime_fast.media import iter_display_frames, probe
 
     info = probe(args.clip)
     frames = [rgb for _, _, rgb in iter_display_frames(args.clip, info)][: args.frames]
@@ -83,7 +83,7 @@ def main() -> None:
         def write_frame(self, vf, pts):
             self.frames += 1
 
-        def write_black(self, pts):
+        def write_still(self, pts, still):
             self.frames += 1
 
         def write_audio_until(self, t):

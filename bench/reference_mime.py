@@ -10,8 +10,8 @@ One pass per subset, each decoding the source and encoding its own output:
   the frame composited in float32, ``src * (1 - m) + blur * m``;
 * VMM: black frames; FM / AMM: the frames as decoded;
 * frames put on the 30 fps grid by timestamp (``ffmpeg -r 30``'s rule:
-  :class:`mime_fast.video.FrameStandardiser`), converted back to yuv420p by swscale and encoded with
-  the engine's libx264 settings (CRF 18, veryfast, 2 threads; :func:`mime_fast.video.x264_options`);
+  :class:`mime_fast.media.FrameStandardiser`), converted back to yuv420p by swscale and encoded with
+  the engine's libx264 settings (CRF 18, veryfast, 2 threads; :func:`mime_fast.media.x264_options`);
 * audio (FM, FDM, FSM, VMM): the source's audio decoded, resampled to 16 kHz mono and AAC-encoded in
   each of those passes; the 16 kHz wav written once.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from mime_fast import ops
-from mime_fast.video import FrameStandardiser, output_frame_count, probe, write_wav, x264_options
+from mime_fast.media import FrameStandardiser, output_frame_count, probe, write_wav, x264_options
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 _BLUR = {"FDM": "fdm", "FDAM": "fdm", "FSM": "fsm", "FSAM": "fsm"}
@@ -164,7 +164,7 @@ def blurred_region_psnr(ref: Path, engine: Path, src: Path, provider, *, every: 
     """How far the reference's and the engine's output agree where both blur fully: PSNR (dB, luma
     and chroma in RGB) over the pixels inside the landmarks' hull (both masks 255 there) of every
     ``every``-th output frame, and the IoU of the two masks (> 127) on those frames."""
-    from mime_fast.video import iter_display_frames
+    from mime_fast.media import iter_display_frames
 
     info = probe(src)
     # output frame -> source frame, as both pipelines map them

@@ -60,7 +60,7 @@ def sha(a: np.ndarray) -> str:
 
 
 def decode(path: Path, wanted) -> list[np.ndarray]:
-    from mime_fast.video import decode_frames
+    from mime_fast.media import decode_frames
 
     return decode_frames(path, wanted)
 

@@ -77,7 +77,7 @@ def test_fused_equals_the_pipelines_region_path(rng: np.random.Generator) -> Non
     import av
 
     from mime_fast.subsets import Settings, _blur_region
-    from mime_fast.video import _COLORSPACE, patched_frame, yuv420_planes
+    from mime_fast.frames import COLORSPACE, patched_frame, yuv420_planes
 
     for planes, pts, ks, feather, margin, matrix in _cases(rng, 24):
         h, w = planes[0].shape
@@ -85,7 +85,7 @@ def test_fused_equals_the_pipelines_region_path(rng: np.random.Generator) -> Non
             continue  # decoded yuv420p frames that pass through are even-sized
         st = Settings(feather=feather, margin=margin)
         vf = av.VideoFrame(w, h, "yuv420p")
-        vf.colorspace = _COLORSPACE[matrix]  # as decoded frames that pass through are tagged
+        vf.colorspace = COLORSPACE[matrix]  # as decoded frames that pass through are tagged
         for dst, src in zip(yuv420_planes(vf), planes):
             np.copyto(dst, src)
         blurred = _blur_region(ops, None, vf, (h, w), pts, ks, st, matrix)

@@ -344,7 +344,7 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
     # (av.error.ExitError). That says nothing about the clip: no "failed" row, the run is interrupted.
     import av
 
-    from mime_fast import video
+    from mime_fast import media
     from mime_fast.corpus import ClipSpec, _process_clip
 
     clip = samples.make_clip(tmp_path / "c.mp4", duration=0.6, fps=25, size=(320, 240))
@@ -352,9 +352,9 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
     def stopped(*a, **k):
         raise av.error.ExitError(-0x54495845, "Immediate exit requested")
 
-    monkeypatch.setattr(video.av, "open", stopped)
+    monkeypatch.setattr(media.errors.av, "open", stopped)
     with pytest.raises(KeyboardInterrupt):
-        video.probe(clip.path)
+        media.probe(clip.path)
     spec = ClipSpec(path=clip.path, clip_id="c")
     with pytest.raises(KeyboardInterrupt):
         _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")

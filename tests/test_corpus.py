@@ -171,10 +171,10 @@ KILL_CHILD = """
 import os, signal, sys
 from pathlib import Path
 
-from mime_fast import video
+from mime_fast import media
 
 out = Path(sys.argv[1])
-write_frame = video.Mp4Writer.write_frame
+write_frame = media.Mp4Writer.write_frame
 
 
 def write_then_die(self, vf, pts):
@@ -186,7 +186,7 @@ def write_then_die(self, vf, pts):
     return r
 
 
-video.Mp4Writer.write_frame = write_then_die
+media.Mp4Writer.write_frame = write_then_die
 from mime_fast.cli import main
 
 sys.exit(main(sys.argv[2:]))

@@ -84,13 +84,13 @@ def test_cuda_rgb_to_yuv420_equals_cpu(astronaut: np.ndarray) -> None:
 
 @pytest.mark.cuda
 def test_cuda_yuv420_to_rgb_equals_cpu(astronaut: np.ndarray) -> None:
-    from mime_fast import video
+    from mime_fast.frames import yuv420_frame, yuv420_planes
 
     for img in (astronaut, np.ascontiguousarray(astronaut[:301, :257])):
         for matrix in ("bt601", "bt709"):
             y, u, v = ops.rgb_to_yuv420(img, matrix=matrix)
-            vf = video.yuv420_frame(np.ascontiguousarray(img[:, :250]), matrix=matrix)
-            padded = video.yuv420_planes(vf)  # row-padded planes
+            vf = yuv420_frame(np.ascontiguousarray(img[:, :250]), matrix=matrix)
+            padded = yuv420_planes(vf)  # row-padded planes
             assert_images_equal(ops.yuv420_to_rgb(*padded, matrix=matrix, device="cuda"),
                                 ops.yuv420_to_rgb(*padded, matrix=matrix), "cuda")
             assert_images_equal(ops.yuv420_to_rgb(y, u, v, matrix=matrix, device="cuda"),

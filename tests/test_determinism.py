@@ -5,7 +5,7 @@ What broke (issue 15): libx264's AVX-512 code reads memory it never wrote, so on
 the same frames encoded to different packets depending on what earlier allocations of the process
 had left behind (FM differed in a block near the bottom-right corner by 4-8 levels; the corpus
 tests failed 5 times in 6 on a fresh machine).  Every encoder now pins x264's instruction set to
-the best level below AVX-512 (:func:`mime_fast.video.x264_asm`).
+the best level below AVX-512 (:func:`mime_fast.media.x264_asm`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ import numpy as np
 import pytest
 
 import av
-from mime_fast import samples, video
+from mime_fast import media, samples
+from mime_fast.frames import copy_frame, yuv420_planes
+from mime_fast.media import x264
 from mime_fast.cli import main
 
 from video_fixtures import sha256
@@ -33,11 +35,12 @@ from video_fixtures import sha256
 ENCODE_CHILD = textwrap.dedent("""
     import hashlib, sys
     import av
-    from mime_fast import video
+    from mime_fast import media
+    from mime_fast.frames import copy_frame
     src, dst = sys.argv[1], sys.argv[2]
     with av.open(src) as c:
-        frames = [video.copy_frame(f) for f in c.decode(c.streams.video[0])]
-    w = video.Mp4Writer(dst, frames[0].width, frames[0].height, queue_size=0)
+        frames = [copy_frame(f) for f in c.decode(c.streams.video[0])]
+    w = media.Mp4Writer(dst, frames[0].width, frames[0].height, queue_size=0)
     for i, f in enumerate(frames):
         w.write_frame(f, i)
     w.close()
@@ -87,23 +90,23 @@ def test_x264_asm_never_picks_avx512(monkeypatch):
     ]
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     for flags, expected in cases:
-        monkeypatch.setattr(video, "_cpu_flags", lambda flags=flags: set(flags))
-        video.x264_asm.cache_clear()
-        assert video.x264_asm() == expected, (sorted(flags), expected)
+        monkeypatch.setattr(x264, "_cpu_flags", lambda flags=flags: set(flags))
+        x264.x264_asm.cache_clear()
+        assert x264.x264_asm() == expected, (sorted(flags), expected)
     monkeypatch.setattr("platform.machine", lambda: "aarch64")
-    video.x264_asm.cache_clear()
-    assert video.x264_asm() is None  # x264's own choice off x86
+    x264.x264_asm.cache_clear()
+    assert x264.x264_asm() is None  # x264's own choice off x86
     monkeypatch.undo()
-    video.x264_asm.cache_clear()
-    opts = video.x264_options(18, "veryfast")
+    x264.x264_asm.cache_clear()
+    opts = x264.x264_options(18, "veryfast")
     assert opts["crf"] == "18" and opts["preset"] == "veryfast"
-    if video.x264_asm() is not None:
-        assert opts["x264-params"] == f"asm={video.x264_asm()}"
+    if x264.x264_asm() is not None:
+        assert opts["x264-params"] == f"asm={x264.x264_asm()}"
 
 
 def _encode_at(frames: list, path: Path, asm: str | None) -> bytes:
     c = av.open(str(path), "w")
-    vs = video._add_x264_stream(c, frames[0].width, frames[0].height, Fraction(30), 18, "veryfast", 2, "bt601")
+    vs = media.add_x264_stream(c, frames[0].width, frames[0].height, Fraction(30), 18, "veryfast", 2, "bt601")
     if asm is not None:
         vs.options = {**vs.options, "x264-params": f"asm={asm}"}
     for i, f in enumerate(frames):
@@ -120,14 +123,14 @@ def test_every_x86_level_up_to_avx2_gives_the_same_bytes(face_clip, tmp_path):
     # Why outputs are the same on x86 machines with and without AVX-512 (or AVX2): x264's SIMD levels
     # from SSSE3 to AVX2 are bit-exact with each other (SSE2-only CPUs, from before 2006, are not).
     # Only the levels this CPU has can be run.
-    best = video.x264_asm()
+    best = x264.x264_asm()
     if best is None or best == "SSE2":
         pytest.skip("not an x86 CPU with SSSE3 and readable feature flags")
-    levels = [name for name, _ in video._X264_LEVELS]
+    levels = [name for name, _ in x264._X264_LEVELS]
     runnable = levels[levels.index(best):levels.index("SSSE3") + 1]
     assert best in runnable
     with av.open(str(face_clip)) as c:
-        frames = [video.copy_frame(f) for f in c.decode(c.streams.video[0])]
+        frames = [copy_frame(f) for f in c.decode(c.streams.video[0])]
     files = {lvl: _encode_at(frames, tmp_path / f"{lvl}.mp4", lvl) for lvl in runnable}
     assert len(set(files.values())) == 1, {k: hashlib.sha256(v).hexdigest()[:12] for k, v in files.items()}
     # and the writer's default is one of them
@@ -141,8 +144,8 @@ def test_passthrough_frames_do_not_carry_the_source_picture_types(face_clip, tmp
         decoded = list(c.decode(c.streams.video[0]))
     assert any(int(f.pict_type) != 0 for f in decoded)
     outs = []
-    for name, frames in (("decoded", decoded), ("copies", [video.copy_frame(f) for f in decoded])):
-        w = video.Mp4Writer(tmp_path / f"{name}.mp4", 320, 240, queue_size=0)
+    for name, frames in (("decoded", decoded), ("copies", [copy_frame(f) for f in decoded])):
+        w = media.Mp4Writer(tmp_path / f"{name}.mp4", 320, 240, queue_size=0)
         for i in (0, 1, 2, 3, 4, 5, 6, 7, 8):
             w.write_frame(frames[i], i)
         w.close()
@@ -159,7 +162,7 @@ def _decoded_planes(path: Path) -> list[str]:
     with av.open(str(path)) as c:
         for f in c.decode(c.streams.video[0]):
             h = hashlib.sha256()
-            for p in video.yuv420_planes(f):
+            for p in yuv420_planes(f):
                 h.update(np.ascontiguousarray(p).tobytes())
             out.append(h.hexdigest())
     return out

@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mime_fast import ops, samples, video
+from mime_fast import ops, samples
+from mime_fast.frames import yuv420_frame, yuv420_planes
 from mime_fast.detect import AllFaceTracker, Faces, Landmarks, SubjectTracker
 from mime_fast.detect.shots import Shot
 from mime_fast.landmarks import FacesLandmarks, as_provider
@@ -26,7 +27,7 @@ T1_SECOND_FACE = (272, 148, 374, 276)  # a face in insightface's t1.jpg (tests/t
 
 
 def _planes(vf) -> list[np.ndarray]:
-    return [np.array(p) for p in video.yuv420_planes(vf)]
+    return [np.array(p) for p in yuv420_planes(vf)]
 
 
 def _ellipse(cx, cy, rx, ry, n=40) -> np.ndarray:
@@ -37,7 +38,7 @@ def _ellipse(cx, cy, rx, ry, n=40) -> np.ndarray:
 @pytest.fixture(scope="module")
 def frame(astronaut):
     rgb = np.ascontiguousarray(astronaut[:480, :510])  # even height, even width
-    return rgb, video.yuv420_frame(rgb, matrix="bt601")
+    return rgb, yuv420_frame(rgb, matrix="bt601")
 
 
 def test_settings_faces():
@@ -76,7 +77,7 @@ def test_union_blur_is_the_blur_inside_the_union_mask(frame, feather):
     shape = (vf.height, vf.width)
     hulls = [_ellipse(250, 130, 60, 80), _ellipse(320, 170, 50, 60), _ellipse(80, 400, 30, 40)]
     got = _face_frames_union(ops, None, vf, vf, shape, hulls, [15, 35], ["FDM", "FSM"], st, "bt601")
-    full = ops.yuv420_to_rgb(*video.yuv420_planes(vf), matrix="bt601")
+    full = ops.yuv420_to_rgb(*yuv420_planes(vf), matrix="bt601")
     union = np.zeros(shape, np.uint8)
     for h in hulls:
         union = np.maximum(union, ops.hull_mask(h, shape, feather=feather, margin=2.0)[0])

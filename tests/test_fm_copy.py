@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import av
-from mime_fast import samples, video
+from mime_fast import media, samples
 from mime_fast import subsets as subsets_mod
 from mime_fast.cli import main
 from mime_fast.manifest import read_rows
@@ -117,7 +117,7 @@ def test_copies_rebased_onto_the_grid(tmp_path, case):
           "no_audio": dict(audio=False), "matroska": dict(bframes=2)}[case]
     suffix = ".mkv" if case == "matroska" else ".mp4"
     clip = _clip(tmp_path / "src" / f"c{suffix}", **kw)
-    info = video.probe(clip.path)
+    info = media.probe(clip.path)
     if case == "matroska":
         assert any(t.denominator % 3 for t in info.frame_times) and info.frame_times != [Fraction(i, 30) for i in range(15)]
     ref = build_subsets(clip.path, tmp_path / "enc", landmarks=clip.landmarks, subsets=["FM"], fm_copy=False, **SMALL)
@@ -181,7 +181,7 @@ def test_non_conforming_sources_are_encoded_with_the_reason(tmp_path, case):
 def test_the_rule_condition_by_condition(tmp_path):
     # What generated clips cannot show, on a conforming clip's SourceInfo changed one fact at a time.
     clip = _clip(tmp_path / "c.mp4", audio=False)
-    info, st = video.probe(clip.path), Settings()
+    info, st = media.probe(clip.path), Settings()
     assert fm_copy_reason(info, st) == (True, "")
     assert fm_copy_reason(info, Settings(fm_copy=False)) == (False, "fm_copy is off")
     assert not fm_copy_reason(info, Settings(fps=25))[0]  # the grid is the output rate's
@@ -236,8 +236,8 @@ def test_stream_starting_without_a_keyframe_is_never_copied(tmp_path):
             if i >= 2:
                 p.stream = ovs
                 out.mux(p)
-    info = video.probe(cut)
-    assert not info.facts.first_idr and video.probe(gop).facts.first_idr
+    info = media.probe(cut)
+    assert not info.facts.first_idr and media.probe(gop).facts.first_idr
     ok, why = fm_copy_reason(info, Settings())
     assert not ok and "not an IDR picture" in why
 
@@ -255,10 +255,10 @@ def test_colour_tags_only_in_the_container_are_carried(tmp_path, monkeypatch):
             if p.size:
                 p.stream = ovs
                 out.mux(p)
-    info = video.probe(src)
-    assert video.probe(clip.path).facts.color == (2, 0, 2, 2) and info.facts.color == (1, 1, 1, 1)
+    info = media.probe(src)
+    assert media.probe(clip.path).facts.color == (2, 0, 2, 2) and info.facts.color == (1, 1, 1, 1)
     res = build_subsets(src, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM"], **SMALL)
-    assert res.fm_video == "copy" and video.probe(res.outputs["FM"]).facts.color == (1, 1, 1, 1)
+    assert res.fm_video == "copy" and media.probe(res.outputs["FM"]).facts.color == (1, 1, 1, 1)
     # and a copy that would decode otherwise than its source (tags lost on the way) is replaced by the encode
     real_probe = subsets_mod.probe
 

@@ -1,4 +1,4 @@
-"""NVDEC decoding for ``device="cuda"`` (:mod:`mime_fast.nvdec`): the NV12 split on the CPU; the
+"""NVDEC decoding for ``device="cuda"`` (:mod:`mime_fast.media.nvdec`): the NV12 split on the CPU; the
 pipeline's NVDEC path with a CPU fake of the decoder and of the device step (the same logic, no
 GPU); and, on a GPU machine (``cuda`` marker; ``nvdec`` tests also need PyNvVideoCodec), the
 decoder against PyAV and the outputs against the CPU path, byte for byte."""
@@ -13,9 +13,10 @@ import pytest
 
 import mime_fast
 from conftest import assert_images_equal
-from mime_fast import nvdec, ops
+from mime_fast import ops
+from mime_fast.frames import yuv420_planes
+from mime_fast.media import iter_display_frames, nvdec, probe
 from mime_fast.samples import make_clip
-from mime_fast.video import iter_display_frames, probe, yuv420_planes
 from video_fixtures import sha256
 
 SUBSETS = ["FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"]
@@ -59,7 +60,7 @@ def test_nvdec_reason_names_what_it_cannot_take(tmp_path: Path) -> None:
 
 
 class _HostNv12:
-    """An NV12 frame in host memory, shaped like :class:`mime_fast.nvdec.Nv12Frame`."""
+    """An NV12 frame in host memory, shaped like :class:`mime_fast.media.Nv12Frame`."""
 
     def __init__(self, planes):
         self.buf = _nv12(planes)
@@ -178,7 +179,7 @@ def test_cuda_download_and_blur_from_nv12(rng: np.random.Generator) -> None:
             continue
         dev = nvdec.nv12_of_planes(planes)
         got = tuple(np.empty_like(p) for p in planes)
-        dev.to_planes(got)
+        ops.download_nv12(dev, got)
         for a, b in zip(got, planes):
             assert_images_equal(a, b, "cuda")
         cpu, cb = _fused(planes, pts, ks, feather, margin, matrix)

@@ -13,7 +13,7 @@ import pytest
 import mime_fast
 from mime_fast.landmarks import as_provider
 from mime_fast.samples import make_clip
-from mime_fast.video import probe
+from mime_fast.media import probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from reference_mime import blurred_region_psnr, reference_mask, reference_subsets  # noqa: E402

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_images_equal
-from mime_fast import _core, ops, video
+from mime_fast import _core, ops
+from mime_fast.frames import copy_frame, patched_frame, yuv420_frame, yuv420_planes
 
 
 MATRICES = {  # Q16 coefficients: Y (R, G, B), Cb (R, G, B), Cr (R, G, B)
@@ -88,7 +89,7 @@ def test_close_to_swscale(astronaut: np.ndarray, matrix: str, colorspace: str) -
     # its filter (swscale's chroma siting and vertical filter), a few levels on a natural image
     y, u, v = ops.rgb_to_yuv420(astronaut, matrix=matrix)
     sw = av.VideoFrame.from_ndarray(astronaut, format="rgb24").reformat(format="yuv420p", dst_colorspace=colorspace)
-    ys, us, vs = (p.copy() for p in video.yuv420_planes(sw))
+    ys, us, vs = (p.copy() for p in yuv420_planes(sw))
     assert np.abs(y.astype(int) - ys).max() <= 1
     for a, b in ((u, us), (v, vs)):
         d = np.abs(a.astype(int) - b)
@@ -156,8 +157,8 @@ def test_padded_planes_of_a_video_frame(rng: np.random.Generator) -> None:
     rgb = rng.integers(0, 256, (50, 70, 3), dtype=np.uint8)
     vf = av.VideoFrame(70, 50, "yuv420p")
     assert vf.planes[0].line_size > 70  # padded
-    ops.rgb_to_yuv420(rgb, video.yuv420_planes(vf))
-    assert_planes(video.yuv420_planes(vf), reference(rgb))
+    ops.rgb_to_yuv420(rgb, yuv420_planes(vf))
+    assert_planes(yuv420_planes(vf), reference(rgb))
 
 
 @pytest.mark.parametrize("shift", [(0, 0), (300, 295)], ids=["inside", "past-the-odd-edge"])
@@ -167,8 +168,8 @@ def test_patched_frame_converts_only_what_the_mask_touches(astronaut: np.ndarray
     src = np.ascontiguousarray(astronaut[:511, :509])  # odd: cropped to 510 x 508 for the encoder
     pts = astronaut_face_points + np.array(shift, np.float64)
     mask, (x, y, w, h) = ops.hull_mask(pts, src.shape[:2])
-    base = video.yuv420_frame(src)
-    base_planes = [p.copy() for p in video.yuv420_planes(base)]
+    base = yuv420_frame(src)
+    base_planes = [p.copy() for p in yuv420_planes(base)]
     r = 28
     x0, y0 = max(0, x - r) // 2 * 2, max(0, y - r) // 2 * 2
     x1, y1 = min(509, x + w + r), min(511, y + h + r)
@@ -179,19 +180,19 @@ def test_patched_frame_converts_only_what_the_mask_touches(astronaut: np.ndarray
     for k in (15, 55):
         level = ops.blur_in_mask(src, mask, k, bbox=(x, y, w, h))[0]  # the whole frame's blur
         region = np.ascontiguousarray(level[y0:y1, x0:x1])
-        patched = video.patched_frame(base, region, (x0, y0), (x - x0, y - y0, w, h),
+        patched = patched_frame(base, region, (x0, y0), (x - x0, y - y0, w, h),
                                       np.ascontiguousarray(mask[y0:y1, x0:x1]))
         assert patched is not base and (patched.width, patched.height) == (508, 510)
         conv = reference(level[:510, :508])
         want = (np.where(touched, conv[0], base_planes[0]), np.where(touched4, conv[1], base_planes[1]),
                 np.where(touched4, conv[2], base_planes[2]))
-        assert_planes(video.yuv420_planes(patched), want)
-        assert_planes(video.yuv420_planes(base), base_planes)  # the base is left as it was
-    copy = video.copy_frame(base)
+        assert_planes(yuv420_planes(patched), want)
+        assert_planes(yuv420_planes(base), base_planes)  # the base is left as it was
+    copy = copy_frame(base)
     assert copy is not base
-    assert_planes(video.yuv420_planes(copy), base_planes)
+    assert_planes(yuv420_planes(copy), base_planes)
     with pytest.raises(ValueError, match="even"):
-        video.patched_frame(base, region, (x0 + 1, y0), (0, 0, 2, 2), np.ascontiguousarray(mask[y0:y1, x0:x1]))
+        patched_frame(base, region, (x0 + 1, y0), (0, 0, 2, 2), np.ascontiguousarray(mask[y0:y1, x0:x1]))
 
 
 def test_bad_arguments() -> None:

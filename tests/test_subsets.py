@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mime_fast import samples, video
+from mime_fast import media, samples
+from mime_fast.frames import yuv420_planes
 from mime_fast import subsets as subsets_mod
 from mime_fast.landmarks import ArrayLandmarks, load_landmarks
 from mime_fast.subsets import ClipError, ClipResult, build_subsets, choose_fsm_kernel, degrade
@@ -119,7 +120,7 @@ def test_audio_only_where_expected(built):
 
 
 def test_wav_is_16k_mono_and_as_long_as_the_video(built):
-    data, rate = video.read_wav(built["res"].audio)
+    data, rate = media.read_wav(built["res"].audio)
     assert rate == 16000 and data.shape == (16000, 1)
     f = dominant_freqs(data[1000:15000, 0].astype(np.float64), 16000)
     assert abs(f[0] - 440) < 5 and abs(f[1] - 1000) < 5
@@ -186,7 +187,7 @@ def test_standardisation_picks_the_right_source_frames(tmp_path, fps, vfr):
     info, times, src = source_display_frames(clip.path)
     res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, subsets=["FM"], **SMALL)
     out, out_times, meta = decode_video(res.outputs["FM"])
-    n = video.output_frame_count(info.duration, 30)
+    n = media.output_frame_count(info.duration, 30)
     assert res.frames == n == len(out)
     assert out_times == [Fraction(i, 30) for i in range(n)] and meta["average_rate"] == 30
     for i, f in enumerate(out):
@@ -262,7 +263,7 @@ def test_late_first_frame_maps_frames_and_audio_from_that_frame(tmp_path, suffix
     # Audio: the WAV and the AAC track start at the first video frame: the burst at audio time m is
     # at m + audio_delay; one at a negative time preceded the first frame and is gone.
     want = [m + audio_delay for m in MARKS if m + audio_delay >= 0]
-    data, rate = video.read_wav(res.audio)
+    data, rate = media.read_wav(res.audio)
     assert rate == 16000 and len(data) == 16000
     got = _audio_onsets(data[:, 0], rate)
     assert len(got) == len(want) and np.allclose(got, want, atol=0.003), (got, want)
@@ -509,8 +510,8 @@ def test_failure_leaves_no_temporaries(tmp_path, monkeypatch, where):
         orig = ops.blur_hull_yuv420
         monkeypatch.setattr(ops, "blur_hull_yuv420", boom)
     elif where == "encode":
-        orig = video.Mp4Writer.write_frame
-        monkeypatch.setattr(video.Mp4Writer, "write_frame", boom)
+        orig = media.Mp4Writer.write_frame
+        monkeypatch.setattr(media.Mp4Writer, "write_frame", boom)
     else:
         orig = None
         monkeypatch.setattr(subsets_mod, "remux_video", boom)
@@ -656,7 +657,7 @@ def test_bt709_source_keeps_its_matrix(tmp_path):
                 out.mux(p)
         for p in s.encode():
             out.mux(p)
-    info = video.probe(src709)
+    info = media.probe(src709)
     assert info.matrix == "bt709" and info.yuv_passthrough
     res = build_subsets(src709, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM"], min_height=0, min_duration=0)
     _, times, frames = source_display_frames(src709)
@@ -681,7 +682,7 @@ def test_bt709_source_keeps_its_matrix(tmp_path):
             return np.abs([(d[:, 0] - d[:, 1]).mean(), (d[:, 2] - d[:, 1]).mean()]).max()
 
         wrong = av.VideoFrame(640, 480, "yuv420p")
-        ops.rgb_to_yuv420(expected, video.yuv420_planes(wrong), matrix="bt601")
+        ops.rgb_to_yuv420(expected, yuv420_planes(wrong), matrix="bt601")
         wrong.colorspace = 1
         got, bad = hue_shift(fdm[i]), hue_shift(wrong.to_ndarray(format="rgb24"))
         assert got < 1.5 and bad > 2 * got, (got, bad)

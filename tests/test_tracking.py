@@ -17,7 +17,7 @@ from conftest import import_for_models, models_unavailable  # noqa: E402
 
 cv2 = import_for_models("cv2", module_level=True)
 
-from mime_fast import ops, samples, video
+from mime_fast import media, ops, samples
 from mime_fast.detect import (FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
                               grow_hull, package_file)
 from mime_fast.landmarks import DetectedLandmarks, detect_subject
@@ -396,10 +396,10 @@ def test_carphone_every_frame_with_the_face_is_masked(tmp_path, stack, carphone)
     assert (st.status, st.frames, st.without_subject) == ("ok", 120, 0), st
     assert st.detected >= 110
     prov = detect_subject(carphone, stack=stack)
-    info = video.probe(carphone)
+    info = media.probe(carphone)
     casc = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
     checked = 0
-    for i, _, rgb in video.iter_display_frames(carphone, info):
+    for i, _, rgb in media.iter_display_frames(carphone, info):
         pts = prov.points(i)
         assert pts is not None, i
         found = casc.detectMultiScale(cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY), 1.1, 5, minSize=(30, 30))

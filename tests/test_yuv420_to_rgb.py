@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import assert_images_equal
-from mime_fast import _core, ops, video
+from mime_fast import _core, ops
+from mime_fast.frames import yuv420_planes
 
 MATRICES = {  # Q16 coefficients: cy, crv, cgu, cgv, cbu
     "bt601": (76309, 104597, -25675, -53279, 132201),
@@ -117,7 +118,7 @@ def test_padded_and_read_only_planes_of_a_video_frame(rng: np.random.Generator) 
     for h, w in [(50, 70), (31, 45)]:
         vf = av.VideoFrame(w, h, "yuv420p")
         assert vf.planes[0].line_size > w  # padded
-        planes = video.yuv420_planes(vf)
+        planes = yuv420_planes(vf)
         for p in planes:
             p[...] = rng.integers(0, 256, p.shape, dtype=np.uint8)
         copies = [np.ascontiguousarray(p) for p in planes]

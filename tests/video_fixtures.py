@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import av
+from mime_fast import frames, media, ops
 
 
 def sha256(path) -> str:
@@ -99,11 +100,9 @@ def expected_source_index(times: list[Fraction], i: int, fps: int = 30, tol=Frac
 
 
 def source_display_frames(path):
-    """Decoded source frames as displayed (rotation applied) with their times, via mime_fast.video."""
-    from mime_fast import video
-
-    info = video.probe(path)
-    out = [(t, rgb) for _, t, rgb in video.iter_display_frames(path, info)]
+    """Decoded source frames as displayed (rotation applied) with their times, via mime_fast.media."""
+    info = media.probe(path)
+    out = [(t, rgb) for _, t, rgb in media.iter_display_frames(path, info)]
     return info, [t for t, _ in out], [f for _, f in out]
 
 
@@ -115,16 +114,14 @@ def gradient_energy(img: np.ndarray) -> float:
 def capture_encoder_frames(monkeypatch) -> dict[str, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Record a copy of the (y, u, v) planes of every frame handed to an encoder during the test,
     by subset folder name and pts: ``captured[code][pts]``."""
-    from mime_fast import video
-
     captured: dict[str, dict[int, tuple]] = {}
-    original = video.Mp4Writer.write_frame
+    original = media.Mp4Writer.write_frame
 
     def capture(self, vf, pts):
-        captured.setdefault(self.path.parent.name, {})[int(pts)] = tuple(p.copy() for p in video.yuv420_planes(vf))
+        captured.setdefault(self.path.parent.name, {})[int(pts)] = tuple(p.copy() for p in frames.yuv420_planes(vf))
         return original(self, vf, pts)
 
-    monkeypatch.setattr(video.Mp4Writer, "write_frame", capture)
+    monkeypatch.setattr(media.Mp4Writer, "write_frame", capture)
     return captured
 
 
@@ -138,8 +135,6 @@ def expected_encoder_planes(info, decoded_planes, rgb: np.ndarray, mask=None):
     or a blur level of it made with ``mask``): with yuv passthrough, the decoded planes where the
     mask is 0 (luma per pixel, chroma per 2x2 block) and the conversion of ``rgb`` elsewhere;
     otherwise the whole-frame conversion of ``rgb`` (even-cropped) with the source's matrix."""
-    from mime_fast import ops
-
     h, w = rgb.shape[:2]
     conv = ops.rgb_to_yuv420(np.ascontiguousarray(rgb[: h - h % 2, : w - w % 2]), matrix=info.matrix)
     if not info.yuv_passthrough:
@@ -154,10 +149,33 @@ def expected_encoder_planes(info, decoded_planes, rgb: np.ndarray, mask=None):
 
 def source_yuv_planes(path) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The decoded yuv420p planes of every source frame (copies)."""
-    from mime_fast import video
-
     with av.open(str(path)) as c:
-        return [tuple(p.copy() for p in video.yuv420_planes(f)) for f in c.decode(video=0)]
+        return [tuple(p.copy() for p in frames.yuv420_planes(f)) for f in c.decode(video=0)]
+
+
+def textured_frames(n=12, h=120, w=160, seed=0) -> list[np.ndarray]:
+    """``n`` RGB frames of a texture moving 3 px a frame to the right, for encoder tests."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    # luminance texture with a smooth colour tint (yuv420p keeps luma detail, halves chroma)
+    lum = cv2.resize(rng.integers(0, 255, (h // 8, w // 8), dtype=np.uint8), (w, h), interpolation=cv2.INTER_CUBIC)
+    tint = cv2.resize(rng.integers(-40, 40, (3, 4, 3)).astype(np.float32), (w, h), interpolation=cv2.INTER_LINEAR)
+    base = np.clip(lum[..., None].astype(np.float32) * 0.7 + 40 + tint, 0, 255).astype(np.uint8)
+    return [np.ascontiguousarray(np.roll(base, 3 * i, axis=1)) for i in range(n)]
+
+
+def write_rgb_clip(path, rgb: list[np.ndarray], **kw):
+    """Encode the RGB frames ``rgb`` with :class:`mime_fast.media.Mp4Writer` (``kw``; with
+    ``audio_rate``, a tone of 8000 samples too) at ``path``; returns ``path``."""
+    h, w = rgb[0].shape[:2]
+    wr = media.Mp4Writer(path, w - w % 2, h - h % 2, **kw)
+    for i, f in enumerate(rgb):
+        wr.write_rgb(f, i)
+    if kw.get("audio_rate"):
+        wr.write_audio((np.sin(np.arange(8000) / 5) * 8000).astype(np.int16)[:, None])
+    wr.close()
+    return path
 
 
 def rgb_frames(path) -> list[np.ndarray]:

@@ -74,6 +74,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .media import iter_display_frames, probe
+
 __all__ = [
     "AUDITED",
     "COLUMNS",
@@ -257,8 +259,6 @@ def _video_digest(path: Path) -> str:
 def _frames(paths: list[Path]) -> Iterator[tuple[int, list[np.ndarray]]]:
     """Decode ``paths`` in lockstep: ``(index, [rgb per path])``; raises ValueError when their
     frame counts differ."""
-    from .video import iter_display_frames, probe
-
     its = [iter_display_frames(p, probe(p)) for p in paths]
     i = 0
     while True:

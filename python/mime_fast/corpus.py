@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from .manifest import BLUR_LEVEL, CLEAR_VERSION, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
+from .media import ClipError
 from .progress import LineMonitor, Monitor
 from .spec import CODES, SUBSETS, face_codes
 from .subsets import Settings, _codes
@@ -348,7 +349,6 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
     from .subsets import build_subsets
-    from .video import ClipError
 
     try:
         landmarks = located.result() if located is not None else spec.landmarks

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from .media import nvdec_available
+
 
 def gpu_count() -> int:
     """CUDA devices visible to this process (0 without a CUDA build or driver)."""
@@ -56,7 +58,6 @@ def nvenc_status() -> str:
 def report() -> list[tuple[str, str]]:
     """``(what, status)`` lines for ``mime-fast info``."""
     from . import cuda_status
-    from .nvdec import nvdec_available
 
     n = gpu_count()
     lines = [("CUDA", cuda_status()), ("GPUs", str(n))]

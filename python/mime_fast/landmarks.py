@@ -44,6 +44,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .media import iter_display_frames, prefetch, probe
+
 __all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "DetectedFaces", "FacesLandmarks", "FACES",
            "load_landmarks", "as_provider", "detect_subject", "SubjectDetection", "default_stack", "faces_list"]
 
@@ -326,7 +328,7 @@ class SubjectDetection:
     (:func:`mime_fast.build_subsets` feeds it the frames of the pass that encodes FM and VMM, the
     subsets that need no mask): ``feed(rgb)`` once per decoded source frame in presentation order,
     then ``result()`` once.  Arguments as in :func:`detect_subject`; ``info``: the clip's
-    :class:`mime_fast.video.SourceInfo` (its frame rate turns ``hold_s`` into frames); ``device``:
+    :class:`mime_fast.media.SourceInfo` (its frame rate turns ``hold_s`` into frames); ``device``:
     where the default stack's models run (:func:`default_stack`; ignored with ``stack=``);
     ``faces="all"``: every face is tracked too (:class:`mime_fast.detect.AllFaceTracker`) and the
     result is a :class:`DetectedFaces`."""
@@ -407,8 +409,6 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_si
     ``faces="all"``: every face the detector finds is tracked and masked too
     (:class:`mime_fast.detect.AllFaceTracker`); returns a :class:`DetectedFaces`.
     """
-    from .video import iter_display_frames, prefetch, probe
-
     if info is None:
         info = probe(src)
     det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,

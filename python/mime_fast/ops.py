@@ -253,7 +253,7 @@ def yuv420_to_rgb(
     fixed point (formulas in ``kernels/yuv420_to_rgb.cuh``).
 
     ``y`` is ``(H, W)``, ``u`` and ``v`` are ``(ceil(H/2), ceil(W/2))`` uint8 planes whose rows may
-    be padded (row stride >= width), e.g. :func:`mime_fast.video.yuv420_planes` of a decoded
+    be padded (row stride >= width), e.g. :func:`mime_fast.frames.yuv420_planes` of a decoded
     frame; they are only read (read-only arrays are fine).  Returns ``(H, W, 3)`` RGB, or with
     ``roi=(x, y, w, h)`` (any position inside the frame) only that rectangle, ``(h, w, 3)``.
     ``out`` gives a C-contiguous ``(h, w, 3)`` uint8 array to write instead (returned); it must
@@ -294,7 +294,7 @@ def blur_hull_yuv420(
     """The face subsets' per-frame step, fused, on a decoded 4:2:0 frame.
 
     ``planes`` are the frame's ``(y, u, v)`` planes (limited range, ``matrix``; rows may be padded,
-    e.g. :func:`mime_fast.video.yuv420_planes`), only read.  ``outs[i]`` are the planes of the
+    e.g. :func:`mime_fast.frames.yuv420_planes`), only read.  ``outs[i]`` are the planes of the
     output for ``ksizes[i]`` (distinct kernel sizes), the frame's size, each holding a copy of the
     input: inside the feathered hull mask of ``points`` (:func:`hull_mask` with ``feather`` and
     ``margin``) their samples are replaced by the frame blurred with ``cv2.GaussianBlur(k, k, 0)``
@@ -319,7 +319,7 @@ __all__ += ["blur_hull_yuv420"]
 
 
 class DeviceNv12(Protocol):
-    """An NV12 frame in CUDA device memory (:class:`mime_fast.nvdec.Nv12Frame`): ``pointers``
+    """An NV12 frame in CUDA device memory (:class:`mime_fast.media.Nv12Frame`): ``pointers``
     (luma, chroma addresses), ``pitch`` (bytes per row of both planes), ``width``, ``height``."""
 
     width: int
@@ -363,7 +363,17 @@ def nv12_split(uv: np.ndarray, u: np.ndarray, v: np.ndarray) -> None:
     _core.nv12_split(uv, u, v)
 
 
-__all__ += ["blur_hull_nv12", "nv12_split"]
+def download_nv12(frame: DeviceNv12, planes: Planes) -> None:
+    """Copy an NV12 frame in device memory (``frame``) into host yuv420p ``planes`` ``(y, u, v)``
+    (rows may be padded, e.g. :func:`mime_fast.frames.yuv420_planes`): the same samples, NVDEC's
+    layout to the encoders'.  Needs a CUDA build and device."""
+    for name, p in zip(("y", "u", "v"), planes):
+        _check_array(p, name)
+    y, uv = frame.pointers
+    _core.cuda_download_nv12(y, uv, frame.pitch, frame.pitch, frame.height, frame.width, *planes)
+
+
+__all__ += ["blur_hull_nv12", "download_nv12", "nv12_split"]
 
 
 def warp_affine(frame: np.ndarray, Ms: np.ndarray, size: int, *, device: Device = "cpu") -> np.ndarray:

@@ -18,6 +18,10 @@ import time
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Sequence
 
+import av
+
+from .media import video_streams
+
 if TYPE_CHECKING:
     from .corpus import ClipSpec
 
@@ -95,13 +99,9 @@ class LineMonitor(Monitor):
 def estimate_frames(path: str | Path) -> int | None:
     """The video frames ``path`` declares (its frame count, or its duration times its frame rate),
     read from the container without decoding; ``None`` when it says neither or cannot be read."""
-    import av
-
-    from .video import _video_streams
-
     try:
         with av.open(str(path)) as c:
-            streams = _video_streams(c)
+            streams = video_streams(c)
             if not streams:
                 return None
             vs = streams[0]

@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .video import x264_options, yuv420_frame
+from .frames import yuv420_frame
+from .media import x264_options
 
 __all__ = ["SampleClip", "SceneClip", "CutSequence", "make_clip", "make_scene_clip", "make_cut_sequence",
            "make_audio_only", "face_sprite", "FACE_TONES_HZ"]
@@ -185,7 +186,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     the tones plays over silence, instead of the continuous tones (``audio_delay`` + a mark is where
     the burst belongs relative to the first video frame).  ``bframes``: libx264's B-frame count
     (default: the preset's, none), so packets come out of presentation order.  ``color``:
-    ``"bt709"`` or ``"bt601"``: frames converted with that matrix (:func:`mime_fast.video.yuv420_frame`)
+    ``"bt709"`` or ``"bt601"``: frames converted with that matrix (:func:`mime_fast.frames.yuv420_frame`)
     and the stream tagged with it (``bt709`` / ``smpte170m``, limited range); default untagged.
     """
     import av

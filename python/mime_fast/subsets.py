@@ -22,16 +22,16 @@ must be: :func:`mime_fast.landmarks.detect_subject`).  For every decoded frame o
 blurs, it asks the landmark provider for the subject's points, builds one mask
 (:func:`mime_fast.ops.hull_mask`) and makes both blur levels with one
 :func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
-timestamp (:class:`mime_fast.video.FrameStandardiser`) and fed to one libx264 encoder per output.
+timestamp (:class:`mime_fast.media.FrameStandardiser`) and fed to one libx264 encoder per output.
 The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
-encoded once to AAC (:class:`mime_fast.video.AacTrack`) and muxed into FM/FDM/FSM/VMM.
+encoded once to AAC (:class:`mime_fast.media.AacTrack`) and muxed into FM/FDM/FSM/VMM.
 FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without re-encoding.  A source that
 already is FM's standard (:func:`fm_copy_reason`) gives FM as a stream copy of its video packets
-(:func:`mime_fast.video.grid_packets`), written before the decode passes, which then verify every
+(:func:`mime_fast.media.grid_packets`), written before the decode passes, which then verify every
 frame against the rule (a source that breaks it after its first frame gets FM encoded after all, on
 a pass of its own).  Only the
 pixels a blur reads are converted to RGB (the mask's box grown by the kernel's reach), and only
-those it changes are converted back (:func:`mime_fast.video.patched_frame`).
+those it changes are converted back (:func:`mime_fast.frames.patched_frame`).
 
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
 encoder thread per output, linked by bounded queues (``Settings.queue_size`` frames each), so memory
@@ -56,30 +56,29 @@ from typing import Callable
 
 import numpy as np
 
+from . import ops
 from .landmarks import FACES, MaskProvider, as_provider, faces_list
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
-from .nvdec import frame_parts, iter_nvdec_frames, nvdec_reason
-from .video import (
+from .frames import BLACK, copy_frame, frame_rgb, patched_frame, yuv420_frame, yuv420_planes
+from .media import (
     ClipError,
     AacTrack,
     Mp4Writer,
     PTS_TOLERANCE,
     SourceInfo,
     atomic_outputs,
-    copy_frame,
     extract_audio_wav,
     FrameStandardiser,
-    frame_rgb,
+    frame_parts,
     grid_packets,
     iter_display_frames,
+    iter_nvdec_frames,
+    nvdec_reason,
     output_frame_count,
-    patched_frame,
     prefetch,
     probe,
     remux_video,
-    yuv420_frame,
-    yuv420_planes,
 )
 
 log = logging.getLogger(__name__)
@@ -125,7 +124,7 @@ class Settings:
         reason otherwise): the shorter side of the displayed frame must be at least ``min_height``
         (480 px), the video must last at least ``min_duration`` (0.5 s) and hold at least
         ``min_frames`` (5) source frames.  Still images (a JPEG or PNG, whatever its file name) are
-        never videos (:func:`mime_fast.video.probe`).
+        never videos (:func:`mime_fast.media.probe`).
     fsm_kernel
         ``55``, ``35`` or ``"auto"`` (default): 55 when the median over frames of the face height
         (``max(y) - min(y)`` of the landmark points, frames with a face only) is at least
@@ -136,7 +135,7 @@ class Settings:
     crf, preset, threads
         libx264 CRF (18; 0 to 51), preset (one of :data:`X264_PRESETS`, "veryfast"; VMM, a constant
         black picture, always uses "ultrafast", which gives the same picture, and its packets are
-        encoded once per process and size, :class:`mime_fast.video.BlackVideo`) and thread count
+        encoded once per process and size, :class:`mime_fast.media.StillRun`) and thread count
         (2).  A fixed thread count keeps outputs byte-identical across runs and machines with the
         same FFmpeg build.
     queue_size
@@ -153,7 +152,7 @@ class Settings:
         offline stack's face models on the GPU through torch when torch sees a CUDA device
         (:func:`mime_fast.landmarks.default_stack`; the same subject within measured tolerances).
     nvdec
-        With ``device="cuda"``: decode on the GPU's video engine (:mod:`mime_fast.nvdec`) where it
+        With ``device="cuda"``: decode on the GPU's video engine (:mod:`mime_fast.media.nvdec`) where it
         can, PyAV elsewhere (default ``True``; the same frames either way).  The decoder used and
         why PyAV was used are in :attr:`ClipResult.decoder` / ``decoder_reason``.
     fm_copy
@@ -339,7 +338,7 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
 #: BT.709 / BT.601 ones (bt709, bt470bg, smpte170m), which FM's encode leaves out and players assume.
 _SDR_PRIMARIES = frozenset({1, 2, 5, 6})
 _SDR_TRANSFER = frozenset({1, 2, 6})
-_MATRIX_TAG = {"bt709": 1, "bt601": 6}  # the colorspace tag FM's encode writes (video._add_x264_stream)
+_MATRIX_TAG = {"bt709": 1, "bt601": 6}  # the colorspace tag FM's encode writes (frames.COLORSPACE)
 #: Names of the usual colour tag values (FFmpeg's), for the reasons.
 _TAG_NAMES = {0: "rgb", 1: "bt709", 2: "unspecified", 4: "fcc/bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m",
               8: "linear", 9: "bt2020", 10: "bt2020c", 13: "iec61966-2-1", 14: "bt2020-10", 16: "smpte2084",
@@ -368,8 +367,8 @@ def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
       untagged matrix is BT.601 here but BT.709 to many players for HD), limited or unspecified
       range (H.264 infers limited), SDR BT.709 / BT.601 primaries and transfer or none;
     * on the output grid: as many frames as FM has (``round(duration * fps)``) and frame ``i``
-      presented within :data:`~mime_fast.video.PTS_TOLERANCE` (1 ms) of ``start + i / fps``, so the
-      standardisation (:class:`~mime_fast.video.FrameStandardiser`) maps source frame ``i`` to
+      presented within :data:`~mime_fast.media.PTS_TOLERANCE` (1 ms) of ``start + i / fps``, so the
+      standardisation (:class:`~mime_fast.media.FrameStandardiser`) maps source frame ``i`` to
       output frame ``i`` (nothing dropped or duplicated).
 
     Only the first frame is decoded to tell; the decode pass checks every frame again
@@ -418,7 +417,7 @@ class _Blurred:
 def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings, matrix: str) -> _Blurred | None:
     """One mask, one fused blur call over the mask's box grown by the largest kernel's radius (the
     only pixels the blur reads), so RGB is needed only there: sliced from ``rgb`` or converted from
-    the ``decoded`` frame's planes (:func:`mime_fast.video.frame_rgb`).  Inside the box the levels
+    the ``decoded`` frame's planes (:func:`mime_fast.frames.frame_rgb`).  Inside the box the levels
     equal the blur of the whole frame (the region holds every neighbour the kernels read, and its
     edges are the frame's wherever it is clipped).  ``None``: no face, nothing to blur."""
     if pts is None or not kernels:
@@ -476,7 +475,7 @@ def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes:
     step (:func:`mime_fast.ops.blur_hull_yuv420`) writes the masked samples into the copies,
     reading the frame on the device where NVDEC left it when ``nv12`` is given
     (:func:`mime_fast.ops.blur_hull_nv12`); otherwise (a rotated or converted source) the region
-    is blurred in RGB (:func:`_blur_region`) and patched in (:func:`mime_fast.video.patched_frame`):
+    is blurred in RGB (:func:`_blur_region`) and patched in (:func:`mime_fast.frames.patched_frame`):
     the same samples every way."""
     if pts is None or not codes:
         return {c: copy_frame(base) for c in codes}
@@ -508,7 +507,7 @@ def _face_frames_union(ops, rgb, decoded, base, shape, hulls: list, kernels: lis
     union of the hulls' masks (:func:`_union_mask`), made with the operators the single-hull path
     is checked against: the union's box grown by the blur's reach blurred in RGB
     (:func:`mime_fast.ops.blur_in_mask`, the ``decoded`` frame's RGB converted only there) and
-    converted back where the union mask is non-zero (:func:`mime_fast.video.patched_frame`).  With
+    converted back where the union mask is non-zero (:func:`mime_fast.frames.patched_frame`).  With
     one hull, the same samples as :func:`_face_frames`."""
     if not hulls or not codes:
         return {c: copy_frame(base) for c in codes}
@@ -576,8 +575,6 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
     subject is detected and tracked (:class:`mime_fast.landmarks.SubjectDetection`) on the decode
     pass that encodes FM and VMM, which need no mask; the face subsets follow in a second pass,
     once the masks of the whole clip are known."""
-    from . import ops  # the compiled core; imported lazily so video-only helpers work without it
-
     fps = Fraction(int(st.fps))
     n_out = output_frame_count(info.duration, fps)
     result.frames = n_out
@@ -701,7 +698,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
 
 def _copy_fm(src: Path, info: SourceInfo, path: Path, fps: Fraction, n_out: int, track: AacTrack | None) -> str:
     """Write FM at ``path`` as the source's video packets on the output grid
-    (:func:`mime_fast.video.grid_packets`) with the clip's AAC track, as an encoding
+    (:func:`mime_fast.media.grid_packets`) with the clip's AAC track, as an encoding
     :class:`Mp4Writer` would mux it; ``""``, or why the copy cannot stand in for the encode: probed
     back, it must show what the source shows (pixel format, size, colour tags, sample aspect ratio:
     tags that only the source's container held, e.g. an MP4 ``colr`` box, are not carried), with FM's
@@ -769,7 +766,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
                 pts = None if not pts else pts[0] if len(pts) == 1 else pts
             else:
                 pts = provider.points(src_i)
-            # FM gets the decoded yuv420p frame itself when it can (video.SourceInfo.yuv_passthrough),
+            # FM gets the decoded yuv420p frame itself when it can (media.SourceInfo.yuv_passthrough),
             # else the source converted once; each blur level copies that and converts only the
             # pixels its mask touches, with the matrix the frame was decoded with.
             base = decoded
@@ -789,7 +786,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
         for c, vf in cache["frames"].items():
             writers[c].write_frame(vf, out_i)
         for w in black:  # black frames (VMM): the packets every VMM of this size shares
-            w.write_black(out_i)
+            w.write_still(out_i, BLACK)
         for w in audio_writers:  # the audio up to the end of this frame, beside it in the file
             w.write_audio_until(Fraction(out_i + 1) / fps)
 

@@ -1,15 +1,15 @@
 """Decoding on the GPU's video engine (NVDEC, through PyNvVideoCodec) for the ``"cuda"`` device.
 
 With ``device="cuda"`` (:class:`mime_fast.subsets.Settings`) a clip whose frames pass through to
-the encoders unconverted (:attr:`mime_fast.video.SourceInfo.yuv_passthrough`: 8-bit 4:2:0,
+the encoders unconverted (:attr:`mime_fast.media.SourceInfo.yuv_passthrough`: 8-bit 4:2:0,
 limited range, no rotation) and whose codec NVDEC takes is decoded by NVDEC instead of FFmpeg.
 Each frame stays in device memory as NV12 (:class:`Nv12Frame`, owned by a PyTorch tensor): the
 face step reads only the region the blur reaches from there
 (:func:`mime_fast.ops.blur_hull_nv12`), and the frame is copied once into host yuv420p planes for
-the CPU's encoders.  NVDEC's NV12 holds the same samples as FFmpeg's yuv420p for these streams
-(checked frame by frame on an H100 for the H.264 clips of the tests), so outputs are the same
-bytes whichever decodes.  Frame times come from the packets' timestamps as with PyAV, so the
-30 fps mapping is unchanged.
+the CPU's encoders (:func:`mime_fast.frames.nv12_host_frame`).  NVDEC's NV12 holds the same
+samples as FFmpeg's yuv420p for these streams (checked frame by frame on an H100 for the H.264
+clips of the tests), so outputs are the same bytes whichever decodes.  Frame times come from the
+packets' timestamps as with PyAV, so the 30 fps mapping is unchanged.
 
 Anything NVDEC cannot take (another codec, a size outside its limits, a frame that needs
 conversion, PyNvVideoCodec or a CUDA-enabled PyTorch not installed) is decoded by PyAV, and
@@ -29,6 +29,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
+
+from ..frames import frame_rgb, nv12_host_frame
+from .errors import ClipError
+
+__all__ = ["Nv12Frame", "NvdecFrame", "frame_parts", "iter_nvdec_frames", "nv12_of_planes", "nvdec_available",
+           "nvdec_reason"]
 
 #: Codecs NVDEC decodes on the GPUs this targets (Ampere and Hopper), by FFmpeg's codec name.
 #: Only H.264 is verified sample for sample against FFmpeg here; the others are NVDEC's documented
@@ -55,8 +61,8 @@ def nvdec_available() -> str | None:
 
 
 def nvdec_reason(info) -> str | None:
-    """``None`` when NVDEC decodes the clip described by ``info`` (:class:`mime_fast.video.SourceInfo`)
-    in place of PyAV; else why PyAV decodes it."""
+    """``None`` when NVDEC decodes the clip described by ``info``
+    (:class:`mime_fast.media.SourceInfo`) in place of PyAV; else why PyAV decodes it."""
     if not info.yuv_passthrough:
         return "its frames need converting (not 8-bit 4:2:0 limited range, odd-sized or rotated)"
     if info.codec not in NVDEC_CODECS:
@@ -70,7 +76,8 @@ def nvdec_reason(info) -> str | None:
 @dataclass
 class Nv12Frame:
     """One decoded frame in device memory: ``tensor`` (a CUDA ``uint8`` tensor that owns it) holds
-    ``height`` luma rows then ``ceil(height / 2)`` rows of Cb, Cr pairs, each ``pitch`` bytes."""
+    ``height`` luma rows then ``ceil(height / 2)`` rows of Cb, Cr pairs, each ``pitch`` bytes (a
+    :class:`mime_fast.ops.DeviceNv12`; :func:`mime_fast.ops.download_nv12` copies it to the host)."""
 
     tensor: Any
     width: int
@@ -86,13 +93,6 @@ class Nv12Frame:
         y = int(self.tensor.data_ptr())
         return y, y + self.pitch * self.height
 
-    def to_planes(self, planes) -> None:
-        """Copy into host yuv420p ``(y, u, v)`` planes (:func:`mime_fast.video.yuv420_planes`)."""
-        from . import _core
-
-        y, uv = self.pointers
-        _core.cuda_download_nv12(y, uv, self.pitch, self.pitch, self.height, self.width, *planes)
-
 
 @dataclass
 class NvdecFrame:
@@ -104,28 +104,14 @@ class NvdecFrame:
     nv12: Nv12Frame
 
 
-def _host_frame(nv12: Nv12Frame, color: tuple[int, int, int, int]):
-    import av
-
-    from .video import yuv420_planes
-
-    vf = av.VideoFrame(nv12.width, nv12.height, "yuv420p")
-    nv12.to_planes(yuv420_planes(vf))
-    vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = color
-    return vf
-
-
 def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterator[tuple]:
     """Decode the clip's video on NVDEC: ``(source_index, time_seconds, rgb, NvdecFrame)`` in
-    presentation order, as :func:`mime_fast.video.iter_display_frames` with ``keep_yuv`` yields
+    presentation order, as :func:`mime_fast.media.iter_display_frames` with ``keep_yuv`` yields
     for frames that pass through (``rgb``: also the frame in RGB, ``H x W x 3`` on the host, for
-    the subject detection; else ``None``).  Raises :class:`mime_fast.video.ClipError` when the
+    the subject detection; else ``None``).  Raises :class:`mime_fast.media.ClipError` when the
     stream is corrupt or yields fewer frames than the container holds."""
     import PyNvVideoCodec as nvc
     import torch
-
-    from . import ops
-    from .video import ClipError, yuv420_planes
 
     path = Path(path)
     step = Fraction(1, 30) if not info.average_rate else 1 / Fraction(info.average_rate).limit_denominator(100000)
@@ -146,8 +132,8 @@ def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterato
                 last_t = t
                 # our own copy: the decoder reuses its surfaces
                 nv12 = Nv12Frame(torch.from_dlpack(f).clone(), info.coded_width, info.coded_height)
-                item = NvdecFrame(_host_frame(nv12, info.facts.color), nv12)
-                img = ops.yuv420_to_rgb(*yuv420_planes(item.frame), matrix=info.matrix) if rgb else None
+                item = NvdecFrame(nv12_host_frame(nv12, info.facts.color), nv12)
+                img = frame_rgb(item.frame) if rgb else None  # tagged as the stream: info.matrix
                 yield n, t, img, item
                 n += 1
     except ClipError:

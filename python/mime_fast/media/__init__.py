@@ -1,0 +1,67 @@
+"""Media I/O of the MIME subsets on PyAV (FFmpeg), one concept per module:
+
+* :mod:`~mime_fast.media.errors`: :class:`ClipError`, an input that cannot be processed, with a
+  reason in plain words; opening a clip.
+* :mod:`~mime_fast.media.source`: :func:`probe` and :class:`SourceInfo`, what a clip is (timestamps,
+  rotation, the still-image and truncation gates).
+* :mod:`~mime_fast.media.grid`: the constant-rate time grid (:class:`FrameStandardiser`).
+* :mod:`~mime_fast.media.decode`: PyAV decoding in display orientation and presentation order,
+  :func:`prefetch`.
+* :mod:`~mime_fast.media.nvdec`: NVDEC decoding for ``device="cuda"``.
+* :mod:`~mime_fast.media.audio`: the 16 kHz WAV and the shared AAC track.
+* :mod:`~mime_fast.media.x264`: libx264's options and stream.
+* :mod:`~mime_fast.media.encode`: :class:`Mp4Writer` and the shared packets of a still picture
+  (:class:`StillRun`).
+* :mod:`~mime_fast.media.outputs`: remux, FM's stream copy and atomic outputs.
+
+Pixels (RGB <-> yuv420p, plane views, patched frames) are :mod:`mime_fast.frames`, the layer below,
+the only one that calls the compiled core.
+"""
+
+from __future__ import annotations
+
+from .audio import AacTrack, WavReader, extract_audio_wav, read_wav, write_wav
+from .decode import apply_display_transform, decode_frames, iter_display_frames, prefetch
+from .encode import Mp4Writer, StillRun
+from .errors import ClipError
+from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
+from .nvdec import Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason
+from .outputs import atomic_outputs, grid_packets, remux_video
+from .source import ColorTags, SourceInfo, StreamFacts, probe, video_streams
+from .x264 import add_x264_stream, x264_asm, x264_options
+
+__all__ = [
+    "AacTrack",
+    "ClipError",
+    "ColorTags",
+    "FrameStandardiser",
+    "Mp4Writer",
+    "Nv12Frame",
+    "NvdecFrame",
+    "PTS_TOLERANCE",
+    "SourceInfo",
+    "StillRun",
+    "StreamFacts",
+    "WavReader",
+    "add_x264_stream",
+    "apply_display_transform",
+    "atomic_outputs",
+    "decode_frames",
+    "extract_audio_wav",
+    "frame_parts",
+    "grid_packets",
+    "iter_display_frames",
+    "iter_nvdec_frames",
+    "nv12_of_planes",
+    "nvdec_available",
+    "nvdec_reason",
+    "output_frame_count",
+    "prefetch",
+    "probe",
+    "read_wav",
+    "remux_video",
+    "video_streams",
+    "write_wav",
+    "x264_asm",
+    "x264_options",
+]

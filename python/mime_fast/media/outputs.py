@@ -1,0 +1,110 @@
+"""Outputs made without encoding, and how every output reaches its place.
+
+* :func:`remux_video` copies the encoded video packets of an MP4 into a new MP4 without
+  re-encoding (packets byte-identical), dropping every other stream.
+* :func:`grid_packets` opens a source whose frames already lie on the output grid and hands its
+  video stream (an :class:`~mime_fast.media.Mp4Writer` ``video_template``) and its packets,
+  byte-identical, with timestamps re-based onto the ``1/fps`` grid (FM's stream copy,
+  :func:`mime_fast.subsets.fm_copy_reason`).
+* :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
+  into place only when everything succeeded; on any exception every temporary file is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Iterator
+
+import av
+
+from .errors import open_input
+from .source import SourceInfo
+
+__all__ = ["atomic_outputs", "grid_packets", "remux_video"]
+
+
+def remux_video(src, dst) -> int:
+    """Copy the first video stream of MP4 ``src`` into a new MP4 ``dst`` without re-encoding.
+
+    Every other stream is dropped.  Returns the number of packets copied.
+    """
+    n = 0
+    with contextlib.closing(av.open(str(src), "r")) as ic:
+        ivs = ic.streams.video[0]
+        with contextlib.closing(av.open(str(dst), "w", format="mp4")) as oc:
+            ovs = oc.add_stream_from_template(ivs)
+            for pkt in ic.demux(ivs):
+                if pkt.dts is None and pkt.size == 0:
+                    continue
+                pkt.stream = ovs
+                oc.mux(pkt)
+                n += 1
+    return n
+
+
+@contextlib.contextmanager
+def grid_packets(path, info: SourceInfo, fps) -> Iterator[tuple]:
+    """``(stream, packets)`` of the source's video: ``stream`` for :class:`Mp4Writer`'s
+    ``video_template``, ``packets`` an iterator of ``(data, pts, dts, duration, keyframe)`` in
+    decoding order, ``data`` the source's bytes and the times in ``1/fps``: ``pts`` is the frame's
+    rank in presentation order (output frame ``i`` is the ``i``-th source frame: call this only
+    when the standardisation maps the source 1:1), ``dts`` the packet's rank in decoding order
+    minus the stream's reordering delay (the fewest frames that keep ``dts <= pts``), ``duration`` 1.
+    Demuxes the stream twice (decoding-order ranks first), decodes nothing."""
+    rank = {t: i for i, t in enumerate(info.frame_times)}
+    with contextlib.closing(open_input(path)) as c:
+        vs = c.streams[info.stream_index]
+        order = [rank[Fraction(p.pts) * vs.time_base] for p in c.demux(vs) if p.size]
+    delay = max([0] + [j - k for j, k in enumerate(order)])
+    with contextlib.closing(open_input(path)) as c:
+        vs = c.streams[info.stream_index]
+        packets = ((bytes(p), order[j], j - delay, 1, bool(p.is_keyframe))
+                   for j, p in enumerate(p for p in c.demux(vs) if p.size))
+        yield vs, packets
+
+
+class _Outputs:
+    def __init__(self):
+        self.pairs: list[tuple[Path, Path]] = []
+
+    def temp_for(self, final) -> Path:
+        """A temporary path beside ``final``: ``.<name>.tmp-<pid><suffix>`` (keeps the extension so
+        FFmpeg picks the right muxer)."""
+        final = Path(final)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.stem}.tmp-{os.getpid()}{final.suffix}")
+        self.pairs.append((tmp, final))
+        return tmp
+
+    def commit(self) -> None:
+        for tmp, final in self.pairs:
+            os.replace(tmp, final)
+        self.pairs.clear()
+
+    def cleanup(self) -> None:
+        for tmp, _ in self.pairs:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self.pairs.clear()
+
+
+@contextlib.contextmanager
+def atomic_outputs():
+    """Context manager: ``outs.temp_for(final)`` gives a temp path; on normal exit (after the body
+    called ``outs.commit()`` or not) remaining temps are renamed into place; on an exception every temp
+    is removed and nothing is renamed."""
+    outs = _Outputs()
+    try:
+        yield outs
+    except BaseException:
+        outs.cleanup()
+        raise
+    else:
+        try:
+            outs.commit()
+        except BaseException:
+            outs.cleanup()
+            raise

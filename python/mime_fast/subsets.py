@@ -169,7 +169,8 @@ class Settings:
         Whose faces FDM and FSM (and FDAM, FSAM) blur: ``"subject"`` (default, MIME: the tracked
         subject only) or ``"all"`` (every face: for corpora shared where bystanders must be
         protected too; CLI ``--faces all``).  With ``"all"`` and automatic detection, every face the
-        detector finds (it runs at least every ``detect_every`` frames at ``detect_size``) is
+        detector finds (it runs every ``detect_every`` frames on the frame downscaled to 640 px,
+        larger than the subject's ``detect_size``, so that bystanders' small faces are found) is
         followed into face tracks inside each camera shot, masked by the hull of the stack's
         landmarks on its detections and held / interpolated between them like the subject's
         (:class:`mime_fast.detect.AllFaceTracker`); the subject's own mask is kept as well.  A

@@ -132,6 +132,7 @@ __all__ = [
     "MIN_EMBED_SIZE",
     "ALL_FACES_MESH_MIN_SIZE",
     "ALL_FACES_MAX_MESHES",
+    "ALL_FACES_DETECT_SIZE",
     "AllFaceTracker",
     "FaceTracks",
     "SubjectTracker",
@@ -306,6 +307,16 @@ def _centre(box) -> np.ndarray:
 def _size(box) -> float:
     b = np.asarray(box, np.float64)
     return float(max(b[2] - b[0], b[3] - b[1], 1.0))
+
+
+def _detect_at(detector, frame: np.ndarray, size: int | None) -> Faces:
+    """``detector`` on ``frame`` downscaled so that its longer side is at most ``size`` px (``None``:
+    as it is), boxes and keypoints mapped back to ``frame``'s pixels."""
+    if size is None:
+        return detector.detect(frame)
+    small, s = _downscale(frame, size)
+    f = detector.detect(small)
+    return f if s == 1.0 or not len(f) else Faces(f.boxes / s, f.scores, f.keypoints / s)
 
 
 def _alone(boxes: np.ndarray, i: int) -> bool:
@@ -493,13 +504,7 @@ class SubjectTracker:
         return out
 
     def _detect(self, frame) -> Faces:
-        if self.detect_size is None:
-            return self.stack.detector.detect(frame)
-        small, s = _downscale(frame, self.detect_size)
-        f = self.stack.detector.detect(small)
-        if s == 1.0 or not len(f):
-            return f
-        return Faces(f.boxes / s, f.scores, f.keypoints / s)
+        return _detect_at(self.stack.detector, frame, self.detect_size)
 
     def _embed(self, frame, faces: Faces) -> np.ndarray:
         self.stats.embeddings += len(faces)
@@ -910,15 +915,22 @@ ALL_FACES_MESH_MIN_SIZE = 40.0
 #: others are masked by their box ellipse.  With the detector's own cost, this bounds the work per
 #: frame in a crowd.
 ALL_FACES_MAX_MESHES = 16
+#: ``faces="all"``: longer side (px) of the frame the face detector sees when it looks for every
+#: face.  The subject's 384 misses bystanders: on a real crowd at 720p the faces of 24 - 45 px that
+#: an independent detector (CenterFace, native size) finds went unmasked (detected at 384: 3 faces
+#: a frame; at 640: 6).
+ALL_FACES_DETECT_SIZE = 640
 
 
 class AllFaceTracker:
     """Every face of the clip, for ``faces="all"`` (:class:`mime_fast.landmarks.SubjectDetection`
     runs it beside the :class:`SubjectTracker`, frame by frame).
 
-    The face detector's results are the subject tracker's wherever it ran on the frame (no second
-    run); it also runs on the frames between, so that every face is detected at least every
-    ``detect_every`` frames.  The faces are associated into tracks by box overlap
+    The face detector runs every ``detect_every`` frames on the frame downscaled to a longer side of
+    ``detect_size`` (default :data:`ALL_FACES_DETECT_SIZE`, 640: larger than the subject's 384, so
+    that bystanders' small faces are found); with ``detect_size`` equal to the subject tracker's
+    (or ``None``), the subject tracker's detections are reused wherever it ran on the frame and
+    the detector runs on the frames between.  The faces are associated into tracks by box overlap
     (:class:`FaceTracks`: greedy IoU >= ``TRACK_IOU``; a track unseen for ``max(2 * detect_every,
     hold_frames)`` frames ends, and every track ends at a camera cut, :meth:`new_shot`).  On each
     detection a face's hull is the landmark model's points (the mesh, as for the subject: the box
@@ -933,8 +945,9 @@ class AllFaceTracker:
     and returns, per frame, the hull polygons of every track there."""
 
     def __init__(self, stack, *, hold_frames: int = 15, detect_every: int = 3, margin: float = 0.12,
-                 timers: dict | None = None):
+                 timers: dict | None = None, detect_size: int | None = ALL_FACES_DETECT_SIZE):
         self.stack = stack
+        self.detect_size = detect_size
         self.hold_frames = int(hold_frames)
         self.detect_every = int(detect_every)
         self.margin = float(margin)
@@ -959,14 +972,18 @@ class AllFaceTracker:
         self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - t
         return out
 
+    def _detect(self, frame) -> Faces:
+        return _detect_at(self.stack.detector, frame, self.detect_size)
+
     def update(self, frame: np.ndarray, subject: SubjectTracker, found: FrameTrack) -> None:
         """The next frame (the one ``subject`` just tracked, with result ``found``)."""
         self._index += 1
         i = self._index
-        if subject.last_faces is not None and subject.last_faces[0] == subject._index:
-            faces = subject.last_faces[1]
+        own = self.detect_size is not None and self.detect_size != subject.detect_size
+        if not own and subject.last_faces is not None and subject.last_faces[0] == subject._index:
+            faces = subject.last_faces[1]  # the subject tracker's detection: the same size
         elif i - self._last_detect >= self.detect_every:
-            faces = self._t("all_faces_detect", subject._detect, frame)
+            faces = self._t("all_faces_detect", self._detect, frame)
             self.detector_runs += 1
         else:
             return

@@ -281,13 +281,13 @@ def libx264_alone(frames: Iterable, out_dir: Path, size: tuple[int, int], matrix
     from mime_fast.frames import BLACK, copy_frame
     from mime_fast.media import Mp4Writer
 
-    st = Settings.from_kwargs(**settings)
+    enc = Settings(**settings).encode
     codes = list(codes)
     out_dir.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    writers = {c: Mp4Writer(out_dir / f"{c}.mp4", *size, fps=st.fps, crf=st.crf,
-                            preset="ultrafast" if c == "VMM" else st.preset, threads=st.threads,
-                            queue_size=st.queue_size, matrix=matrix) for c in codes}
+    writers = {c: Mp4Writer(out_dir / f"{c}.mp4", *size, fps=enc.fps, crf=enc.crf,
+                            preset="ultrafast" if c == "VMM" else enc.preset, threads=enc.threads,
+                            queue_size=enc.queue_size, matrix=matrix) for c in codes}
     try:
         for i, vf in enumerate(frames):
             for c, wr in writers.items():
@@ -310,7 +310,7 @@ def libx264_floor(src: Path, out_dir: Path) -> float:
     from mime_fast.media import probe
 
     info = probe(src)
-    frames = list(grid_frames(src, Settings().fps))
+    frames = list(grid_frames(src, Settings().encode.fps))
     return libx264_alone(frames, out_dir, (info.width - info.width % 2, info.height - info.height % 2), info.matrix)
 
 

@@ -428,7 +428,7 @@ def main() -> None:
         "skipped": skipped,
         "workers": {name: w for name, (w, _, _) in contenders.items()},
         "stacks": stacks,
-        "settings": {**dataclasses.asdict(Settings()), "fm_copy": args.fm_copy, "device": dev},
+        "settings": {**Settings().flat(), "fm_copy": args.fm_copy, "device": dev},
         "no_encode_settings": NO_ENCODE,
         "corpus": {"clips": len(clips), "source_frames": total, "media": media_note, "cache": str(args.cache)},
         "clips": per_clip,

@@ -1,7 +1,8 @@
 """mime_fast: high-throughput privacy degradation of emotion video clips (the MIME benchmark
 subsets FM, FDM, FSM, VMM, FDAM, FSAM, AMM) on a compiled C++/CUDA core.
 
-- :func:`build_subsets` / :func:`degrade`: a clip in, the MIME subsets out (:mod:`mime_fast.subsets`).
+- :func:`build_subsets` / :func:`degrade`: a clip in, the MIME subsets out (:mod:`mime_fast.subsets`),
+  with :class:`Settings`, the option groups of :mod:`mime_fast.options` (:class:`EncodeOptions`, ...).
 - :mod:`mime_fast.ops`: the hot-path operators (OpenCV-exact blur, hull masks, fused masked blur).
 - :func:`audit` (:mod:`mime_fast.audit`): can an independent face recogniser still tell who the
   blurred face of a built corpus is?
@@ -18,8 +19,14 @@ from . import _core, ops
 __version__ = "0.1.0"
 
 __all__ = [
+    "AudioOptions",
     "ClipError",
     "ClipResult",
+    "DetectOptions",
+    "DeviceOptions",
+    "EncodeOptions",
+    "GateOptions",
+    "MaskOptions",
     "Settings",
     "__version__",
     "audit",
@@ -33,8 +40,10 @@ __all__ = [
 ]
 
 _PIPELINE = {"build_subsets", "degrade", "ClipResult", "Settings", "ClipError"}
+_OPTIONS = {"AudioOptions", "DetectOptions", "DeviceOptions", "EncodeOptions", "GateOptions", "MaskOptions"}
 
 if TYPE_CHECKING:
+    from .options import AudioOptions, DetectOptions, DeviceOptions, EncodeOptions, GateOptions, MaskOptions
     from .subsets import ClipError, ClipResult, Settings, build_subsets, degrade
 
 
@@ -43,6 +52,10 @@ def __getattr__(name: str) -> Any:
         from . import subsets
 
         return getattr(subsets, name)
+    if name in _OPTIONS:
+        from . import options
+
+        return getattr(options, name)
     if name == "audit":  # the module, callable: mime_fast.audit(out_dir, ...) is mime_fast.audit.audit
         import importlib
 

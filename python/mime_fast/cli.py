@@ -14,8 +14,9 @@ import re
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import Any, Callable, NoReturn, get_args
 
+from .options import FIELDS, GROUPS, OptionField
 from .spec import CODES
 
 DESCRIPTION = """\
@@ -55,15 +56,88 @@ def _describe(exc: BaseException) -> str:
 
 # ------------------------------------------------------------------------------------------- build
 
-_SETTING_OPTIONS = ("fsm_kernel", "fdm_kernel", "min_height", "min_duration", "min_frames", "crf", "preset", "threads",
-                    "feather", "margin", "device", "detect_every", "faces", "workers", "ray_cpus_per_clip")
+def _option_value(f: OptionField) -> Callable[[str], Any]:
+    """What a setting's flag turns its text into: the field's number type (its ``none`` word:
+    ``None``), a ``Literal`` with numbers ("55" -> 55, other words lower-cased), else the text; the
+    value itself is checked by its option group (one message, :mod:`mime_fast.options`)."""
+    if f.choices is not None:
+        if all(isinstance(c, str) for c in f.choices):
+            return str
+
+        def word(text: str) -> Any:
+            v = text.strip().lower()
+            return int(v) if v.isdigit() else v
+
+        return word
+    number = next(t for t in (get_args(f.type) or (f.type,)) if t is not type(None))
+    if f.none is None:
+        return number
+
+    def maybe(text: str) -> Any:
+        return None if text.strip().lower() == f.none else number(text)
+
+    maybe.__name__ = number.__name__  # argparse's "invalid float value"
+    return maybe
 
 
-def _as_option(message: str) -> str:
-    """A setting's name in a :class:`~mime_fast.subsets.Settings` message, as its option."""
-    for name in _SETTING_OPTIONS:
-        message = re.sub(rf"\b{name}\b", "--" + name.replace("_", "-"), message)
-    return message
+def _shown(f: OptionField) -> str:
+    """A setting's default as ``--help`` states it."""
+    if isinstance(f.default, bool):
+        return "on" if f.default else "off"
+    return f.none if f.default is None else str(f.default)
+
+
+class _Switch(argparse.Action):
+    """``--x`` / ``--no-x``: True / False."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, not option_string.startswith("--no-"))
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+
+def _add_settings(ap: argparse.ArgumentParser) -> None:
+    """One flag per option of :class:`mime_fast.options.Settings`, generated from its field: the
+    keyword's ``--kebab-case`` (older names as aliases), its type, default and help; ``--x/--no-x``
+    for a switch; one argument group per option group."""
+    groups = {g: ap.add_argument_group(cls.TITLE) for g, cls in GROUPS.items()}
+    for f in FIELDS:
+        help = f"{f.help} (default: {_shown(f)})".replace("%", "%%")
+        if isinstance(f.default, bool):
+            flags = [x for flag in f.flags for x in (flag, "--no-" + flag[2:])]
+            groups[f.group].add_argument(*flags, dest=f.name, action=_Switch, default=f.default, help=help)
+            continue
+        metavar = "{" + ",".join(str(c) for c in f.choices) + "}" if f.choices else f.metavar
+        if f.none is not None:
+            metavar = f"{metavar}|{f.none}"
+        groups[f.group].add_argument(*f.flags, dest=f.name, type=_option_value(f), default=f.default,
+                                     metavar=metavar, help=help)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a command line gives, by keyword (every option: the defaults are the fields')."""
+    return {f.name: getattr(args, f.name) for f in FIELDS}
+
+
+#: Options of a run that are not settings, as their flags appear in messages.
+_RUN_OPTIONS = ("workers", "ray_cpus_per_clip")
+
+
+def _as_option(message: str, argv: list[str]) -> str:
+    """A message about settings (:mod:`mime_fast.options`) with each option named as its flag: the
+    one given on the command line ``argv`` where it has several."""
+    flags = {n: f.flags for f in FIELDS for n in f.names}
+    flags.update({n: ("--" + n.replace("_", "-"),) for n in _RUN_OPTIONS})
+
+    def flag(m: re.Match) -> str:
+        given = [x for x in flags[m[1]] if any(a == x or a.startswith(x + "=") for a in argv)]
+        return (given or flags[m[1]])[0]
+
+    return re.sub(r"\b(" + "|".join(sorted(flags, key=len, reverse=True)) + r")\b", flag, message)
 
 
 def _stderr_is_terminal() -> bool:
@@ -80,21 +154,14 @@ def _build(args: argparse.Namespace) -> int:
         codes = _codes([s.strip() for s in args.subsets.split(",") if s.strip()])
     except ValueError as exc:
         raise UsageError(f"--subsets: {exc}") from None
-    fsm = args.fsm_kernel.strip().lower()
-    settings = dict(fsm_kernel=int(fsm) if fsm.isdigit() else fsm, fdm_kernel=args.fdm_kernel,
-                    min_height=args.min_height, min_duration=args.min_duration, min_frames=args.min_frames,
-                    crf=args.crf, preset=args.preset, threads=args.threads, feather=args.feather, margin=args.margin,
-                    device=args.device, detect_every=args.detect_every, fm_copy=args.fm_copy)
-    if args.faces != "subject":  # the default is left out: the settings of a default run stay as they were
-        settings["faces"] = args.faces
     if args.workers is None:
         from .devices import auto_workers
 
         args.workers = auto_workers(args.device)
     try:
-        check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
+        settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **_options(args))
     except (ValueError, TypeError) as exc:
-        raise UsageError(_as_option(str(exc))) from None
+        raise UsageError(_as_option(str(exc), getattr(args, "argv", []))) from None
     except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable
         raise RunError(str(exc)) from None
     if args.out is None and not args.list_skipped:
@@ -121,7 +188,7 @@ def _build(args: argparse.Namespace) -> int:
         monitor = LineMonitor()
     summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
                          use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
-                         ray_cpus_per_clip=args.ray_cpus_per_clip, **settings)
+                         ray_cpus_per_clip=args.ray_cpus_per_clip, settings=settings)
     if not args.quiet:
         print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
               f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "
@@ -152,32 +219,6 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
     ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
                     help="comma-separated subset codes (default: all seven)")
-    ap.add_argument("--fsm-kernel", default="auto", metavar="K",
-                    help="FSM blur kernel: auto (55, or 35 for faces under 160 px), 55 or 35 (default: auto)")
-    ap.add_argument("--fdm-kernel", type=int, default=15, metavar="K",
-                    help="FDM blur kernel, a positive odd number (default 15)")
-    ap.add_argument("--min-height", type=int, default=480, metavar="PX",
-                    help="quality gate: shorter side in pixels (default 480)")
-    ap.add_argument("--min-duration", type=float, default=0.5, metavar="S",
-                    help="quality gate: seconds of video (default 0.5)")
-    ap.add_argument("--min-frames", type=int, default=5, metavar="N", help="quality gate: source frames (default 5)")
-    ap.add_argument("--crf", type=int, default=18, metavar="N", help="libx264 CRF, 0 to 51 (default 18)")
-    ap.add_argument("--preset", default="veryfast", metavar="NAME", help="libx264 preset (default veryfast)")
-    ap.add_argument("--threads", type=int, default=2, metavar="N", help="libx264 threads per output (default 2)")
-    ap.add_argument("--feather", type=float, default=None, metavar="PX", help="mask feather in px (default: automatic)")
-    ap.add_argument("--margin", type=float, default=0.0, metavar="PX",
-                    help="grow the face hull by this many px (default 0)")
-    ap.add_argument("--no-fm-copy", dest="fm_copy", action="store_false",
-                    help="always encode FM, even from a source that already meets its standard (by default FM is "
-                         "then a stream copy of the source's H.264 video: no generation loss, one encode fewer)")
-    ap.add_argument("--device", default="cpu", metavar="DEV",
-                    help="cpu or cuda (default cpu). cuda: NVDEC decoding, the face models, masks and blur on the "
-                         "GPU; libx264 encodes on the CPU either way, and the outputs are the same bytes")
-    ap.add_argument("--detect-every", type=int, default=3, metavar="N",
-                    help="run the face detector every N frames while the subject is tracked by its landmarks")
-    ap.add_argument("--faces", choices=("subject", "all"), default="subject",
-                    help="whose faces FDM/FSM blur: subject (MIME: the tracked subject only) or all (every detected "
-                         "face, bystanders too; slower in crowds) (default: subject)")
     ap.add_argument("--no-detect-ahead", dest="detect_ahead", action="store_false",
                     help="do not detect the next clip's subject while the current clip encodes (one worker)")
     ap.add_argument("--workers", type=int, default=None, metavar="N",
@@ -190,6 +231,7 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--list-skipped", action="store_true",
                     help="list the files of the input folders that are not videos (skipped), and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    _add_settings(ap)
     ap.set_defaults(run=_build)
 
 
@@ -526,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
     verbose = "--verbose" in argv or "-v" in argv
     try:
         args = parser().parse_args(argv)
+        args.argv = argv  # the flags as given, for messages (_as_option)
         command, verbose = f"mime-fast {args.command}", args.verbose
         run: Callable[[argparse.Namespace], int] = args.run
         return run(args)

@@ -47,7 +47,8 @@ from .manifest import BLUR_LEVEL, CLEAR_VERSION, EMOTIONS, ManifestWriter, compa
 from .media import ClipError
 from .progress import LineMonitor, Monitor
 from .spec import CODES, SUBSETS, face_codes
-from .subsets import Settings, _codes
+from .options import Settings
+from .subsets import _codes
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
            "run_corpus", "clean_stale_temporaries"]
@@ -308,7 +309,7 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
     }
     width = result.source.width - result.source.width % 2
     height = result.source.height - result.source.height % 2
-    fps = float(result.settings.fps) if result.settings is not None else None
+    fps = float(result.settings.encode.fps) if result.settings is not None else None
     rows = []
     for code, st in result.status.items():
         row = dict(common, subset=code, status=st.status, reason=st.reason or None, blur_level=BLUR_LEVEL[code],
@@ -340,7 +341,7 @@ def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None
 Progress = Callable[[int], None]
 
 
-def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str,
                   located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
     bad clip (``KeyboardInterrupt`` propagates). Runs in the driver (local runs) or in a worker.
@@ -353,7 +354,7 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dic
     try:
         landmarks = located.result() if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
-                               progress=progress, **settings)
+                               progress=progress, settings=settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
         _raise_if_interrupted(exc)
         return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
@@ -377,15 +378,16 @@ def _raise_if_interrupted(exc: BaseException) -> None:
         exc = exc.__cause__ or exc.__context__
 
 
-def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, **settings: Any) -> Settings:
-    """Check the settings of a :func:`run_corpus` before anything runs: ``ValueError`` or
-    ``TypeError`` for a bad or unknown one (:class:`mime_fast.subsets.Settings`), ``RuntimeError``
-    for a device that cannot be used."""
+def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, settings: Settings | None = None,
+                   **options: Any) -> Settings:
+    """The settings of a :func:`run_corpus` (``settings`` changed by ``options``:
+    :meth:`mime_fast.options.Settings.resolve`), checked before anything runs: ``ValueError`` or
+    ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used."""
     if int(workers) < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if not float(ray_cpus_per_clip) > 0:
         raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
-    return Settings.from_kwargs(**settings)
+    return Settings.resolve(settings, **options)
 
 
 def _face_codes(codes: Iterable[str]) -> bool:
@@ -494,12 +496,15 @@ def run_corpus(
     ray_address: str | None = None,
     ray_cpus_per_clip: float = 1.0,
     detect_ahead: bool = True,
-    **settings: Any,
+    settings: Settings | None = None,
+    **options: Any,
 ) -> CorpusSummary:
     """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
-    compacting the manifest at the end. ``settings`` go to :func:`mime_fast.build_subsets`; they,
-    ``subsets`` and the output folder are checked before the first clip (``ValueError`` /
-    ``TypeError`` for a bad setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
+    compacting the manifest at the end. ``settings`` (a :class:`mime_fast.options.Settings`) changed
+    by ``options`` (option groups or single options by keyword, as :func:`mime_fast.build_subsets`
+    takes them) are what every clip is built with; they, ``subsets`` and the output folder are
+    checked before anything is written or any clip starts (``ValueError`` /
+    ``TypeError`` for a bad or unknown setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
     folder that cannot be written), and so are the detection models when a clip needs them
     (``ImportError``). ``monitor`` hears about clips and frames as they go
     (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
@@ -523,7 +528,8 @@ def run_corpus(
     manifest. Outputs and manifest are the same as a local run's."""
     out_dir = Path(out_dir)
     codes = _codes(subsets)
-    check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, **settings)  # before the first clip
+    settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, settings=settings,
+                              **options)  # before the first clip
     monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
@@ -537,7 +543,7 @@ def run_corpus(
     pending = []
     for spec in specs:
         if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes,
-                                                                                 settings.get("faces", "subject")):
+                                                                                 settings.detect.faces):
             summary.skipped.append(spec.clip_id)
             monitor.skipped(spec.clip_id)
         else:
@@ -596,7 +602,7 @@ def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Pr
     return progress
 
 
-def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
+def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
                         run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results clip by clip, in this thread."""
     if detecting:
@@ -606,7 +612,7 @@ def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str]
                             progress=_frames_to(monitor, spec.clip_id, interrupt))
 
 
-def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any],
+def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
                           run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results in order, clip by clip, while one thread detects the subject of
     the next clip (clips with given landmarks or a known error need no detection)."""
@@ -622,7 +628,7 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
         def start(i: int):
             if i >= len(pending) or not _detects(pending[i], codes):
                 return None
-            return pool.submit(locate_subject, pending[i].path, **settings)
+            return pool.submit(locate_subject, pending[i].path, settings=settings)
 
         ahead = start(0)
         for i, spec in enumerate(pending):
@@ -650,7 +656,7 @@ _THREAD_ENV = ("MIME_FAST_NUM_THREADS", "MIME_FAST_MODEL_THREADS", "OMP_NUM_THRE
 def worker_threads(workers: int, cores: int | None = None) -> int:
     """Threads each of ``workers`` clip processes gives its operators and models: the cores
     shared out (at least one), so that the workers together do not start cores x workers threads
-    that wait on each other (libx264's threads are set per output: ``Settings.threads``)."""
+    that wait on each other (libx264's threads are set per output: ``EncodeOptions.threads``)."""
     return max(1, (cores or os.cpu_count() or 1) // max(1, workers))
 
 
@@ -683,7 +689,7 @@ def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0) ->
         os.environ["CUDA_VISIBLE_DEVICES"] = ids[index % len(ids)]  # before anything touches CUDA here
 
 
-def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: dict[str, Any],
+def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings,
                             run: str) -> tuple[list[dict[str, Any]], str | None, int]:
     stop, queue = _WORKER["stop"], _WORKER["frames"]
     if stop.is_set():
@@ -706,7 +712,7 @@ def _process_clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], set
             queue.put((spec.clip_id, unsent))
 
 
-def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                           workers: int, monitor: Monitor, detecting: bool,
                           interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results from a pool of worker processes, as clips complete, relaying
@@ -725,7 +731,7 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
             monitor.frames(*frames.get())
 
     gpus = 0
-    if settings.get("device") == "cuda":
+    if settings.compute.device == "cuda":
         from .devices import gpu_count
 
         gpus = gpu_count()
@@ -756,7 +762,7 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: dict[str, Any], run: str,
+def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                  address: str | None, cpus_per_clip: float):
     """Yield _process_clip results computed by Ray Data tasks, as they complete."""
     try:

@@ -45,13 +45,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .media import iter_display_frames, prefetch, probe
+from .options import DETECT_DEFAULTS, FACES, hold_frames
 
 __all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "DetectedFaces", "FacesLandmarks", "FACES",
            "load_landmarks", "as_provider", "detect_subject", "SubjectDetection", "default_stack", "faces_list"]
 
-#: Whose faces are masked (``Settings.faces``): ``"subject"`` (MIME: the tracked subject only) or
-#: ``"all"`` (every detected face).
-FACES = ("subject", "all")
+_D = DETECT_DEFAULTS  # the detection defaults, declared once (mime_fast.options.DetectOptions)
 
 
 @runtime_checkable
@@ -333,16 +332,14 @@ class SubjectDetection:
     ``faces="all"``: every face is tracked too (:class:`mime_fast.detect.AllFaceTracker`) and the
     result is a :class:`DetectedFaces`."""
 
-    def __init__(self, info, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                 detect_every: int = 3, margin: float = 0.12, timers: dict | None = None, device: str = "cpu",
-                 faces: str = "subject"):
-        import math
-
+    def __init__(self, info, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
+                 detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
+                 device: str = "cpu", faces: str = _D.faces):
         from .detect import SubjectTracker
         from .detect.shots import ShotDetector
 
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
-        self.hold_frames = max(1, int(math.ceil(hold_s * float(rate) - 1e-9)))
+        self.hold_frames = hold_frames(hold_s, rate)
         stack = default_stack(device) if stack is None else stack
         #: the model stack's name ("paper", "offline" or, with device="cuda", "offline-torch")
         self.stack_name = getattr(stack, "name", type(stack).__name__)
@@ -385,15 +382,16 @@ class SubjectDetection:
         return DetectedFaces(tracks, stats, self._all.finish(len(tracks), shots), self._all.count)
 
 
-def detect_subject(src, info=None, *, stack=None, hold_s: float = 0.5, detect_size: int | None = 384,
-                   detect_every: int = 3, margin: float = 0.12, timers: dict | None = None,
-                   device: str = "cpu", faces: str = "subject") -> DetectedLandmarks:
+def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
+                   detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
+                   device: str = "cpu", faces: str = _D.faces) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
 
     ``stack``: model stack (default :func:`default_stack` for ``device``); ``hold_s``: how long (seconds of source
     video, rounded up to frames) a subject that is present but not detected stays masked on each
     side of a detection (:func:`mime_fast.detect.fill_gaps`, default 0.5 s: 15 frames at 30 fps);
-    ``detect_size``, ``detect_every``, ``margin``: see :class:`mime_fast.detect.SubjectTracker`.
+    ``detect_size``, ``detect_every``, ``margin`` (a fraction of the face size): see
+    :class:`mime_fast.detect.SubjectTracker`; the defaults are :class:`mime_fast.options.DetectOptions`'s.
 
     Why the masks come from a pass of their own, before any blurred frame is encoded: the masks of
     the whole clip are then known before the first face frame is written, so (a)

@@ -34,7 +34,7 @@ pixels a blur reads are converted to RGB (the mask's box grown by the kernel's r
 those it changes are converted back (:func:`mime_fast.frames.patched_frame`).
 
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
-encoder thread per output, linked by bounded queues (``Settings.queue_size`` frames each), so memory
+encoder thread per output, linked by bounded queues (``EncodeOptions.queue_size`` frames each), so memory
 does not grow with the clip length; libx264 additionally runs its own ``threads``.
 
 Output files appear only when the whole clip succeeded: everything is written under temporary names
@@ -45,7 +45,6 @@ the temporaries are removed and the exception propagates (input problems as :cla
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import time
@@ -57,7 +56,8 @@ from typing import Callable
 import numpy as np
 
 from . import ops
-from .landmarks import FACES, MaskProvider, as_provider, faces_list
+from .landmarks import MaskProvider, as_provider, faces_list
+from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
 from .frames import BLACK, copy_frame, frame_rgb, patched_frame, yuv420_frame, yuv420_planes
@@ -89,6 +89,7 @@ __all__ = [
     "FSM_AUTO_MIN_FACE_HEIGHT",
     "Settings",
     "SubsetStatus",
+    "X264_PRESETS",
     "ClipResult",
     "ClipError",
     "build_subsets",
@@ -104,159 +105,6 @@ ALL_SUBSETS = CODES
 REMUXED_FROM = {c.value: b.value for c, b in _spec.REMUXED_FROM.items()}
 #: The subsets whose video is blurred inside the subject's face mask (:data:`mime_fast.spec.FACE_SUBSETS`).
 FACE_SUBSETS = tuple(c.value for c in _spec.FACE_SUBSETS)
-#: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
-FSM_AUTO_MIN_FACE_HEIGHT = 160.0
-#: libx264's presets (``Settings.preset``).
-X264_PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow",
-                "placebo")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Processing settings (keyword arguments of :func:`build_subsets` / :func:`degrade`).
-
-    fps
-        Output frame rate (constant).  Default 30.
-    audio_rate, audio_channels
-        Output audio: 16000 Hz, 1 channel (mono).
-    min_height, min_duration, min_frames
-        Quality gate, checked before anything is written (:class:`ClipError` naming the clip and the
-        reason otherwise): the shorter side of the displayed frame must be at least ``min_height``
-        (480 px), the video must last at least ``min_duration`` (0.5 s) and hold at least
-        ``min_frames`` (5) source frames.  Still images (a JPEG or PNG, whatever its file name) are
-        never videos (:func:`mime_fast.media.probe`).
-    fsm_kernel
-        ``55``, ``35`` or ``"auto"`` (default): 55 when the median over frames of the face height
-        (``max(y) - min(y)`` of the landmark points, frames with a face only) is at least
-        :data:`FSM_AUTO_MIN_FACE_HEIGHT` (160 px), else 35; 55 when no frame has a face.  The kernel
-        used is recorded in :attr:`ClipResult.fsm_kernel`.
-    fdm_kernel
-        FDM kernel, default 15.
-    crf, preset, threads
-        libx264 CRF (18; 0 to 51), preset (one of :data:`X264_PRESETS`, "veryfast"; VMM, a constant
-        black picture, always uses "ultrafast", which gives the same picture, and its packets are
-        encoded once per process and size, :class:`mime_fast.media.StillRun`) and thread count
-        (2).  A fixed thread count keeps outputs byte-identical across runs and machines with the
-        same FFmpeg build.
-    queue_size
-        Pipeline depth: decoding runs on its own thread and every output encoder on its own thread,
-        each fed by a bounded queue of this many frames (memory stays constant whatever the clip
-        length).  0 runs everything synchronously on the calling thread.  Outputs do not depend on
-        it.
-    feather, margin
-        Passed to :func:`mime_fast.ops.hull_mask` (``feather=None``: the op's automatic feather,
-        proportional to the face size; ``margin`` px grows the hull).
-    device
-        Where the mask and blur operators run: ``"cpu"`` or ``"cuda"`` (:mod:`mime_fast.ops`; the
-        outputs are the same bytes on both).  With automatic detection, ``"cuda"`` also runs the
-        offline stack's face models on the GPU through torch when torch sees a CUDA device
-        (:func:`mime_fast.landmarks.default_stack`; the same subject within measured tolerances).
-    nvdec
-        With ``device="cuda"``: decode on the GPU's video engine (:mod:`mime_fast.media.nvdec`) where it
-        can, PyAV elsewhere (default ``True``; the same frames either way).  The decoder used and
-        why PyAV was used are in :attr:`ClipResult.decoder` / ``decoder_reason``.
-    fm_copy
-        ``True`` (default): FM is a stream copy of the source's video when the source already meets
-        FM's standard (:func:`fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
-        ``False``: FM is always encoded like every other output (CLI ``--no-fm-copy``).  The
-        decision and its reason are in :attr:`ClipResult.fm_video` / ``fm_video_reason``.
-    hold_s, detect_size, detect_every
-        Only without ``landmarks=`` (automatic detection, :func:`mime_fast.landmarks.detect_subject`):
-        how long (s) an undetected subject stays masked next to a detection (0.5), the longer
-        side of the frame given to the face detector (384 px), and how often the detector runs while
-        the subject is tracked by its landmarks (every 3rd frame; 1: every frame).
-    faces
-        Whose faces FDM and FSM (and FDAM, FSAM) blur: ``"subject"`` (default, MIME: the tracked
-        subject only) or ``"all"`` (every face: for corpora shared where bystanders must be
-        protected too; CLI ``--faces all``).  With ``"all"`` and automatic detection, every face the
-        detector finds (it runs every ``detect_every`` frames on the frame downscaled to 640 px,
-        larger than the subject's ``detect_size``, so that bystanders' small faces are found) is
-        followed into face tracks inside each camera shot, masked by the hull of the stack's
-        landmarks on its detections and held / interpolated between them like the subject's
-        (:class:`mime_fast.detect.AllFaceTracker`); the subject's own mask is kept as well.  A
-        frame's mask is the union of its hulls (per pixel the largest of the feathered masks) and
-        the blur is the blur inside that union (one hull: the same samples as ``"subject"``'s
-        single-hull step).  Cost: the landmark model runs once more per face on each detection (the
-        subject's own landmarks are reused), on at most
-        :data:`mime_fast.detect.ALL_FACES_MAX_MESHES` (16) faces of a frame, the largest, and only
-        on faces of at least :data:`mime_fast.detect.ALL_FACES_MESH_MIN_SIZE` (40 px); the others
-        are masked by their detector box's ellipse (grown 20 %), without the model; and the detector
-        runs on every ``detect_every``-th frame even while the subject is tracked (it mostly does
-        already).  Crowds are slower than ``"subject"`` (``bench`` numbers in the README).  With
-        ``landmarks=`` given: several faces per frame (:func:`mime_fast.landmarks.as_provider`).
-        ``fsm_kernel="auto"`` reads the subject's face heights either way (face 0 of given
-        landmarks), not the other faces'.  The manifest records the policy (``faces``) and, with
-        ``"all"``, the face tracks masked (``face_tracks``).
-    """
-
-    fps: int = 30
-    audio_rate: int = 16000
-    audio_channels: int = 1
-    min_height: int = 480
-    min_duration: float = 0.5
-    min_frames: int = 5
-    fsm_kernel: int | str = "auto"
-    fdm_kernel: int = 15
-    crf: int = 18
-    preset: str = "veryfast"
-    threads: int = 2
-    feather: float | None = None
-    margin: float = 0.0
-    queue_size: int = 4
-    hold_s: float = 0.5
-    detect_size: int | None = 384
-    detect_every: int = 3
-    device: str = "cpu"
-    fm_copy: bool = True
-    nvdec: bool = True
-    faces: str = "subject"
-
-    def __post_init__(self):
-        if int(self.fps) <= 0:
-            raise ValueError("fps must be positive")
-        if self.audio_channels not in (1, 2):
-            raise ValueError("audio_channels must be 1 or 2")
-        if str(self.fsm_kernel) not in ("55", "35", "auto"):
-            raise ValueError(f'fsm_kernel must be 55, 35 or "auto", got {self.fsm_kernel!r}')
-        if int(self.fdm_kernel) < 1 or int(self.fdm_kernel) % 2 == 0:
-            raise ValueError(f"fdm_kernel must be a positive odd integer, got {self.fdm_kernel!r}")
-        if int(self.min_height) < 0 or float(self.min_duration) < 0 or int(self.min_frames) < 0:
-            raise ValueError("min_height, min_duration and min_frames must be >= 0")
-        if not 0 <= int(self.crf) <= 51:
-            raise ValueError(f"crf must be between 0 and 51 (libx264), got {self.crf}")
-        if self.preset not in X264_PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(X264_PRESETS)}; got {self.preset!r}")
-        if self.feather is not None and not float(self.feather) >= 0:
-            raise ValueError(f"feather must be >= 0 pixels (or None: automatic), got {self.feather}")
-        if not float(self.margin) >= 0:
-            raise ValueError(f"margin must be >= 0 pixels, got {self.margin}")
-        if self.device not in ("cpu", "cuda"):
-            raise ValueError(f'device must be "cpu" or "cuda", got {self.device!r}')
-        if self.device == "cuda":
-            from . import cuda_available, cuda_status
-
-            if not cuda_available():
-                raise RuntimeError(f"device='cuda' requested but {cuda_status()}")
-        if int(self.queue_size) < 0:
-            raise ValueError("queue_size must be >= 0")
-        if int(self.detect_every) < 1:
-            raise ValueError("detect_every must be >= 1")
-        if int(self.threads) < 1:
-            raise ValueError("threads must be >= 1 (a fixed count keeps outputs deterministic)")
-        if self.faces not in FACES:
-            raise ValueError(f'faces must be "subject" or "all", got {self.faces!r}')
-        if not isinstance(self.fm_copy, bool):
-            raise ValueError(f"fm_copy must be True or False, got {self.fm_copy!r}")
-
-    @classmethod
-    def from_kwargs(cls, **kw) -> "Settings":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kw) - names)
-        if unknown:
-            raise TypeError(f"unknown setting(s) {unknown}; known: {sorted(names)}")
-        return cls(**kw)
-
-
 @dataclass
 class SubsetStatus:
     """Per-subset outcome.  ``status`` is "ok", "skipped" or "failed"; ``reason`` explains
@@ -300,7 +148,7 @@ class ClipResult:
     #: why not NVDEC in ``decoder_reason``); ``None`` when nothing was decoded.
     decoder: str | None = None
     decoder_reason: str = ""
-    #: Whose faces were blurred (``Settings.faces``), and with ``"all"`` how many face tracks the
+    #: Whose faces were blurred (``DetectOptions.faces``), and with ``"all"`` how many face tracks the
     #: masks come from (detected face tracks, or the faces of the landmarks given that appear in
     #: some frame); ``None`` otherwise or when no face subset was made.
     faces: str = "subject"
@@ -315,7 +163,7 @@ _codes = parse_codes
 
 
 def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
-    """Resolve the FSM kernel policy (see :class:`Settings`) for one clip."""
+    """Resolve the FSM kernel policy (:class:`mime_fast.options.MaskOptions`) for one clip."""
     if str(policy) in ("55", "35"):
         return int(policy)
     heights = None
@@ -356,7 +204,7 @@ def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
 
     The rule: FM's encode would give back the source's frames, one for one, meaning the same, so a
     copy loses nothing and its timestamps can be re-based onto the output grid.  With
-    ``st.fm_copy`` on, the source must be
+    ``st.encode.fm_copy`` on, the source must be
 
     * H.264 stored length-prefixed (``avcC``: MP4, MOV, Matroska; not MPEG-TS / raw Annex B), whose
       first packet in decoding order is an IDR picture shown first (no open-GOP or cut start), every
@@ -374,9 +222,9 @@ def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
 
     Only the first frame is decoded to tell; the decode pass checks every frame again
     (:func:`build_subsets`)."""
-    if not st.fm_copy:
+    if not st.encode.fm_copy:
         return False, "fm_copy is off"
-    f, fps = info.facts, Fraction(int(st.fps))
+    f, fps = info.facts, Fraction(int(st.encode.fps))
     cs, rng, prim, trc = f.color
     n_out = output_frame_count(info.duration, fps)
     grid = [info.start + Fraction(i) / fps for i in range(len(info.frame_times))]
@@ -423,7 +271,8 @@ def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings
     edges are the frame's wherever it is clipped).  ``None``: no face, nothing to blur."""
     if pts is None or not kernels:
         return None
-    mask, bbox = ops.hull_mask(pts, shape, feather=st.feather, margin=st.margin, device=st.device)
+    mask, bbox = ops.hull_mask(pts, shape, feather=st.mask.feather_px, margin=st.mask.margin_px,
+                               device=st.compute.device)
     return _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels, st)
 
 
@@ -433,7 +282,8 @@ def _union_mask(ops, shape, hulls: list, st: Settings) -> tuple[np.ndarray | Non
     pixels (``(None, (0, 0, 0, 0))`` when no hull reaches into the frame)."""
     union, box = None, None
     for pts in hulls:
-        m, (x, y, w, h) = ops.hull_mask(pts, shape, feather=st.feather, margin=st.margin, device=st.device)
+        m, (x, y, w, h) = ops.hull_mask(pts, shape, feather=st.mask.feather_px, margin=st.mask.margin_px,
+                                        device=st.compute.device)
         if w == 0 or h == 0:
             continue
         if union is None:
@@ -460,10 +310,10 @@ def _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels: list[int], st: S
     if rgb is not None:
         src = np.ascontiguousarray(rgb[y0:y1, x0:x1])
     else:
-        src = frame_rgb(decoded, (x0, y0, x1 - x0, y1 - y0), device=st.device)
+        src = frame_rgb(decoded, (x0, y0, x1 - x0, y1 - y0), device=st.compute.device)
     m = np.ascontiguousarray(mask[y0:y1, x0:x1])
     roi = (x - x0, y - y0, w, h)
-    outs = ops.blur_in_mask(src, m, uniq, bbox=roi, device=st.device)
+    outs = ops.blur_in_mask(src, m, uniq, bbox=roi, device=st.compute.device)
     by_k = dict(zip(uniq, outs))
     return _Blurred([by_k[k] for k in kernels], (x0, y0), roi, m)
 
@@ -491,10 +341,11 @@ def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes:
         first.setdefault(k, c)
     outs = [yuv420_planes(frames[c]) for c in first.values()]
     if nv12 is not None:
-        ops.blur_hull_nv12(nv12, pts, outs, list(first), feather=st.feather, margin=st.margin, matrix=matrix)
+        ops.blur_hull_nv12(nv12, pts, outs, list(first), feather=st.mask.feather_px, margin=st.mask.margin_px,
+                           matrix=matrix)
     else:
-        ops.blur_hull_yuv420(yuv420_planes(decoded), pts, outs, list(first), feather=st.feather, margin=st.margin,
-                             matrix=matrix, device=st.device)
+        ops.blur_hull_yuv420(yuv420_planes(decoded), pts, outs, list(first), feather=st.mask.feather_px,
+                             margin=st.mask.margin_px, matrix=matrix, device=st.compute.device)
     for c, k in zip(codes, kernels):
         if first[k] != c:
             for dst, src in zip(yuv420_planes(frames[c]), yuv420_planes(frames[first[k]])):
@@ -576,7 +427,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
     subject is detected and tracked (:class:`mime_fast.landmarks.SubjectDetection`) on the decode
     pass that encodes FM and VMM, which need no mask; the face subsets follow in a second pass,
     once the masks of the whole clip are known."""
-    fps = Fraction(int(st.fps))
+    fps = Fraction(int(st.encode.fps))
     n_out = output_frame_count(info.duration, fps)
     result.frames = n_out
     result.duration = float(Fraction(n_out) / fps)
@@ -586,16 +437,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         raise ClipError(src, f"frame too small to encode ({info.width}x{info.height})")
 
     detection = fsm_k = no_subject = None
-    result.faces = st.faces
+    result.faces = st.detect.faces
     if provider is not None:
-        fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.faces)
+        fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
     todo = plan(codes, has_audio=have_audio, detect=provider is None, no_subject=no_subject)
     _skip(todo, result)
     if todo.detect:
         from .landmarks import SubjectDetection
 
-        detection = SubjectDetection(info, hold_s=st.hold_s, detect_size=st.detect_size,
-                                     detect_every=st.detect_every, device=st.device, faces=st.faces)
+        detection = SubjectDetection(info, **_detection(st))
     bases = todo.encoded
 
     scratch: list[Path] = []
@@ -622,9 +472,9 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     wav_tmp = anchor.with_name(f".{anchor.stem}.scratch-{os.getpid()}.wav")
                     wav_tmp.parent.mkdir(parents=True, exist_ok=True)
                     scratch.append(wav_tmp)
-                n_samples = int(Fraction(n_out) / fps * st.audio_rate)
-                extract_audio_wav(src, info, wav_tmp, n_samples=n_samples, rate=st.audio_rate,
-                                  channels=st.audio_channels)
+                n_samples = int(Fraction(n_out) / fps * st.audio.rate)
+                extract_audio_wav(src, info, wav_tmp, n_samples=n_samples, rate=st.audio.rate,
+                                  channels=st.audio.channels)
 
             # the AAC track is encoded once and muxed into every subset with audio
             track = AacTrack(wav_tmp) if wav_tmp is not None and bases else None
@@ -642,15 +492,16 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
 
             def encode(cs: list[str], prov, fsm_k, observe=None, faults=None) -> None:
                 writers: dict[str, Mp4Writer] = {}
+                enc = st.encode
                 try:
                     for c in cs:
                         if c not in tmp:
                             tmp[c] = temp(c)
                         # VMM is one constant black picture: every preset encodes it to the same
                         # picture, so the cheapest one is used (a tenth of the CPU of "veryfast")
-                        writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=st.crf,
-                                               preset="ultrafast" if spec(c).video == "black" else st.preset,
-                                               threads=st.threads, audio_track=track, queue_size=st.queue_size,
+                        writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=enc.crf,
+                                               preset="ultrafast" if spec(c).video == "black" else enc.preset,
+                                               threads=enc.threads, audio_track=track, queue_size=enc.queue_size,
                                                matrix=info.matrix)
                     if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
@@ -667,7 +518,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 encode([c for c in encoded if c in todo.first_pass], None, None, detection.feed, copy_faults)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
-                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.faces)
+                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
                 if no_subject is not None:
                     todo = todo.without_subject(no_subject)
                     _skip(todo, result)
@@ -750,7 +601,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     black = [writers[c] for c in writers if spec(c).video == "black"]
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
-    every_face = st.faces == "all"
+    every_face = st.detect.faces == "all"
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
@@ -792,16 +643,16 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    why_not = nvdec_reason(info) if st.nvdec else "nvdec is off"
-    if st.device == "cuda" and why_not is None:
+    why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
+    if st.compute.device == "cuda" and why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""
         frames = iter_nvdec_frames(src, info, rgb=observe is not None)
     else:
-        result.decoder, result.decoder_reason = "pyav", why_not if st.device == "cuda" else ""
+        result.decoder, result.decoder_reason = "pyav", why_not if st.compute.device == "cuda" else ""
         if result.decoder_reason:
             log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)
         frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)
-    for src_i, t, rgb, decoded in prefetch(frames, st.queue_size):
+    for src_i, t, rgb, decoded in prefetch(frames, st.encode.queue_size):
         n_src += 1
         if observe is not None:
             observe(rgb)
@@ -816,44 +667,51 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     result.source_frames = n_src  # the writers mux the rest of the audio when they close
 
 
-def _prepare(src, landmarks, settings) -> tuple[Path, SourceInfo, MaskProvider | None, Settings]:
-    """Settings, probe and quality gate; the provider of ``landmarks`` (``None``: detect)."""
-    st = settings if isinstance(settings, Settings) else Settings.from_kwargs(**settings)
-    src = Path(src)
-    provider = None if landmarks is None else as_provider(landmarks, st.faces)
+def _prepare(src, landmarks, st: Settings) -> tuple[Path, SourceInfo, MaskProvider | None]:
+    """Probe and quality gate (``st.gate``); the provider of ``landmarks`` (``None``: detect)."""
+    src, gate = Path(src), st.gate
+    provider = None if landmarks is None else as_provider(landmarks, st.detect.faces)
     info = probe(src)
-    if min(info.width, info.height) < st.min_height:
+    if min(info.width, info.height) < gate.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
-                             f"shorter side < min_height={st.min_height}")
-    if info.duration < Fraction(st.min_duration).limit_denominator(10**6):
+                             f"shorter side < min_height={gate.min_height}")
+    if info.duration < Fraction(gate.min_duration).limit_denominator(10**6):
         raise ClipError(src, f"below the quality gate: too short, {float(info.duration):.3f} s of video "
-                             f"< min_duration={st.min_duration:g} s")
-    if info.video_frames < st.min_frames:
+                             f"< min_duration={gate.min_duration:g} s")
+    if info.video_frames < gate.min_frames:
         raise ClipError(src, f"below the quality gate: too few frames, {info.video_frames} "
-                             f"< min_frames={st.min_frames}")
+                             f"< min_frames={gate.min_frames}")
     if provider is not None:
         _check_frame_count(src, provider, info)
-    return src, info, provider, st
+    return src, info, provider
 
 
-def locate_subject(src, **settings) -> MaskProvider:
+def _detection(st: Settings) -> dict:
+    """The keywords of :class:`mime_fast.landmarks.SubjectDetection` / ``detect_subject`` for ``st``."""
+    d = st.detect
+    return dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,
+                device=st.compute.device, faces=d.faces)
+
+
+def locate_subject(src, *, settings: Settings | None = None, **options) -> MaskProvider:
     """The subject detection :func:`build_subsets` runs when no ``landmarks=`` are given, as a pass
     of its own: probe ``src``, apply the quality gate and detect + track the subject
     (:func:`mime_fast.landmarks.detect_subject`).  The result can be passed as ``landmarks=`` to
     :func:`build_subsets` with the same settings, e.g. computed for the next clip on another thread
-    while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Raises
-    :class:`ClipError` like :func:`build_subsets`."""
+    while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Settings as in
+    :func:`build_subsets`.  Raises :class:`ClipError` like :func:`build_subsets`."""
     from .landmarks import detect_subject
 
-    src, info, _, st = _prepare(src, None, settings)
-    provider = detect_subject(src, info, hold_s=st.hold_s, detect_size=st.detect_size, detect_every=st.detect_every,
-                              device=st.device, faces=st.faces)
+    st = Settings.resolve(settings, **options)
+    src, info, _ = _prepare(src, None, st)
+    provider = detect_subject(src, info, **_detection(st))
     _check_frame_count(src, provider, info)
     return provider
 
 
 def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | None = None,
-                  progress: Callable[[int], None] | None = None, **settings) -> ClipResult:
+                  progress: Callable[[int], None] | None = None, settings: Settings | None = None,
+                  **options) -> ClipResult:
     """Write the requested MIME subsets of ``src`` under ``out_dir``.
 
     Layout: ``out_dir/<SUBSET>/<clip_id>.mp4`` and ``out_dir/audio/<clip_id>.wav`` with
@@ -864,17 +722,19 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     (:mod:`mime_fast.landmarks`); with ``faces="all"`` also several faces: a list of per-face
     ``(frames, N, 2)`` arrays or a ``(frames, faces, N, 2)`` array (face 0 the subject; a provider
     with ``points_list(i)``), :func:`mime_fast.landmarks.as_provider`.  ``faces="all"``: every face
-    is blurred, not only the subject's (:class:`Settings`).  ``None`` (default): the subject is detected and tracked with the
-    offline model stack (:class:`mime_fast.landmarks.SubjectDetection`, on the decode pass that encodes
-    FM and VMM; only when a face subset is requested) and
-    :attr:`ClipResult.tracking` reports the frames detected / interpolated / held / without the
-    subject; a clip without any face gets status ``"no subject"``: FM, VMM and AMM are written,
-    FDM, FSM, FDAM and FSAM are skipped with that reason.
-    ``subsets``: codes among FM, FDM, FSM, VMM, FDAM, FSAM, AMM (default all).  ``settings``: see
-    :class:`Settings`.  ``progress``: called with the number of source frames just processed, on
-    every decode pass (one pass with ``landmarks`` or without a face subset; else two, the second
-    only when the subject was found); an exception it raises (e.g. ``KeyboardInterrupt`` to stop)
-    aborts the clip, its temporaries removed.
+    is blurred, not only the subject's (:class:`mime_fast.options.DetectOptions`).  ``None``
+    (default): the subject is detected and tracked with the offline model stack
+    (:class:`mime_fast.landmarks.SubjectDetection`, on the decode pass that encodes FM and VMM; only
+    when a face subset is requested) and :attr:`ClipResult.tracking` reports the frames detected /
+    interpolated / held / without the subject; a clip without any face gets status ``"no
+    subject"``: FM, VMM and AMM are written, FDM, FSM, FDAM and FSAM are skipped with that reason.
+    ``subsets``: codes among FM, FDM, FSM, VMM, FDAM, FSAM, AMM (default all).  ``settings``: a
+    :class:`Settings` (default: the defaults; or a mapping of options); ``options``: option groups or single options by
+    keyword (``crf=20``, ``mask=MaskOptions(...)``, :mod:`mime_fast.options`), applied over it and
+    checked before anything is read.  ``progress``: called with the number of source frames just
+    processed, on every decode pass (one pass with ``landmarks`` or without a face subset; else two,
+    the second only when the subject was found); an exception it raises (e.g. ``KeyboardInterrupt``
+    to stop) aborts the clip, its temporaries removed.
 
     Raises :class:`ClipError` for unusable input (corrupt, truncated, empty, audio-only, below the
     quality gate), before writing anything where it can be detected up front.  Returns a
@@ -882,7 +742,8 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     """
     t_start = time.perf_counter()
     codes = _codes(subsets)
-    src, info, provider, st = _prepare(src, landmarks, settings)
+    st = Settings.resolve(settings, **options)
+    src, info, provider = _prepare(src, landmarks, st)
     out_dir = Path(out_dir)
     clip_id = src.stem if clip_id is None else str(clip_id)
     if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id:
@@ -891,14 +752,16 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     for p in finals.values():
         if p.resolve() == src.resolve():
             raise ValueError(f"output {p} would overwrite the input")
-    result = ClipResult(clip_id=clip_id, source=info, settings=st, fdm_kernel=int(st.fdm_kernel))
-    _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav", int(st.fdm_kernel),
-         st.fsm_kernel, result, progress)
+    fdm_k = int(st.mask.fdm_kernel)
+    result = ClipResult(clip_id=clip_id, source=info, settings=st, fdm_kernel=fdm_k)
+    _run(src, info, provider, st, codes, finals, out_dir / "audio" / f"{clip_id}.wav", fdm_k, st.mask.fsm_kernel,
+         result, progress)
     result.elapsed_s = time.perf_counter() - t_start
     return result
 
 
-def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmarks=None, **settings) -> Path:
+def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmarks=None,
+            settings: Settings | None = None, **options) -> Path:
     """Write one subset of ``src`` to ``dst`` (an .mp4 path) and return ``dst``.
 
     ``kernel`` is the blur kernel for FDM/FDAM (default ``fdm_kernel``, 15) and FSM/FSAM (default
@@ -906,12 +769,13 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
     :class:`ClipError` for VMM when the source has no audio.
     """
     code = _codes([subset])[0]
-    src, info, provider, st = _prepare(src, landmarks, settings)
+    st = Settings.resolve(settings, **options)
+    src, info, provider = _prepare(src, landmarks, st)
     dst = Path(dst)
     if dst.resolve() == src.resolve():
         raise ValueError("dst would overwrite the input")
     key = spec(code).kernel  # the kernel setting ``kernel`` stands for: "fdm", "fsm" or None
-    fdm_k = int(kernel) if (kernel is not None and key == "fdm") else int(st.fdm_kernel)
+    fdm_k = int(kernel) if (kernel is not None and key == "fdm") else int(st.mask.fdm_kernel)
     fsm_k = int(kernel) if (kernel is not None and key == "fsm") else 55
     for k in (fdm_k, fsm_k):
         if k < 1 or k % 2 == 0:

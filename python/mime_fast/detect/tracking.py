@@ -105,6 +105,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
 from .head import HeadFlow
 from .models import Faces, _downscale
 from .selection import select_primary_subject
@@ -439,8 +440,9 @@ class SubjectTracker:
     decide when a lost subject must be re-acquired by appearance.
     """
 
-    def __init__(self, stack, *, detect_size: int | None = 384, margin: float = 0.12, hold_frames: int = 15,
-                 detect_every: int = 3, timers: dict | None = None):
+    def __init__(self, stack, *, detect_size: int | None = _D.detect_size, margin: float = _D.hull_margin_frac,
+                 hold_frames: int = _hold_frames(_D.hold_s, 30), detect_every: int = _D.detect_every,
+                 timers: dict | None = None):
         if int(detect_every) < 1:
             raise ValueError("detect_every must be >= 1")
         self.stack = stack
@@ -891,7 +893,8 @@ def _fill_span(tracks: list[FrameTrack], hold_frames: int) -> list[FrameTrack]:
     return out
 
 
-def track_clip(frames, stack, *, hold_frames: int = 15, fps: float = 30.0, **kw) -> tuple[list[FrameTrack], TrackingStats]:
+def track_clip(frames, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30), fps: float = 30.0,
+               **kw) -> tuple[list[FrameTrack], TrackingStats]:
     """Track the subject over an iterable of RGB frames, camera shots detected on the way
     (:class:`mime_fast.detect.shots.ShotDetector`, ``fps`` the frames' rate), then
     :func:`fill_gaps`.  Returns the per-frame tracks and the statistics."""
@@ -944,8 +947,9 @@ class AllFaceTracker:
     ``hold_frames`` after the last, back to the shot's start before the first; never across a cut)
     and returns, per frame, the hull polygons of every track there."""
 
-    def __init__(self, stack, *, hold_frames: int = 15, detect_every: int = 3, margin: float = 0.12,
-                 timers: dict | None = None, detect_size: int | None = ALL_FACES_DETECT_SIZE):
+    def __init__(self, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30), detect_every: int = _D.detect_every,
+                 margin: float = _D.hull_margin_frac, timers: dict | None = None,
+                 detect_size: int | None = ALL_FACES_DETECT_SIZE):
         self.stack = stack
         self.detect_size = detect_size
         self.hold_frames = int(hold_frames)

@@ -225,6 +225,27 @@ def test_landmarks_of_several_faces_formats():
     assert single.points(0) is not None and not hasattr(single, "points_list")
 
 
+def test_json_landmarks_of_several_faces(tmp_path):
+    sq = lambda x, y: _square(x, y).tolist()  # noqa: E731
+    per_face = {"faces": [[sq(10, 10), sq(12, 10), None], [None, sq(100, 100), sq(102, 100)]]}
+    per_frame = [[sq(10, 10)], [sq(12, 10), sq(100, 100)], [[], sq(102, 100)]]
+    for name, doc in (("faces", per_face), ("frames", per_frame)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(doc))
+        p = as_provider(path, faces="all")
+        assert isinstance(p, FacesLandmarks) and p.num_frames == 3 and p.face_tracks == 2, name
+        assert [len(p.points_list(i)) for i in range(3)] == [1, 2, 1], name
+        np.testing.assert_array_equal(p.points(1), _square(12, 10))
+        assert p.points(2) is None  # face 0, the subject, is gone in the last frame
+        np.testing.assert_array_equal(p.points_list(2)[0], _square(102, 100))
+        with pytest.raises(ValueError, match='faces="all"'):
+            as_provider(path, faces="subject")
+    one = tmp_path / "one.json"  # the single-face format is unchanged
+    one.write_text(json.dumps({"landmarks": [sq(10, 10), None]}))
+    q = as_provider(one)
+    assert not isinstance(q, FacesLandmarks) and q.points(1) is None
+
+
 def _diff(a, b, box) -> float:
     x, y, s = box
     return float(np.abs(a[y:y + s, x:x + s].astype(np.int16) - b[y:y + s, x:x + s].astype(np.int16)).mean())

@@ -175,9 +175,30 @@ def _from_json(obj) -> np.ndarray:
     return a
 
 
+def _faces_from_json(obj) -> list[np.ndarray]:
+    """One ``(frames, N, 2)`` array per face of a JSON landmarks document: one face (a list of
+    frames, each a list of ``[x, y]`` points or empty/null; or ``{"landmarks": that}``), or several:
+    ``{"faces": [face 0's frames, face 1's frames, ...]}`` (the same frame count each), or frames
+    that each list their faces (``[[[x, y], ...], [[x, y], ...]]`` per frame: face k of every
+    frame is face k; a frame with fewer faces lacks the last ones).  Face 0 is the subject."""
+    if isinstance(obj, dict) and "faces" in obj:
+        faces = obj["faces"]
+        if not isinstance(faces, list) or not faces:
+            raise ValueError('JSON "faces" must be a non-empty list of per-face frame lists')
+        return [_from_json(f) for f in faces]
+    frames = obj["landmarks"] if isinstance(obj, dict) and "landmarks" in obj else obj
+    nested = isinstance(frames, list) and any(
+        f and isinstance(f[0], list) and f[0] and isinstance(f[0][0], list) for f in frames if isinstance(f, list))
+    if not nested:
+        return [_from_json(obj)]
+    count = max(len(f) for f in frames if f)
+    return [_from_json([f[k] if f and k < len(f) else None for f in frames]) for k in range(count)]
+
+
 def load_landmarks(path) -> ArrayLandmarks | FacesLandmarks:
     """Load an ``.npz`` (key ``landmarks``), ``.npy`` or ``.json`` landmarks file (an ``.npz`` /
-    ``.npy`` array of shape ``(frames, faces, N, 2)``: several faces, :class:`FacesLandmarks`)."""
+    ``.npy`` array of shape ``(frames, faces, N, 2)``, or JSON with several faces
+    (:func:`_faces_from_json`): :class:`FacesLandmarks`)."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".npz":
@@ -186,7 +207,8 @@ def load_landmarks(path) -> ArrayLandmarks | FacesLandmarks:
                 raise ValueError(f"{path}: NPZ has no 'landmarks' array (keys: {sorted(z.keys())})")
             a = z["landmarks"]
     elif suffix == ".json":
-        return ArrayLandmarks(_from_json(json.loads(path.read_text())))
+        faces = _faces_from_json(json.loads(path.read_text()))
+        return ArrayLandmarks(faces[0]) if len(faces) == 1 else FacesLandmarks(faces)
     elif suffix == ".npy":
         a = np.load(path)
     else:

@@ -299,6 +299,8 @@ def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack
     assert walker["status"] == "ok" and walker["tracking_status"] == "ok"
     assert walker["tracking_frames_detected"] >= 12 and walker["tracking_frames_without_subject"] == 0
     assert walker["tracking_shots"] == 1 and json.loads(walker["tracking_shot_frames"]) == [[15, 15]]
+    kinds = ("detected", "interpolated", "held", "head", "without_subject")  # every frame counted once
+    assert sum(walker[f"tracking_frames_{k}"] for k in kinds) == 15, walker
     for s in ("FM", "VMM", "AMM", "audio"):
         assert by[("faceless", s)]["status"] == "ok"
     for s in ("FDM", "FSM", "FDAM", "FSAM"):

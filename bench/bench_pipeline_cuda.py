@@ -160,9 +160,9 @@ def prepare_corpus(cache: Path, media: Path, quick: bool, fm_copy: bool, jobs: i
     for c in clips:
         info = probe(c.path)
         c.frames, c.size, c.matrix, c.audio = info.video_frames, (info.width, info.height), info.matrix, info.has_audio
-        copied, why = fm_copy_reason(info, st)
-        c.fm = "copy" if copied else f"encode: {why}"
-        c.encodes = tuple(x for x in plan(CODES, has_audio=info.has_audio).encoded if x != "FM" or not copied)
+        p = plan(CODES, has_audio=info.has_audio, fm_copy=fm_copy_reason(info, st))  # as build_subsets plans it
+        c.fm = p.fm_video if p.fm_video == "copy" else f"encode: {p.fm_video_reason}"
+        c.encodes = p.encoded
     return clips, note
 
 

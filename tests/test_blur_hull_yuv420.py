@@ -76,7 +76,8 @@ def test_fused_equals_the_pipelines_region_path(rng: np.random.Generator) -> Non
     region converted and patched): the same samples."""
     import av
 
-    from mime_fast.subsets import Settings, _blur_region
+    from mime_fast.face_step import blur_region
+    from mime_fast.options import Settings
     from mime_fast.frames import COLORSPACE, patched_frame, yuv420_planes
 
     for planes, pts, ks, feather, margin, matrix in _cases(rng, 24):
@@ -88,7 +89,7 @@ def test_fused_equals_the_pipelines_region_path(rng: np.random.Generator) -> Non
         vf.colorspace = COLORSPACE[matrix]  # as decoded frames that pass through are tagged
         for dst, src in zip(yuv420_planes(vf), planes):
             np.copyto(dst, src)
-        blurred = _blur_region(ops, None, vf, (h, w), pts, ks, st, matrix)
+        blurred = blur_region(ops, None, vf, (h, w), pts, ks, st, matrix)
         got, _ = _fused(planes, pts, ks, feather, margin, matrix)
         for i in range(len(ks)):
             ref = vf if blurred is None else patched_frame(vf, blurred.levels[i], blurred.origin, blurred.roi,

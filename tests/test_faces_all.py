@@ -20,7 +20,8 @@ from mime_fast.frames import yuv420_frame, yuv420_planes
 from mime_fast.detect import AllFaceTracker, Faces, Landmarks, SubjectTracker
 from mime_fast.detect.shots import Shot
 from mime_fast.landmarks import FacesLandmarks, as_provider
-from mime_fast.subsets import Settings, _face_frames, _face_frames_union, build_subsets
+from mime_fast.face_step import face_frames, face_frames_union
+from mime_fast.subsets import Settings, build_subsets
 from conftest import models_unavailable
 from video_fixtures import haar_faces, rgb_frames
 
@@ -59,10 +60,10 @@ def test_union_blur_of_one_hull_equals_the_fused_single_hull_step(frame, astrona
     shape = (vf.height, vf.width)
     kernels, codes = [15, 55], ["FDM", "FSM"]
     decoded = None if with_rgb else vf
-    fused = _face_frames(ops, rgb if with_rgb else None, decoded, vf, shape, astronaut_face_points, kernels, codes,
-                         st, "bt601")
-    union = _face_frames_union(ops, rgb if with_rgb else None, decoded, vf, shape, [astronaut_face_points], kernels,
-                               codes, st, "bt601")
+    fused = face_frames(ops, rgb if with_rgb else None, decoded, vf, shape, astronaut_face_points, kernels, codes,
+                        st, "bt601")
+    union = face_frames_union(ops, rgb if with_rgb else None, decoded, vf, shape, [astronaut_face_points], kernels,
+                              codes, st, "bt601")
     for c in codes:
         for a, b in zip(_planes(fused[c]), _planes(union[c])):
             np.testing.assert_array_equal(a, b)
@@ -77,7 +78,7 @@ def test_union_blur_is_the_blur_inside_the_union_mask(frame, feather):
     st = Settings(feather=feather, margin=2.0)
     shape = (vf.height, vf.width)
     hulls = [_ellipse(250, 130, 60, 80), _ellipse(320, 170, 50, 60), _ellipse(80, 400, 30, 40)]
-    got = _face_frames_union(ops, None, vf, vf, shape, hulls, [15, 35], ["FDM", "FSM"], st, "bt601")
+    got = face_frames_union(ops, None, vf, vf, shape, hulls, [15, 35], ["FDM", "FSM"], st, "bt601")
     full = ops.yuv420_to_rgb(*yuv420_planes(vf), matrix="bt601")
     union = np.zeros(shape, np.uint8)
     for h in hulls:
@@ -92,8 +93,8 @@ def test_union_blur_is_the_blur_inside_the_union_mask(frame, feather):
 
 def test_union_blur_without_a_hull_in_the_frame_is_the_frame(frame):
     rgb, vf = frame
-    out = _face_frames_union(ops, None, vf, vf, (vf.height, vf.width), [_ellipse(-500, -500, 20, 20)], [15], ["FDM"],
-                             Settings(), "bt601")
+    out = face_frames_union(ops, None, vf, vf, (vf.height, vf.width), [_ellipse(-500, -500, 20, 20)], [15], ["FDM"],
+                            Settings(), "bt601")
     for a, b in zip(_planes(out["FDM"]), _planes(vf)):
         np.testing.assert_array_equal(a, b)
 

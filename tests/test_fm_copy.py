@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import av
+from mime_fast import fm_copy as fm_copy_mod
 from mime_fast import media, samples
 from mime_fast import subsets as subsets_mod
 from mime_fast.cli import main
@@ -260,7 +261,7 @@ def test_colour_tags_only_in_the_container_are_carried(tmp_path, monkeypatch):
     res = build_subsets(src, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM"], **SMALL)
     assert res.fm_video == "copy" and media.probe(res.outputs["FM"]).facts.color == (1, 1, 1, 1)
     # and a copy that would decode otherwise than its source (tags lost on the way) is replaced by the encode
-    real_probe = subsets_mod.probe
+    real_probe = fm_copy_mod.probe
 
     def lossy(path):
         got = real_probe(path)
@@ -268,7 +269,7 @@ def test_colour_tags_only_in_the_container_are_carried(tmp_path, monkeypatch):
             got = dataclasses.replace(got, facts=dataclasses.replace(got.facts, color=(2, 0, 2, 2)))
         return got
 
-    monkeypatch.setattr(subsets_mod, "probe", lossy)
+    monkeypatch.setattr(fm_copy_mod, "probe", lossy)
     res = build_subsets(src, tmp_path / "out2", landmarks=clip.landmarks, subsets=["FM", "AMM"], **SMALL)
     assert res.fm_video == "encode" and "would not show what the source shows" in res.fm_video_reason
     assert video_packets(res.outputs["FM"]) != video_packets(src)
@@ -284,8 +285,8 @@ def test_a_copy_breaking_the_rule_falls_back_to_the_encode(tmp_path, monkeypatch
     ref = build_subsets(clip.path, tmp_path / "ref", landmarks=clip.landmarks, fm_copy=False, **SMALL)
     monkeypatch.setattr(subsets_mod, "fm_copy_reason", lambda info, st: (True, ""))
     if caught_by == "decode_pass":
-        copy_fm = subsets_mod._copy_fm
-        monkeypatch.setattr(subsets_mod, "_copy_fm", lambda *a: copy_fm(*a) and "")
+        copy_fm = subsets_mod.write_fm_copy
+        monkeypatch.setattr(subsets_mod, "write_fm_copy", lambda *a: copy_fm(*a) and "")
     res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, **SMALL)
     expected = {"probe_back": "the copy holds 12 frames over 0.400 s, FM 14",
                 "decode_pass": "output frame 1 would show source frame 0 (frames dropped or duplicated)"}[caught_by]

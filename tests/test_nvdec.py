@@ -133,9 +133,9 @@ def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch
     _fake_nvdec(monkeypatch, calls)
     monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
     monkeypatch.setattr(ops, "blur_hull_yuv420", lambda *a, **k: pytest.fail("rotated frames are converted"))
-    from mime_fast import subsets
+    from mime_fast import face_step
 
-    monkeypatch.setattr(subsets, "_blur_region", lambda *a, **k: None)  # no CUDA here: no blur
+    monkeypatch.setattr(face_step, "blur_region", lambda *a, **k: None)  # no CUDA here: no blur
     got = mime_fast.build_subsets(clip.path, tmp_path / "o", landmarks=lm, subsets=["FDM"], min_height=0,
                                   device="cuda")
     assert got.decoder == "pyav" and got.decoder_reason == "converting" and not calls

@@ -183,6 +183,30 @@ def test_plan_of_every_combination_follows_the_rules(has_audio, subject, detect)
                 assert reason == ("" if has_audio or c in DOC_REMUXED_FROM else "source has no audio")
 
 
+def test_plan_holds_fms_video_copied_or_encoded():
+    # FM's video, when the plan makes it (FM, or AMM's source): a stream copy written before the
+    # passes when the rule allows it (on no pass), else encoded on the first pass with the reason
+    for codes in COMBOS:
+        for has_audio, detect in itertools.product((True, False), repeat=2):
+            enc = plan(codes, has_audio=has_audio, detect=detect, fm_copy=(False, "why"))
+            cp = plan(codes, has_audio=has_audio, detect=detect, fm_copy=(True, ""))
+            if not {"FM", "AMM"} & set(codes):
+                assert enc.fm_video is cp.fm_video is None and enc == plan(codes, has_audio=has_audio, detect=detect)
+                assert cp.copied == () and cp.videos == cp.encoded
+                continue
+            assert (enc.fm_video, enc.fm_video_reason, enc.copied) == ("encode", "why", ())
+            assert (cp.fm_video, cp.fm_video_reason, cp.copied) == ("copy", "", ("FM",))
+            assert "FM" in enc.first_pass and "FM" not in cp.first_pass + cp.face_pass
+            assert cp.first_pass == tuple(c for c in enc.first_pass if c != "FM")
+            assert cp.videos == enc.encoded == enc.videos  # the same videos, one of them copied
+            assert (cp.codes, cp.skipped, cp.remuxes, cp.scratch) == (enc.codes, enc.skipped, enc.remuxes, enc.scratch)
+            refused = cp.copy_refused("the copy would not do")
+            assert refused == enc.__class__(**{**enc.__dict__, "fm_video_reason": "the copy would not do"})
+            assert refused.copy_refused("again") == refused  # only a copy is refused
+            if detect and face_codes(codes):  # no subject: FM's video stays as planned
+                assert cp.without_subject(NO_FACE).fm_video == "copy"
+
+
 # ------------------------------------------------------------------ the plan against the pipeline
 
 BUILT = [["FM"], ["FDM"], ["FSM"], ["VMM"], ["FDAM"], ["FSAM"], ["AMM"], ["FSAM", "VMM"], ["AMM", "FDM", "FDAM"],

@@ -5,6 +5,15 @@ folder that cannot be written, CUDA or a model missing, …); 2 a usage error (a
 subset, a bad setting, an input that does not exist, …), reported before any clip starts; 130
 interrupted (Ctrl-C; ``build`` resumes where it stopped when rerun). Errors are one line on stderr;
 ``--verbose`` adds the traceback.
+
+Over 400 lines: one parser for eight commands, most of it argparse declarations and help text; each
+command's function only checks its arguments and calls the package (``build``:
+:func:`mime_fast.corpus.run_corpus`, ``audit``: :func:`mime_fast.audit.audit`, ``coe``:
+:func:`mime_fast.coe.run`), and all share the error handling and exit statuses of :func:`main`.  The
+settings' flags are generated from :data:`mime_fast.options.FIELDS`; the run options of ``build``
+(``--workers``, ``--ray``, ``--no-detect-ahead``, ...) and ``audit``'s flags are written here: they
+are keywords of those functions, not fields, and differ from them where a command must (``--workers``
+defaults to a count chosen for the device, ``--detect-size 0`` means the native size).
 """
 
 from __future__ import annotations

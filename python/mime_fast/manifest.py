@@ -48,7 +48,7 @@ tracking_shots         camera shots found in the clip (hard cuts and dissolves s
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
                        text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
 fm_video               for FM and AMM: ``"copy"`` when FM's video is the source's own H.264
-                       packets (the source already met FM's standard, ``subsets.fm_copy_reason``),
+                       packets (the source already met FM's standard, ``fm_copy.fm_copy_reason``),
                        ``"encode"`` when it was encoded; ``None`` for other rows and for
                        manifests written before this column existed
 fm_video_reason        with ``"encode"``: why the source could not be copied (e.g. "codec mpeg4,

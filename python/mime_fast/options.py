@@ -114,7 +114,7 @@ class EncodeOptions:
     by a bounded queue of this many frames, so memory stays constant whatever the clip length (0:
     everything on the calling thread); outputs do not depend on it.  ``fm_copy``: FM is a stream
     copy of the source's video when the source already meets FM's standard
-    (:func:`mime_fast.subsets.fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
+    (:func:`mime_fast.fm_copy.fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
     off, FM is always encoded.  The decision is in ``ClipResult.fm_video`` / ``fm_video_reason``."""
 
     TITLE: ClassVar[str] = "encoding (libx264)"

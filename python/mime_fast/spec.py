@@ -24,8 +24,8 @@ video without the blur and with the same audio, or none: FDAM and FSAM read AMM,
 clear subsets as their own clear version).
 
 :class:`Plan` is what one clip's build does for a set of requested codes: the encoded videos each
-decode pass writes, the remuxes that follow, and the codes skipped and why
-(:func:`mime_fast.subsets.build_subsets` executes it).
+decode pass writes, FM's video as a stream copy of the source or encoded, the remuxes that follow,
+and the codes skipped and why (:func:`mime_fast.subsets.build_subsets` executes it).
 
 This module imports nothing from the rest of the package.
 """
@@ -235,6 +235,13 @@ class Plan:
         subset requested).
     has_audio
         Whether the source has audio.
+    fm_video
+        How FM's video is made when the plan makes it (FM, or AMM's remux source): ``"copy"``, the
+        source's own packets written before the passes (so FM is on no pass; the first pass checks
+        every frame against the rule), or ``"encode"``; ``None`` when neither FM nor AMM is made.
+    fm_video_reason
+        With ``"encode"``: why FM is not a copy (the rule's reason, ``"fm_copy is off"``, or why a
+        copy was refused: :meth:`copy_refused`); else ``""``.
     """
 
     codes: tuple[str, ...]
@@ -245,11 +252,33 @@ class Plan:
     scratch: tuple[tuple[str, str], ...]
     detect: bool
     has_audio: bool
+    fm_video: str | None = None
+    fm_video_reason: str = ""
 
     @property
     def encoded(self) -> tuple[str, ...]:
         """Every encoded video the plan writes, in the MIME order."""
         return tuple(sorted(self.first_pass + self.face_pass, key=CODES.index))
+
+    @property
+    def copied(self) -> tuple[str, ...]:
+        """The videos written as a stream copy of the source before the passes: FM, or nothing."""
+        return (Subset.FM.value,) if self.fm_video == "copy" else ()
+
+    @property
+    def videos(self) -> tuple[str, ...]:
+        """Every video the plan writes, copied or encoded, in the MIME order (the remuxes' bases)."""
+        return tuple(sorted(self.encoded + self.copied, key=CODES.index))
+
+    def copy_refused(self, reason: str) -> "Plan":
+        """The plan once FM's copy is refused (its probe back, or a frame of the first pass, breaks
+        the rule): FM encoded instead, with ``reason``, on the first pass (refused before it; refused
+        after it, the pipeline encodes FM on a pass of its own)."""
+        if self.fm_video != "copy":
+            return self
+        fm = Subset.FM.value
+        return replace(self, fm_video="encode", fm_video_reason=reason,
+                       first_pass=tuple(sorted(self.first_pass + (fm,), key=CODES.index)))
 
     def scratch_for(self, base: str) -> str | None:
         """The remux whose scratch source ``base`` is, or ``None`` (``base`` is an output itself)."""
@@ -277,7 +306,8 @@ class Plan:
         )
 
 
-def plan(codes: Iterable[str], *, has_audio: bool, detect: bool = False, no_subject: str | None = None) -> Plan:
+def plan(codes: Iterable[str], *, has_audio: bool, detect: bool = False, no_subject: str | None = None,
+         fm_copy: tuple[bool, str] = (False, "")) -> Plan:
     """The :class:`Plan` of one clip for the requested ``codes`` (strings, as :func:`parse_codes`
     gives them).
 
@@ -286,7 +316,10 @@ def plan(codes: Iterable[str], *, has_audio: bool, detect: bool = False, no_subj
     (meaningful only when a face-blurred code is requested); the face-blurred videos are then
     encoded on a second pass, and whether the clip has a subject is known only after the first:
     :meth:`Plan.without_subject`.  ``no_subject``: the clip is already known to have no subject (its
-    landmarks have no face), the reason the face-blurred codes are skipped with."""
+    landmarks have no face), the reason the face-blurred codes are skipped with.  ``fm_copy``: the
+    verdict of FM's stream-copy rule on this source and settings, ``(True, "")`` or ``(False, why)``
+    (:func:`mime_fast.fm_copy.fm_copy_reason`): FM, when made, is then copied before the passes
+    (:attr:`Plan.fm_video`) instead of encoded on the first."""
     codes = list(codes)
     detect = bool(detect) and bool(face_codes(codes))
     skipped: list[tuple[str, str]] = []
@@ -300,9 +333,13 @@ def plan(codes: Iterable[str], *, has_audio: bool, detect: bool = False, no_subj
             skipped.append((b, "no audio"))  # needs_audio: an encoded subset, requested itself
     gone = {c for c, _ in skipped}
     written = [c for c in codes if c not in gone]
-    first = [b for b in bases if not (detect and spec(b).face)]
+    fm_video, fm_reason = None, ""
+    if Subset.FM in bases:
+        copy, why = fm_copy
+        fm_video, fm_reason = ("copy", "") if copy else ("encode", why)
+    first = [b for b in bases if not (detect and spec(b).face) and not (b == Subset.FM and fm_video == "copy")]
     face = [b for b in bases if detect and spec(b).face]
     remuxes = [(str(r), str(b)) for r, b in REMUXED_FROM.items() if r in written]
     scratch = [(b, next(r for r, rb in remuxes if rb == b)) for b in bases if b not in written]
     return Plan(tuple(written), tuple(skipped), tuple(first), tuple(face), tuple(remuxes), tuple(scratch),
-                detect, bool(has_audio))
+                detect, bool(has_audio), fm_video, fm_reason)

@@ -1,11 +1,17 @@
-"""The MIME subsets of one clip: FM, FDM, FSM, VMM, FDAM, FSAM, AMM.
+"""The MIME subsets of one clip: FM, FDM, FSM, VMM, FDAM, FSAM, AMM (the pipeline executing the plan).
+
+Over 400 lines because the pipeline of one clip is one piece of state: :func:`_run` and
+:func:`_encode_loop` share the writers, the temporaries, the copy check and the detection pass, and
+the public entry points (:func:`build_subsets`, :func:`degrade`, :func:`locate_subject`) carry the
+API's documentation.  What they decide and call lives elsewhere: the plan (:func:`mime_fast.spec.plan`),
+FM's stream copy (:mod:`mime_fast.fm_copy`), the face step (:mod:`mime_fast.face_step`).
 
 =====  =================================================  ======================
 code   video                                              audio
 =====  =================================================  ======================
 FM     standardised clip (``fps`` CFR, default 30);        AAC ``audio_rate`` Hz
        the source's own H.264 packets when it already
-       is one (:func:`fm_copy_reason`)
+       is one (:func:`mime_fast.fm_copy.fm_copy_reason`)
 FDM    Gaussian ``fdm_kernel`` (15) inside the face hull   AAC
 FSM    Gaussian ``fsm_kernel`` (35 or 55) inside the hull  AAC
 VMM    black frames, same count and duration               AAC
@@ -19,19 +25,18 @@ it twice: the first pass detects and tracks the subject
 (:class:`mime_fast.landmarks.SubjectDetection`) on the same frames it encodes into FM and VMM, which
 need no mask; the second encodes FDM and FSM once the masks of the whole clip are known (why they
 must be: :func:`mime_fast.landmarks.detect_subject`).  For every decoded frame of the pass that
-blurs, it asks the landmark provider for the subject's points, builds one mask
-(:func:`mime_fast.ops.hull_mask`) and makes both blur levels with one
-:func:`mime_fast.ops.blur_in_mask` call; frames are mapped to the constant-rate grid by
-timestamp (:class:`mime_fast.media.FrameStandardiser`) and fed to one libx264 encoder per output.
-The audio is decoded and resampled once to a 16 kHz mono WAV (``out_dir/audio/<clip_id>.wav``),
-encoded once to AAC (:class:`mime_fast.media.AacTrack`) and muxed into FM/FDM/FSM/VMM.
-FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without re-encoding.  A source that
-already is FM's standard (:func:`fm_copy_reason`) gives FM as a stream copy of its video packets
-(:func:`mime_fast.media.grid_packets`), written before the decode passes, which then verify every
-frame against the rule (a source that breaks it after its first frame gets FM encoded after all, on
-a pass of its own).  Only the
-pixels a blur reads are converted to RGB (the mask's box grown by the kernel's reach), and only
-those it changes are converted back (:func:`mime_fast.frames.patched_frame`).
+blurs, it asks the landmark provider for the subject's points and the face step
+(:func:`mime_fast.face_step.face_frames`) makes both blur levels inside one mask; frames are mapped
+to the constant-rate grid by timestamp (:class:`mime_fast.media.FrameStandardiser`) and fed to one
+libx264 encoder per output.  The audio is decoded and resampled once to a 16 kHz mono WAV
+(``out_dir/audio/<clip_id>.wav``), encoded once to AAC (:class:`mime_fast.media.AacTrack`) and muxed
+into FM/FDM/FSM/VMM.  FDAM/FSAM/AMM are remuxed from the finished FDM/FSM/FM files without
+re-encoding.  When the plan copies FM (:attr:`mime_fast.spec.Plan.fm_video`: the source already is
+FM's standard), FM is the source's video packets (:func:`mime_fast.fm_copy.write_fm_copy`), written
+before the decode passes, which then verify every frame against the rule (a source that breaks it
+after its first frame gets FM encoded after all, on a pass of its own).  Only the pixels a blur reads
+are converted to RGB (the mask's box grown by the kernel's reach), and only those it changes are
+converted back (:func:`mime_fast.frames.patched_frame`).
 
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
 encoder thread per output, linked by bounded queues (``EncodeOptions.queue_size`` frames each), so memory
@@ -60,18 +65,18 @@ from .landmarks import MaskProvider, as_provider, faces_list
 from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
-from .frames import BLACK, copy_frame, frame_rgb, patched_frame, yuv420_frame, yuv420_planes
+from .face_step import face_frames, face_frames_union
+from .fm_copy import copy_fault, fm_copy_reason, write_fm_copy
+from .frames import BLACK, yuv420_frame
 from .media import (
     ClipError,
     AacTrack,
     Mp4Writer,
-    PTS_TOLERANCE,
     SourceInfo,
     atomic_outputs,
     extract_audio_wav,
     FrameStandardiser,
     frame_parts,
-    grid_packets,
     iter_display_frames,
     iter_nvdec_frames,
     nvdec_reason,
@@ -140,10 +145,9 @@ class ClipResult:
     #: interpolated / held / without the subject, status ``"ok"`` or ``"no subject"``; ``None``
     #: with other landmarks, or when no face subset was requested (no detection runs then).
     tracking: object | None = None
-    #: How FM's video was made: ``"copy"`` (the source's packets, :func:`fm_copy_reason`) or
-    #: ``"encode"``, with the reason in ``fm_video_reason``; ``None`` when neither FM nor AMM was made.
-    fm_video: str | None = None
-    fm_video_reason: str = ""
+    #: The plan the clip was built by, as it ended (:class:`mime_fast.spec.Plan`: the passes, the
+    #: remuxes, the codes skipped, FM's video copied or encoded); ``None`` before the build planned.
+    plan: Plan | None = None
     #: What decoded the clip for the outputs: ``"nvdec"`` or ``"pyav"`` (with ``device="cuda"``,
     #: why not NVDEC in ``decoder_reason``); ``None`` when nothing was decoded.
     decoder: str | None = None
@@ -157,6 +161,18 @@ class ClipResult:
     @property
     def ok(self) -> bool:
         return all(s.status != "failed" for s in self.status.values())
+
+    @property
+    def fm_video(self) -> str | None:
+        """How FM's video was made: ``"copy"`` (the source's packets, :func:`fm_copy_reason`) or
+        ``"encode"``, with the reason in :attr:`fm_video_reason`; ``None`` when neither FM nor AMM
+        was made (the plan's :attr:`~mime_fast.spec.Plan.fm_video`)."""
+        return None if self.plan is None else self.plan.fm_video
+
+    @property
+    def fm_video_reason(self) -> str:
+        """With :attr:`fm_video` ``"encode"``: why FM is not a copy of the source; else ``""``."""
+        return "" if self.plan is None else self.plan.fm_video_reason
 
 
 _codes = parse_codes
@@ -181,193 +197,6 @@ def choose_fsm_kernel(policy, provider: MaskProvider) -> int:
     if heights.size == 0:
         return 55
     return 55 if float(np.median(heights)) >= FSM_AUTO_MIN_FACE_HEIGHT else 35
-
-
-#: Colour primaries / transfer tags (FFmpeg's numbers) a copied FM may carry: unspecified, or the SDR
-#: BT.709 / BT.601 ones (bt709, bt470bg, smpte170m), which FM's encode leaves out and players assume.
-_SDR_PRIMARIES = frozenset({1, 2, 5, 6})
-_SDR_TRANSFER = frozenset({1, 2, 6})
-_MATRIX_TAG = {"bt709": 1, "bt601": 6}  # the colorspace tag FM's encode writes (frames.COLORSPACE)
-#: Names of the usual colour tag values (FFmpeg's), for the reasons.
-_TAG_NAMES = {0: "rgb", 1: "bt709", 2: "unspecified", 4: "fcc/bt470m", 5: "bt470bg", 6: "smpte170m", 7: "smpte240m",
-              8: "linear", 9: "bt2020", 10: "bt2020c", 13: "iec61966-2-1", 14: "bt2020-10", 16: "smpte2084",
-              18: "arib-std-b67"}
-
-
-def _tag(v: int) -> str:
-    return _TAG_NAMES.get(v, str(v))
-
-
-def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
-    """Whether FM's video is the source's own video packets: ``(True, "")``, or ``(False, why)`` in
-    plain words (every unmet condition, ``"; "``-separated).
-
-    The rule: FM's encode would give back the source's frames, one for one, meaning the same, so a
-    copy loses nothing and its timestamps can be re-based onto the output grid.  With
-    ``st.encode.fm_copy`` on, the source must be
-
-    * H.264 stored length-prefixed (``avcC``: MP4, MOV, Matroska; not MPEG-TS / raw Annex B), whose
-      first packet in decoding order is an IDR picture shown first (no open-GOP or cut start), every
-      packet with a presentation time and none that the demuxer drops (an edit list cutting a GOP);
-    * 8-bit yuv420p, progressive, even-sized, shown unrotated and unmirrored, with square or unset
-      sample aspect ratio (the encode writes square pixels): :attr:`SourceInfo.yuv_passthrough`, the
-      frames FM's encode takes as they are;
-    * tagged with the colour matrix FM's encode writes (``bt709``, or ``smpte170m`` for BT.601: an
-      untagged matrix is BT.601 here but BT.709 to many players for HD), limited or unspecified
-      range (H.264 infers limited), SDR BT.709 / BT.601 primaries and transfer or none;
-    * on the output grid: as many frames as FM has (``round(duration * fps)``) and frame ``i``
-      presented within :data:`~mime_fast.media.PTS_TOLERANCE` (1 ms) of ``start + i / fps``, so the
-      standardisation (:class:`~mime_fast.media.FrameStandardiser`) maps source frame ``i`` to
-      output frame ``i`` (nothing dropped or duplicated).
-
-    Only the first frame is decoded to tell; the decode pass checks every frame again
-    (:func:`build_subsets`)."""
-    if not st.encode.fm_copy:
-        return False, "fm_copy is off"
-    f, fps = info.facts, Fraction(int(st.encode.fps))
-    cs, rng, prim, trc = f.color
-    n_out = output_frame_count(info.duration, fps)
-    grid = [info.start + Fraction(i) / fps for i in range(len(info.frame_times))]
-    late = next((i for i, (t, g) in enumerate(zip(info.frame_times, grid)) if abs(t - g) > PTS_TOLERANCE), None)
-    checks = (
-        (info.codec == "h264", f"codec {info.codec}, not H.264"),
-        (info.codec != "h264" or f.avcc, "H.264 in Annex B form (MPEG-TS or raw stream)"),
-        (info.codec != "h264" or f.first_idr, "the first packet is not an IDR picture shown first"),
-        (f.missing_pts == 0, f"{f.missing_pts} video packets without a presentation time"),
-        (f.discarded == 0, f"{f.discarded} video packets discarded by an edit list"),
-        (f.pixel_format == "yuv420p", f"pixel format {f.pixel_format}, not 8-bit yuv420p"),
-        (not f.interlaced, "interlaced"),
-        (info.width % 2 == 0 and info.height % 2 == 0, f"odd size {info.width}x{info.height}"),
-        (tuple(info.display_transform) == (1, 0, 0, 1), f"displayed rotated ({info.rotation} degrees) or mirrored"),
-        (f.sample_aspect_ratio in (None, 1), f"sample aspect ratio {f.sample_aspect_ratio}, not square"),
-        (rng in (0, 1), "full-range video"),
-        (cs == _MATRIX_TAG[info.matrix],
-         f"colour matrix tagged {_tag(cs)}, FM's encode tags {_tag(_MATRIX_TAG[info.matrix])}"),
-        (prim in _SDR_PRIMARIES and trc in _SDR_TRANSFER, f"colour primaries {_tag(prim)} / transfer {_tag(trc)}"),
-        (n_out == info.video_frames, f"{info.video_frames} source frames make {n_out} at {fps} fps"),
-        (late is None, f"frame {late} off the 1/{fps} s grid" if late is not None else ""),
-    )
-    why = "; ".join(reason for ok, reason in checks if not ok)
-    return not why, why
-
-
-@dataclass
-class _Blurred:
-    """The blur levels of one frame, over the region the blur reads: ``levels[i]`` is the RGB
-    region at ``origin`` (even ``(x0, y0)``) blurred with kernel ``kernels[i]`` inside ``mask``
-    (region-sized); ``roi`` is the mask's box in region coordinates."""
-
-    levels: list
-    origin: tuple[int, int]
-    roi: tuple[int, int, int, int]
-    mask: np.ndarray
-
-
-def _blur_region(ops, rgb, decoded, shape, pts, kernels: list[int], st: Settings, matrix: str) -> _Blurred | None:
-    """One mask, one fused blur call over the mask's box grown by the largest kernel's radius (the
-    only pixels the blur reads), so RGB is needed only there: sliced from ``rgb`` or converted from
-    the ``decoded`` frame's planes (:func:`mime_fast.frames.frame_rgb`).  Inside the box the levels
-    equal the blur of the whole frame (the region holds every neighbour the kernels read, and its
-    edges are the frame's wherever it is clipped).  ``None``: no face, nothing to blur."""
-    if pts is None or not kernels:
-        return None
-    mask, bbox = ops.hull_mask(pts, shape, feather=st.mask.feather_px, margin=st.mask.margin_px,
-                               device=st.compute.device)
-    return _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels, st)
-
-
-def _union_mask(ops, shape, hulls: list, st: Settings) -> tuple[np.ndarray | None, tuple[int, int, int, int]]:
-    """The union of the feathered masks of ``hulls`` (each :func:`mime_fast.ops.hull_mask` with the
-    settings' feather and margin): per pixel the largest of them, and the box of its non-zero
-    pixels (``(None, (0, 0, 0, 0))`` when no hull reaches into the frame)."""
-    union, box = None, None
-    for pts in hulls:
-        m, (x, y, w, h) = ops.hull_mask(pts, shape, feather=st.mask.feather_px, margin=st.mask.margin_px,
-                                        device=st.compute.device)
-        if w == 0 or h == 0:
-            continue
-        if union is None:
-            union, box = m, [x, y, x + w, y + h]
-            continue
-        np.maximum(union[y:y + h, x:x + w], m[y:y + h, x:x + w], out=union[y:y + h, x:x + w])
-        box = [min(box[0], x), min(box[1], y), max(box[2], x + w), max(box[3], y + h)]
-    if union is None:
-        return None, (0, 0, 0, 0)
-    return union, (box[0], box[1], box[2] - box[0], box[3] - box[1])
-
-
-def _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels: list[int], st: Settings) -> _Blurred | None:
-    """:func:`_blur_region` for a frame-sized ``mask`` whose non-zero pixels lie in ``bbox``."""
-    H, W = shape
-    if bbox[2] == 0 or bbox[3] == 0:
-        return None
-    x, y, w, h = (int(v) for v in bbox)
-    uniq = sorted(set(kernels))
-    r = max(uniq) // 2 + 1  # + 1: the 2x2 blocks covering the box lie inside the region
-    x0, y0 = max(0, x - r) // 2 * 2, max(0, y - r) // 2 * 2
-    x1, y1 = min(W, x + w + r), min(H, y + h + r)
-    x1, y1 = min(W, x1 + x1 % 2), min(H, y1 + y1 % 2)
-    if rgb is not None:
-        src = np.ascontiguousarray(rgb[y0:y1, x0:x1])
-    else:
-        src = frame_rgb(decoded, (x0, y0, x1 - x0, y1 - y0), device=st.compute.device)
-    m = np.ascontiguousarray(mask[y0:y1, x0:x1])
-    roi = (x - x0, y - y0, w, h)
-    outs = ops.blur_in_mask(src, m, uniq, bbox=roi, device=st.compute.device)
-    by_k = dict(zip(uniq, outs))
-    return _Blurred([by_k[k] for k in kernels], (x0, y0), roi, m)
-
-
-def _face_frames(ops, rgb, decoded, base, shape, pts, kernels: list[int], codes: list[str], st: Settings,
-                 matrix: str, nv12=None) -> dict:
-    """The frames of the face subsets ``codes`` (blurred with ``kernels``) for one source frame:
-    copies of ``base`` (its yuv420p frame), blurred inside the subject's mask (``pts``; ``None``:
-    no subject in this frame, the copies are the output).  With the ``decoded`` planes the fused
-    step (:func:`mime_fast.ops.blur_hull_yuv420`) writes the masked samples into the copies,
-    reading the frame on the device where NVDEC left it when ``nv12`` is given
-    (:func:`mime_fast.ops.blur_hull_nv12`); otherwise (a rotated or converted source) the region
-    is blurred in RGB (:func:`_blur_region`) and patched in (:func:`mime_fast.frames.patched_frame`):
-    the same samples every way."""
-    if pts is None or not codes:
-        return {c: copy_frame(base) for c in codes}
-    if decoded is None:
-        blurred = _blur_region(ops, rgb, decoded, shape, pts, kernels, st, matrix)
-        return {c: copy_frame(base) if blurred is None else patched_frame(
-            base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=matrix)
-            for i, c in enumerate(codes)}
-    frames = {c: copy_frame(base) for c in codes}
-    first = {}  # one output per distinct kernel; a code that repeats a kernel copies it
-    for c, k in zip(codes, kernels):
-        first.setdefault(k, c)
-    outs = [yuv420_planes(frames[c]) for c in first.values()]
-    if nv12 is not None:
-        ops.blur_hull_nv12(nv12, pts, outs, list(first), feather=st.mask.feather_px, margin=st.mask.margin_px,
-                           matrix=matrix)
-    else:
-        ops.blur_hull_yuv420(yuv420_planes(decoded), pts, outs, list(first), feather=st.mask.feather_px,
-                             margin=st.mask.margin_px, matrix=matrix, device=st.compute.device)
-    for c, k in zip(codes, kernels):
-        if first[k] != c:
-            for dst, src in zip(yuv420_planes(frames[c]), yuv420_planes(frames[first[k]])):
-                np.copyto(dst, src)
-    return frames
-
-
-def _face_frames_union(ops, rgb, decoded, base, shape, hulls: list, kernels: list[int], codes: list[str],
-                       st: Settings, matrix: str) -> dict:
-    """:func:`_face_frames` for several faces (``faces="all"``): copies of ``base`` blurred inside the
-    union of the hulls' masks (:func:`_union_mask`), made with the operators the single-hull path
-    is checked against: the union's box grown by the blur's reach blurred in RGB
-    (:func:`mime_fast.ops.blur_in_mask`, the ``decoded`` frame's RGB converted only there) and
-    converted back where the union mask is non-zero (:func:`mime_fast.frames.patched_frame`).  With
-    one hull, the same samples as :func:`_face_frames`."""
-    if not hulls or not codes:
-        return {c: copy_frame(base) for c in codes}
-    mask, bbox = _union_mask(ops, shape, hulls, st)
-    blurred = None if mask is None else _blur_masked(ops, rgb, decoded, shape, mask, bbox, kernels, st)
-    return {c: copy_frame(base) if blurred is None else patched_frame(
-        base, blurred.levels[i], blurred.origin, blurred.roi, blurred.mask, matrix=matrix)
-        for i, c in enumerate(codes)}
 
 
 def _plan_faces(provider: MaskProvider, fsm_policy, result: ClipResult, faces: str = "subject"
@@ -440,13 +269,14 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
     result.faces = st.detect.faces
     if provider is not None:
         fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
-    todo = plan(codes, has_audio=have_audio, detect=provider is None, no_subject=no_subject)
+    todo = result.plan = plan(codes, has_audio=have_audio, detect=provider is None, no_subject=no_subject,
+                              fm_copy=fm_copy_reason(info, st))
     _skip(todo, result)
     if todo.detect:
         from .landmarks import SubjectDetection
 
         detection = SubjectDetection(info, **_detection(st))
-    bases = todo.encoded
+    videos = todo.videos
 
     scratch: list[Path] = []
     with atomic_outputs() as outs:
@@ -464,7 +294,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 return p
 
             wav_tmp = None
-            if have_audio and (bases or wav_final is not None):  # every processed clip's audio is kept
+            if have_audio and (videos or wav_final is not None):  # every processed clip's audio is kept
                 if wav_final is not None:
                     wav_tmp = outs.temp_for(wav_final)
                 else:
@@ -477,18 +307,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                   channels=st.audio.channels)
 
             # the AAC track is encoded once and muxed into every subset with audio
-            track = AacTrack(wav_tmp) if wav_tmp is not None and bases else None
+            track = AacTrack(wav_tmp) if wav_tmp is not None and videos else None
 
-            # FM as a stream copy of the source: written now, its frames verified on the first pass
-            copy_faults: list[str] | None = None
-            if "FM" in bases:
-                copied, why = fm_copy_reason(info, st)
-                if copied:
-                    tmp["FM"] = temp("FM")
-                    why = _copy_fm(src, info, tmp["FM"], fps, n_out, track)
-                    copy_faults = [] if not why else None
-                result.fm_video, result.fm_video_reason = ("encode", why) if why else ("copy", "")
-            encoded = [c for c in bases if not (c == "FM" and copy_faults is not None)]
+            # FM as a stream copy of the source: written now, its frames checked on the first pass
+            for c in todo.copied:
+                tmp[c] = temp(c)
+                why = write_fm_copy(src, info, tmp[c], fps, n_out, track)
+                if why:  # refused on its probe back: FM encoded on the first pass
+                    todo = result.plan = todo.copy_refused(why)
+            copy_faults: list[str] | None = [] if todo.copied else None
 
             def encode(cs: list[str], prov, fsm_k, observe=None, faults=None) -> None:
                 writers: dict[str, Mp4Writer] = {}
@@ -513,20 +340,20 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                         w.abort()
 
             if detection is None:
-                encode(encoded, provider, fsm_k, faults=copy_faults)
+                encode(list(todo.first_pass), provider, fsm_k, faults=copy_faults)
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
-                encode([c for c in encoded if c in todo.first_pass], None, None, detection.feed, copy_faults)
+                encode(list(todo.first_pass), None, None, detection.feed, copy_faults)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
                 fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
                 if no_subject is not None:
-                    todo = todo.without_subject(no_subject)
+                    todo = result.plan = todo.without_subject(no_subject)
                     _skip(todo, result)
                 if todo.face_pass:
                     encode(list(todo.face_pass), provider, fsm_k)
-            if copy_faults:  # a frame broke the rule after the first: FM encoded after all (the copy replaced)
+            if copy_faults:  # a frame broke the rule after the first: FM encoded after all, on a pass of its own
+                todo = result.plan = todo.copy_refused(copy_faults[0])
                 encode(["FM"], None, None)
-                result.fm_video, result.fm_video_reason = "encode", copy_faults[0]
 
             for r, b in todo.remuxes:
                 remux_video(tmp[b], outs.temp_for(finals[r]))
@@ -548,53 +375,12 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         result.audio_reason = "source has no audio"
 
 
-def _copy_fm(src: Path, info: SourceInfo, path: Path, fps: Fraction, n_out: int, track: AacTrack | None) -> str:
-    """Write FM at ``path`` as the source's video packets on the output grid
-    (:func:`mime_fast.media.grid_packets`) with the clip's AAC track, as an encoding
-    :class:`Mp4Writer` would mux it; ``""``, or why the copy cannot stand in for the encode: probed
-    back, it must show what the source shows (pixel format, size, colour tags, sample aspect ratio:
-    tags that only the source's container held, e.g. an MP4 ``colr`` box, are not carried), with FM's
-    frame count and duration."""
-    with grid_packets(src, info, fps) as (template, packets):
-        w = Mp4Writer(path, info.width, info.height, fps=fps, audio_track=track, video_template=template)
-        try:
-            for j, packet in enumerate(packets):
-                w.write_packet(*packet)
-                w.write_audio_until(Fraction(j + 1) / fps)  # interleaved as an encoding writer does
-            w.close()
-        finally:
-            w.abort()
-    got = probe(path)
-
-    def shown(i: SourceInfo) -> tuple:
-        f = i.facts
-        return f.pixel_format, f.color, f.interlaced, f.sample_aspect_ratio or 1, i.width, i.height, i.display_transform
-
-    if shown(got) != shown(info):
-        return f"the copy would not show what the source shows ({shown(got)} != {shown(info)})"
-    if (got.video_frames, got.duration) != (n_out, n_out / fps):
-        return f"the copy holds {got.video_frames} frames over {float(got.duration):.3f} s, FM {n_out}"
-    return ""
-
-
-def _copy_fault(out_i: int, src_i: int, decoded, info: SourceInfo) -> str:
-    """Why output frame ``out_i`` (source frame ``src_i``, ``decoded``: its yuv420p frame when it
-    is one FM's encode takes as it is) breaks the copy rule (:func:`fm_copy_reason`), or ``""``."""
-    if out_i != src_i:
-        return f"output frame {out_i} would show source frame {src_i} (frames dropped or duplicated)"
-    if decoded is None or decoded.interlaced_frame or (
-            int(decoded.colorspace), int(decoded.color_range), int(decoded.color_primaries),
-            int(decoded.color_trc)) != info.facts.color:
-        return f"source frame {src_i} decodes unlike the first (format, size, colour tags or interlacing)"
-    return ""
-
-
 def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None,
                  progress=None, copy_faults: list[str] | None = None):
     """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
     frame in RGB first (the subject detection riding along the FM/VMM pass); ``progress(1)``, when
     given, is called after each decoded source frame is processed.  ``copy_faults``, when given (FM
-    is a stream copy), gets the first frame that breaks the copy rule (:func:`_copy_fault`)."""
+    is a stream copy), gets the first frame that breaks the copy rule (:func:`mime_fast.fm_copy.copy_fault`)."""
     std = FrameStandardiser(info.start, fps, n_out)
     kcodes = [c for c in FACE_SUBSETS if c in writers]
     kernels = [{"fdm": fdm_k, "fsm": fsm_k}[spec(c).kernel] for c in kcodes]
@@ -607,7 +393,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
         src_i, rgb, decoded = item
         decoded, nv12 = frame_parts(decoded)
         if copy_faults == []:
-            fault = _copy_fault(out_i, src_i, decoded, info)
+            fault = copy_fault(out_i, src_i, decoded, info)
             if fault:
                 copy_faults.append(fault)
         if cache["idx"] != src_i:
@@ -627,11 +413,11 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             frames = {"FM": base} if "FM" in writers else {}
             try:
                 if isinstance(pts, list):
-                    frames.update(_face_frames_union(ops, rgb, decoded, base, (info.height, info.width), pts,
-                                                     kernels, kcodes, st, info.matrix))
+                    frames.update(face_frames_union(ops, rgb, decoded, base, (info.height, info.width), pts,
+                                                    kernels, kcodes, st, info.matrix))
                 else:
-                    frames.update(_face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels,
-                                               kcodes, st, info.matrix, nv12))
+                    frames.update(face_frames(ops, rgb, decoded, base, (info.height, info.width), pts, kernels,
+                                              kcodes, st, info.matrix, nv12))
             except ValueError as exc:  # degenerate points: never write the face clear, fail loudly
                 raise ValueError(f"{src}: source frame {src_i}: cannot build the face mask ({exc})") from exc
             cache["idx"], cache["frames"] = src_i, frames

@@ -5,7 +5,7 @@
 * :func:`grid_packets` opens a source whose frames already lie on the output grid and hands its
   video stream (an :class:`~mime_fast.media.Mp4Writer` ``video_template``) and its packets,
   byte-identical, with timestamps re-based onto the ``1/fps`` grid (FM's stream copy,
-  :func:`mime_fast.subsets.fm_copy_reason`).
+  :func:`mime_fast.fm_copy.fm_copy_reason`).
 * :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
   into place only when everything succeeded; on any exception every temporary file is removed.
 """

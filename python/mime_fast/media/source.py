@@ -28,7 +28,7 @@ ColorTags = tuple[int, int, int, int]
 
 @dataclass(frozen=True)
 class StreamFacts:
-    """What the stream copy of FM (:func:`mime_fast.subsets.fm_copy_reason`) needs to know about the
+    """What the stream copy of FM (:func:`mime_fast.fm_copy.fm_copy_reason`) needs to know about the
     video stream beyond :class:`SourceInfo`'s other fields: the first decoded frame's pixel format,
     colour tags, interlacing and sample aspect ratio (``None``: unset), whether the H.264 packets are
     length-prefixed (``avcC`` extradata, as MP4/MOV/Matroska store them; Annex B otherwise), whether

@@ -54,7 +54,8 @@ def crc(frame: np.ndarray) -> int:
 def main() -> None:
     import cv2
 
-    from mime_fast.detect.models import HogPersonDetector, _downscale
+    from mime_fast.detect.interface import _downscale
+    from mime_fast.detect.models import HogPersonDetector
 
     det = HogPersonDetector()
     assert det.backend == "opencv", f"needs cv2.HOGDescriptor (OpenCV 4.x); this is OpenCV {cv2.__version__}"

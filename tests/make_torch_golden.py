@@ -72,8 +72,7 @@ def decode_all(media: Path) -> list[np.ndarray]:
 def warp_matrices(H: int, W: int) -> list[tuple[np.ndarray, int]]:
     """12 face-mesh ROIs (192 px) and 12 ArcFace chips (112 px) at random places in an H x W frame,
     some reaching outside it (seed 7)."""
-    from mime_fast.detect.models import _face_roi_transform
-    from mime_fast.detect.paper import arcface_transform
+    from mime_fast.detect.align import _face_roi_transform, arcface_transform
 
     rng = np.random.default_rng(7)
     mats = []
@@ -90,8 +89,7 @@ def warp_matrices(H: int, W: int) -> list[tuple[np.ndarray, int]]:
 
 def face_matrices(faces) -> tuple[np.ndarray, np.ndarray]:
     """The face mesh's ROI matrices (192 px) and SFace's chip matrices (112 px) of ``faces``."""
-    from mime_fast.detect.models import _face_roi_transform
-    from mime_fast.detect.paper import arcface_transform
+    from mime_fast.detect.align import _face_roi_transform, arcface_transform
 
     roi = [_face_roi_transform(b, k, 192, 1.5) for b, k in zip(faces.boxes, faces.keypoints)]
     chip = [arcface_transform(k, 112) for k in faces.keypoints]
@@ -145,7 +143,8 @@ def make(media: Path) -> dict:
     import cv2
     import onnxruntime
 
-    from mime_fast.detect.models import SFaceEmbedder, _downscale, load_offline_stack
+    from mime_fast.detect.interface import _downscale
+    from mime_fast.detect.models import SFaceEmbedder, load_offline_stack
     from mime_fast.detect.tracking import track_clip
 
     if int(cv2.__version__.split(".")[0]) >= 5:

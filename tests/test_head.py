@@ -15,7 +15,7 @@ import pytest
 
 from mime_fast import ops
 from mime_fast.detect import Faces, SubjectTracker
-from mime_fast.detect.tracking import _iou
+from mime_fast.detect.geometry import _iou
 from video_fixtures import rgb_frames
 
 HIDE = range(50, 90)

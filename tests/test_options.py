@@ -196,11 +196,11 @@ def test_cli_names_the_flag_given(tmp_path: Path, capsys) -> None:
 
 
 def test_run_corpus_rejects_an_unknown_option_before_any_clip(tmp_path: Path, monkeypatch) -> None:
-    from mime_fast import corpus, subsets
+    from mime_fast import corpus
 
     samples.make_clip(tmp_path / "in" / "a.mp4", duration=0.4, fps=25, size=(320, 240))
     calls = []
-    monkeypatch.setattr(subsets, "build_subsets", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(corpus, "build_subsets", lambda *a, **k: calls.append(a))
     out = tmp_path / "out"
     with pytest.raises(TypeError, match=r"unknown setting 'crff' \(did you mean 'crf'\?\)"):
         corpus.run_corpus(corpus.discover(tmp_path / "in"), out, crff=18)

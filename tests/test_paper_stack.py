@@ -45,7 +45,7 @@ from mime_fast.detect import (  # noqa: E402
     stack_choice,
     track_clip,
 )
-from mime_fast.detect import paper  # noqa: E402
+from mime_fast.detect import stacks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -680,7 +680,7 @@ def test_models_command_says_where_it_looked(clean_env, capsys):
 
 def test_models_fetch_fails_clearly(clean_env, monkeypatch, capsys):
     # without internet (checked with a short timeout; faked here so nothing touches the network)
-    monkeypatch.setattr(paper, "_have_internet", lambda **kw: False)
+    monkeypatch.setattr(stacks, "_have_internet", lambda **kw: False)
     # (exit status 1: the environment stops the command, not its usage)
     if importlib.util.find_spec("insightface") and importlib.util.find_spec("onnx"):
         assert main(["models", "--fetch"]) == 1

@@ -397,7 +397,7 @@ def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack,
     import cv2
 
     from mime_fast import build_subsets, ops
-    from mime_fast.detect.models import _downscale
+    from mime_fast.detect.interface import _downscale
 
     clip = shared_media / "two_people_hug_1080p.mp4"
     res = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"])

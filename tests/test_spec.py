@@ -249,7 +249,7 @@ class _FakeDetection:
 @pytest.mark.parametrize("kind,detect", [("face", False), ("silent", False), ("noface", False), ("face", True),
                                          ("noface", True)])
 def test_pipeline_writes_the_plan(clips, kind, detect, tmp_path, monkeypatch):
-    from mime_fast import landmarks, subsets
+    from mime_fast import subsets
 
     clip = clips[kind]
     passes = []
@@ -262,7 +262,7 @@ def test_pipeline_writes_the_plan(clips, kind, detect, tmp_path, monkeypatch):
     monkeypatch.setattr(subsets, "_encode_loop", recording)
     if detect:
         monkeypatch.setattr(_FakeDetection, "landmarks", clip.landmarks)
-        monkeypatch.setattr(landmarks, "SubjectDetection", _FakeDetection)
+        monkeypatch.setattr(subsets, "SubjectDetection", _FakeDetection)
     has_audio, subject = kind != "silent", kind != "noface"
     reason = ("no subject: no face found in any frame" if detect else
               "no subject: the landmarks given have no face in any frame")

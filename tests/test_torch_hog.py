@@ -225,7 +225,7 @@ def test_detect_matches_golden(det, golden, golden_frames):
 @pytest.mark.slow
 def test_detect_gray_matches_golden_rects(det, golden, golden_frames):
     """The raw detectMultiScale output (640 px gray) against the stored cv2 rects and weights."""
-    from mime_fast.detect.models import _downscale
+    from mime_fast.detect.interface import _downscale
 
     if cv2 is None:
         pytest.skip("the CPU downscale needs OpenCV")

@@ -200,7 +200,8 @@ class Reference:
 
 
 def _live_reference(stack, frames) -> Reference:
-    from mime_fast.detect.models import SFaceEmbedder, _downscale
+    from mime_fast.detect.interface import _downscale
+    from mime_fast.detect.models import SFaceEmbedder
 
     faces = [stack.detector.detect(f) for f in frames]
     small = [_downscale(f, golden_file.SMALL)[0] for f in frames]
@@ -216,7 +217,7 @@ def _golden_small(g, frames) -> list:
     """The 384 px frames the golden detections were made on: ``_downscale``'s (cv2 INTER_AREA), or,
     where this OpenCV shrinks otherwise, torch's :func:`area_downscale` (equal to OpenCV 4.x's at
     384 px), whichever matches the golden SHA-256."""
-    from mime_fast.detect.models import _downscale
+    from mime_fast.detect.interface import _downscale
 
     out = []
     for f, want in zip(frames, g["small_sha"]):
@@ -395,7 +396,7 @@ def test_warp_equals_cv2_warp_affine(tm, frames, golden, device):
 def test_device_downscale_matches_cv2_area(tm, frames, device):
     import torch
 
-    from mime_fast.detect.models import _downscale
+    from mime_fast.detect.interface import _downscale
 
     _check_device(device)
     for frame in (frames[0], frames[-1]):

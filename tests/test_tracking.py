@@ -294,13 +294,13 @@ def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatc
 def test_subsets_without_a_face_run_no_detection(tmp_path, monkeypatch):
     """FM, VMM and AMM need no mask: without landmarks= and without a face subset, no model runs
     (and a clip of any content is encoded in one pass)."""
-    from mime_fast import landmarks
+    from mime_fast import landmarks, subsets
 
     def refuse(*a, **k):
         raise AssertionError("detection ran for subsets that need no mask")
 
     monkeypatch.setattr(landmarks.SubjectDetection, "__init__", refuse)
-    monkeypatch.setattr(landmarks, "detect_subject", refuse)
+    monkeypatch.setattr(subsets, "detect_subject", refuse)
     clip = samples.make_clip(tmp_path / "n.mp4", duration=0.4, fps=25, size=(320, 240), audio=True)
     res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "VMM", "AMM"], min_height=0, min_duration=0)
     assert sorted(res.outputs) == ["AMM", "FM", "VMM"] and res.tracking is None and res.fsm_kernel is None

@@ -192,7 +192,7 @@ def test_torch_model_crops_equal_emulation(frame720: np.ndarray) -> None:
     """torch_models._crops (the face mesh's and SFace's crops): numpy frames and a CPU tensor through
     the core's operator give what warp_affine_u8 gives; frames without faces are skipped."""
     torch = pytest.importorskip("torch")
-    from mime_fast.detect.torch_models import _crops, warp_affine_u8
+    from mime_fast.detect.torch_ops import _crops, warp_affine_u8
 
     frames = [frame720, np.ascontiguousarray(frame720[::-1]), np.ascontiguousarray(frame720[:, ::-1])]
     rng = np.random.default_rng(11)

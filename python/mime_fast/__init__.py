@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .subsets import ClipError, ClipResult, Settings, build_subsets, degrade
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # lazy: the package root sits above every module, and stays light
     if name in _PIPELINE:
         from . import subsets
 

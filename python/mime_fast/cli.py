@@ -25,8 +25,21 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, NoReturn, get_args
 
+import mime_fast
+
+from . import coe
+from .audit import audit, clip_ids
+from .coe.runner import SUBSETS as COE_SUBSETS
+from .corpus import check_settings, find_inputs, run_corpus
+from .demo import run as run_demo
+from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
+from .devices import auto_workers, report as device_report
+from .manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from .options import FIELDS, GROUPS, OptionField
+from .preview import SUBSETS, ClipFailed, write_contact_sheet
+from .progress import LineMonitor, TqdmMonitor
 from .spec import CODES
+from .subsets import _codes
 
 DESCRIPTION = """\
 Privacy degradation of emotion video clips: the seven MIME subsets FM (clear), FDM (face lightly
@@ -154,18 +167,12 @@ def _stderr_is_terminal() -> bool:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .corpus import check_settings, find_inputs, run_corpus
-    from .progress import LineMonitor, TqdmMonitor
-    from .subsets import _codes
-
     # Every setting is checked here, before anything is read or written.
     try:
         codes = _codes([s.strip() for s in args.subsets.split(",") if s.strip()])
     except ValueError as exc:
         raise UsageError(f"--subsets: {exc}") from None
     if args.workers is None:
-        from .devices import auto_workers
-
         args.workers = auto_workers(args.device)
     try:
         settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **_options(args))
@@ -248,14 +255,10 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run
-
-    return run(args.out, args.seconds)
+    return run_demo(args.out, args.seconds)
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from .manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
-
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}")
     rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
@@ -285,8 +288,6 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _preview(args: argparse.Namespace) -> int:
-    from .preview import SUBSETS, ClipFailed, write_contact_sheet
-
     clip, out_dir = args.clip, args.dir
     p = Path(clip)
     if out_dir is None and p.suffix == ".mp4" and p.parent.name in SUBSETS:
@@ -304,8 +305,6 @@ def _preview(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
-
     if args.fetch:
         try:
             got = fetch_paper_models()
@@ -339,8 +338,6 @@ def _models(args: argparse.Namespace) -> int:
 def _coe(args: argparse.Namespace) -> int:
     import json
 
-    from .manifest import MANIFEST_JSONL
-
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}: build the corpus first (mime-fast build)")
     if not re.match(r"^https?://", args.endpoint):
@@ -361,17 +358,11 @@ def _coe(args: argparse.Namespace) -> int:
         if not isinstance(extra, dict):
             raise UsageError("--extra-body: expected a JSON object")
     subsets = [s.strip().upper() for s in args.subsets.split(",") if s.strip()]
-    from .coe.runner import SUBSETS
-
-    bad = [s for s in subsets if s not in SUBSETS]
+    bad = [s for s in subsets if s not in COE_SUBSETS]
     if bad or not subsets:
-        raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(SUBSETS)}"
+        raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(COE_SUBSETS)}"
                          if bad else "--subsets: no subset given")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
-    try:
-        from . import coe
-    except ImportError as exc:
-        raise RunError(f"{exc} (install the coe extra: pip install 'mime_fast[coe]')") from None
     res = coe.run(args.dir, endpoint=args.endpoint, model=args.model, text_model=args.text_model,
                   api_key_env=args.api_key_env, subsets=subsets, clips=clips, limit=args.limit, media=args.media,
                   frames=args.frames, frame_size=args.frame_size, media_base_url=args.media_base_url,
@@ -449,9 +440,6 @@ def _add_coe(sub, common: argparse.ArgumentParser) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from .audit import audit, clip_ids
-    from .detect import ModelNotAvailable
-
     if not args.dir.is_dir():
         raise UsageError(f"{args.dir}: no such folder")
     if not (args.dir / "FM").is_dir():
@@ -485,12 +473,8 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    import mime_fast
-
-    from .devices import report
-
     print(f"mime_fast {mime_fast.__version__}")
-    for what, status in report():
+    for what, status in device_report():
         print(f"{what}: {status}")
     print(f"CPU threads: {mime_fast.num_threads()}")
     return 0

@@ -43,12 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from .devices import gpu_count
+from .landmarks import default_stack
 from .manifest import BLUR_LEVEL, CLEAR_VERSION, EMOTIONS, ManifestWriter, compact, read_rows, write_compacted
 from .media import ClipError
 from .progress import LineMonitor, Monitor
 from .spec import CODES, SUBSETS, face_codes
 from .options import Settings
-from .subsets import _codes
+from .subsets import _codes, build_subsets, locate_subject
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
            "run_corpus", "clean_stale_temporaries"]
@@ -349,8 +351,6 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
     started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
-    from .subsets import build_subsets
-
     try:
         landmarks = located.result() if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
@@ -474,8 +474,6 @@ def _sigint_blocked() -> Iterator[None]:
 def _load_models(monitor: Monitor, pool=None) -> None:
     """Load the detection models before the first clip (on ``pool``'s thread when given: the models
     are loaded once per thread), saying so; a missing model fails the run here, not every clip."""
-    from .landmarks import default_stack
-
     monitor.status("loading detection models…")
     if pool is None:
         default_stack()
@@ -618,8 +616,6 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
     the next clip (clips with given landmarks or a known error need no detection)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .subsets import locate_subject
-
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect")
     try:
         if detecting:
@@ -666,7 +662,7 @@ def share_cores(threads: int) -> None:
     (environment variables an explicit setting of the user's overrides)."""
     for name in _THREAD_ENV:
         os.environ.setdefault(name, str(threads))
-    from . import set_num_threads
+    from . import set_num_threads  # lazy: the package root sits above every module
 
     set_num_threads(int(os.environ["MIME_FAST_NUM_THREADS"]))
     with contextlib.suppress(ImportError):
@@ -732,8 +728,6 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
 
     gpus = 0
     if settings.compute.device == "cuda":
-        from .devices import gpu_count
-
         gpus = gpu_count()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                                initargs=(stop, frames, ctx.Value("i", 0), gpus, worker_threads(workers)))

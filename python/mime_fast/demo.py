@@ -17,6 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .corpus import discover, run_corpus
+from .manifest import compact, read_rows
+from .preview import draw_text, write_png
+from .samples import make_clip
 from .spec import ENCODED_SUBSETS
 
 #: The subsets side by side in DIR/preview.png: the encoded ones (the others are their videos
@@ -32,8 +36,6 @@ def preview_labels(kernels: dict[str, int | None]) -> list[str]:
 
 def labelled_row(tiles: list[np.ndarray], labels: list[str], header: int = 24) -> np.ndarray:
     """``tiles`` side by side under a dark strip of ``header`` pixels holding each tile's label."""
-    from .preview import draw_text
-
     row = np.concatenate(tiles, axis=1)
     img = np.full((header + row.shape[0], row.shape[1], 3), 24, np.uint8)
     img[header:] = row
@@ -53,14 +55,6 @@ def middle_frame(path: Path) -> np.ndarray:
 
 
 def run(out: Path, seconds: float = 3.0) -> int:
-    try:
-        from .samples import make_clip
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise SystemExit(f"the demo needs scikit-image for its sample face: pip install 'mime_fast[demo]' ({exc})")
-    from .corpus import discover, run_corpus
-    from .preview import write_png
-    from .manifest import compact, read_rows
-
     src_dir = out / "sources"
     src_dir.mkdir(parents=True, exist_ok=True)
     clips = [

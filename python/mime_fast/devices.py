@@ -11,7 +11,7 @@ from .media import nvdec_available
 
 def gpu_count() -> int:
     """CUDA devices visible to this process (0 without a CUDA build or driver)."""
-    from . import cuda_available
+    from . import cuda_available  # lazy: the package root sits above every module
 
     if not cuda_available():
         return 0
@@ -41,7 +41,7 @@ def nvenc_status() -> str:
     where one exists (its bytes would differ from libx264's)."""
     if importlib.util.find_spec("PyNvVideoCodec") is None:
         return "unknown (PyNvVideoCodec is not installed)"
-    from . import cuda_available
+    from . import cuda_available  # lazy: the package root sits above every module
 
     if not cuda_available():
         return "absent (no CUDA device)"
@@ -57,7 +57,7 @@ def nvenc_status() -> str:
 
 def report() -> list[tuple[str, str]]:
     """``(what, status)`` lines for ``mime-fast info``."""
-    from . import cuda_status
+    from . import cuda_status  # lazy: the package root sits above every module
 
     n = gpu_count()
     lines = [("CUDA", cuda_status()), ("GPUs", str(n))]

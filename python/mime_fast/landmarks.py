@@ -44,6 +44,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .detect import AllFaceTracker, SubjectTracker, load_stack, stack_choice
+from .detect.shots import ShotDetector
 from .media import iter_display_frames, prefetch, probe
 from .options import DETECT_DEFAULTS, FACES, hold_frames
 
@@ -306,10 +308,8 @@ _log = logging.getLogger(__name__)
 
 
 def _load_stack(device: str):
-    from .detect import load_stack, stack_choice
-
     if device == "cuda" and stack_choice() == "offline":
-        try:
+        try:  # lazy: the torch models need torch, an optional package
             from .detect.torch_models import load_torch_stack, torch_cuda_available
         except Exception as e:  # noqa: BLE001 - torch absent or broken: the CPU models
             _log.info("device='cuda': torch not importable (%s); the models run on the CPU", e)
@@ -357,9 +357,6 @@ class SubjectDetection:
     def __init__(self, info, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                  detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
                  device: str = "cpu", faces: str = _D.faces):
-        from .detect import SubjectTracker
-        from .detect.shots import ShotDetector
-
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = hold_frames(hold_s, rate)
         stack = default_stack(device) if stack is None else stack
@@ -375,8 +372,6 @@ class SubjectDetection:
             raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
         self._all = None
         if faces == "all":
-            from .detect import AllFaceTracker
-
             self._all = AllFaceTracker(stack, hold_frames=self.hold_frames, detect_every=detect_every,
                                        margin=margin, timers=self._timers)
 

@@ -277,6 +277,8 @@ class DeviceOptions:
         _check(self.device in get_args(Device), "device", f'must be "cpu" or "cuda", got {self.device!r}')
         _check(isinstance(self.nvdec, bool), "nvdec", f"must be True or False, got {self.nvdec!r}")
         if self.device == "cuda":
+            # lazy: the package root sits above every module (it re-exports the pipeline); its
+            # cuda_available is looked up when a setting asks for CUDA
             from . import cuda_available, cuda_status
 
             if not cuda_available():

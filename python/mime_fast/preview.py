@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .manifest import compact, read_rows
 from .spec import CODES, spec
 
 __all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
@@ -189,8 +190,6 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
 
 def _raise_failed(out_dir: Path, clip_id: str) -> None:
     """Raise :class:`ClipFailed` with the manifest's reason when the latest run of ``clip_id`` failed."""
-    from .manifest import compact, read_rows
-
     failed = [r for r in compact(read_rows(out_dir)) if r["clip_id"] == clip_id and r["status"] == "failed"]
     if failed:
         reasons = "; ".join(dict.fromkeys(str(r["reason"]) for r in failed))

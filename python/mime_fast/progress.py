@@ -22,7 +22,7 @@ import av
 
 from .media import video_streams
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: corpus imports this module
     from .corpus import ClipSpec
 
 __all__ = ["LineMonitor", "Monitor", "TqdmMonitor", "estimate_frames"]

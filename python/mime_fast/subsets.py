@@ -61,7 +61,7 @@ from typing import Callable
 import numpy as np
 
 from . import ops
-from .landmarks import MaskProvider, as_provider, faces_list
+from .landmarks import MaskProvider, SubjectDetection, as_provider, detect_subject, faces_list
 from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
@@ -273,8 +273,6 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                               fm_copy=fm_copy_reason(info, st))
     _skip(todo, result)
     if todo.detect:
-        from .landmarks import SubjectDetection
-
         detection = SubjectDetection(info, **_detection(st))
     videos = todo.videos
 
@@ -486,8 +484,6 @@ def locate_subject(src, *, settings: Settings | None = None, **options) -> MaskP
     :func:`build_subsets` with the same settings, e.g. computed for the next clip on another thread
     while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Settings as in
     :func:`build_subsets`.  Raises :class:`ClipError` like :func:`build_subsets`."""
-    from .landmarks import detect_subject
-
     st = Settings.resolve(settings, **options)
     src, info, _ = _prepare(src, None, st)
     provider = detect_subject(src, info, **_detection(st))

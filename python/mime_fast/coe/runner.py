@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
+from ..corpus import sha256_file
 from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
@@ -195,8 +196,6 @@ def _media_of(corpus: Path, sample: _Sample, row: dict[str, Any]) -> list[Media]
         if not path.is_file():
             raise _Failed(f"{r['path']} is missing from the corpus folder")
         if not r.get("sha256"):
-            from ..corpus import sha256_file
-
             r = dict(r, sha256=sha256_file(path))
         return Media(kind, path, r["path"], r["sha256"], r.get("frames"))
 

@@ -48,7 +48,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .models import Persons, _check_frame
+from .interface import Persons
+from .torch_ops import _as_frames, _device, _size_batches
 
 __all__ = ["TorchHogPersons", "group_rectangles", "hog_people_svm", "resize_linear_exact"]
 
@@ -259,13 +260,11 @@ class TorchHogPersons:
     ``descriptor`` for ``HOGDescriptor.compute`` of a 64 x 128 window.
 
     The frame is first shrunk so its longer side is at most ``max_size`` (area averaging, as the CPU
-    class; :func:`~mime_fast.detect.torch_models.area_downscale`), then converted to gray
+    class; :func:`~mime_fast.detect.torch_ops.area_downscale`), then converted to gray
     (``RGB2GRAY``'s fixed point); boxes come back in frame pixels, scores ``1 - exp(-weight)``."""
 
     def __init__(self, *, device="cpu", max_size: int | None = 640, hit_threshold: float = 0.0,
                  scale: float = 1.05, padding: int = 8, group_threshold: int = 2, eps: float = 0.2):
-        from .torch_models import _device
-
         self.device = _device(device)
         self.max_size, self.hit_threshold, self.scale = max_size, float(hit_threshold), float(scale)
         self.padding = -(-max(int(padding), 0) // STRIDE) * STRIDE  # alignSize to the 8 px cache stride
@@ -368,8 +367,6 @@ class TorchHogPersons:
     def detect_batch(self, frames) -> list[Persons]:
         """Persons of a list of RGB uint8 frames or a uint8 ``(N, H, W, 3)`` tensor; frames of one
         size go through the pyramid together."""
-        from .torch_models import _as_frames, _size_batches
-
         frames = _as_frames(frames, self.device)
         out: list = [None] * len(frames)
         for H, W, idx, x, s in _size_batches(frames, self.device, self.max_size, self._area):

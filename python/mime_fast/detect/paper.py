@@ -1,4 +1,4 @@
-"""The "paper stack": the models MIME used, behind the interface of :mod:`mime_fast.detect.models`.
+"""The "paper stack": the models MIME used, behind the interface of :mod:`mime_fast.detect.interface`.
 
 =====================  ==========================================  =====================================
 need                   file (origin, licence)                      pre / post-processing (re-implemented)
@@ -19,13 +19,10 @@ The weights are not shipped: insightface's ``FaceAnalysis(name="buffalo_l")`` do
 models to ``~/.insightface/models/buffalo_l``; ``yolo export model=yolov8n.pt format=onnx`` writes the
 person detector (``mime-fast models --fetch`` does both where the packages and internet are there).
 
-Discovery (:func:`find_paper_models`): each file is looked up in, in order, the ``root`` argument,
-the folder named by ``MIME_FAST_MODELS`` (each followed by its ``buffalo_l`` subfolder), and
-``~/.insightface/models/buffalo_l``.  The person detector is the file named by ``MIME_FAST_YOLO``, else the
-first ``yolov8*.onnx`` (by name) in those folders; without one the paper stack uses the offline HOG
-people detector and says so.  :func:`load_stack` picks a stack: ``"auto"`` is the paper stack when
-its face models are found, else the offline stack; ``MIME_FAST_STACK`` (``auto`` / ``paper`` /
-``offline``) overrides what ``"auto"`` means.
+Discovery, loading and the choice between this stack and the offline one: :mod:`mime_fast.detect.stacks`.
+
+(Over 400 lines on purpose: four step-by-step ports of insightface's and ultralytics' processing,
+one class per model file, with the graph reading and the blob, box and keypoint helpers they share.)
 
 Faithfulness: the arithmetic follows insightface 2.1 (``model_zoo/scrfd.py``, ``landmark.py``,
 ``arcface_onnx.py``, ``utils/face_align.py``) and ultralytics' ``LetterBox`` / ``scale_boxes`` /
@@ -41,52 +38,23 @@ none); :attr:`Landmarks.quality` of the 106-point model is defined here (:func:`
 from __future__ import annotations
 
 import io
-import os
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
-from .models import (
-    FaceDetector,
-    FaceEmbedder,
-    Faces,
-    HogPersonDetector,
-    LandmarkModel,
-    Landmarks,
-    ModelNotAvailable,
-    PersonDetector,
-    Persons,
-    _check_frame,
-    _ort_session,
-    load_offline_stack,
-    nms,
-)
+from .align import ARCFACE_DST, arcface_transform
+from .interface import Faces, Landmarks, Persons, _check_frame, nms
+from .weights import _ort_session
 
 __all__ = [
-    "ARCFACE_DST",
     "PAPER_FILES",
     "ArcFaceEmbedder",
     "Landmark106",
-    "PaperStack",
     "ScrfdDetector",
     "YoloV8PersonDetector",
-    "arcface_transform",
-    "fetch_paper_models",
-    "find_paper_models",
     "landmark106_quality",
-    "load_paper_stack",
-    "load_stack",
-    "paper_models_status",
-    "paper_search_dirs",
-    "stack_choice",
 ]
-
-#: insightface's ``arcface_dst``: where the 5 keypoints go in the 112 x 112 ArcFace chip.
-ARCFACE_DST = np.array([[38.2946, 51.6963], [73.5318, 51.5014], [56.0252, 71.7366],
-                        [41.5493, 92.3655], [70.7299, 92.2041]], np.float32)
 
 #: The paper stack's files: role -> (file name, what it is).
 PAPER_FILES = {
@@ -391,50 +359,6 @@ class Landmark106:
 # ArcFace embedding
 
 
-def _umeyama(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """3x3 least-squares similarity transform src -> dst (Umeyama 1991), scikit-image's
-    ``SimilarityTransform.estimate`` (which insightface's ``estimate_norm`` calls) step by step, in
-    the inputs' own precision (float32 keypoints: float32 statistics, as there)."""
-    src, dst = np.asarray(src), np.asarray(dst)
-    num, dim = src.shape
-    src_mean, dst_mean = src.mean(axis=0), dst.mean(axis=0)
-    src_d, dst_d = src - src_mean, dst - dst_mean
-    A = dst_d.T @ src_d / num
-    d = np.ones((dim,), np.float64)
-    if np.linalg.det(A) < 0:
-        d[dim - 1] = -1
-    T = np.eye(dim + 1, dtype=np.float64)
-    U, S, V = np.linalg.svd(A)
-    rank = np.count_nonzero(S > S.max() * np.max(A.shape) * np.finfo(float).eps)
-    if rank == 0:
-        return np.nan * T
-    if rank == dim - 1 and np.linalg.det(U) * np.linalg.det(V) > 0:
-        T[:dim, :dim] = U @ V
-    elif rank == dim - 1:
-        T[:dim, :dim] = U @ np.diag(np.r_[d[:-1], -1.0]) @ V
-    else:
-        T[:dim, :dim] = U @ np.diag(d) @ V
-    scale = 1.0 / src_d.var(axis=0).sum() * (S @ d)
-    T[:dim, dim] = dst_mean - scale * (T[:dim, :dim] @ src_mean.T)
-    T[:dim, :dim] *= scale
-    return T
-
-
-def arcface_transform(keypoints: np.ndarray, size: int = 112) -> np.ndarray:
-    """2x3 affine frame -> ``size x size`` ArcFace chip: the similarity transform that best maps the 5
-    keypoints onto :data:`ARCFACE_DST` (insightface ``face_align.estimate_norm``; sizes that are
-    multiples of 128 get the template scaled and shifted 8 px right, as there)."""
-    if size % 112 == 0:
-        ratio, dx = size / 112.0, 0.0
-    elif size % 128 == 0:
-        ratio, dx = size / 128.0, 8.0 * size / 128.0
-    else:
-        raise ValueError(f"ArcFace chip size must be a multiple of 112 or 128, got {size}")
-    dst = ARCFACE_DST * np.float32(ratio)
-    dst[:, 0] += dx
-    return _umeyama(np.asarray(keypoints, np.float32).reshape(5, 2), dst)[:2]
-
-
 class ArcFaceEmbedder:
     """ArcFace embedding (``w600k_r50.onnx``, 512-D) with insightface's ``ArcFaceONNX`` processing:
     the chip is warped (bilinear, zeros outside) by :func:`arcface_transform` of the face's 5
@@ -534,172 +458,3 @@ class YoloV8PersonDetector:
         boxes[:, 0::2] = ((boxes[:, 0::2] - pad_x) / gain).clip(0, W)
         boxes[:, 1::2] = ((boxes[:, 1::2] - pad_y) / gain).clip(0, H)
         return Persons(boxes, conf)
-
-
-# --------------------------------------------------------------------------------------------------
-# Discovery, loading, stack choice
-
-
-def paper_search_dirs(root: str | Path | None = None) -> list[Path]:
-    """Folders searched for the paper stack, in order: ``root`` and ``$MIME_FAST_MODELS`` (each
-    followed by its ``buffalo_l`` subfolder), then ``~/.insightface/models/buffalo_l``."""
-    out: list[Path] = []
-    for b in (Path(p).expanduser() for p in (root, os.environ.get("MIME_FAST_MODELS")) if p):
-        out += [d for d in (b, b / "buffalo_l") if d not in out]
-    home = Path("~/.insightface/models/buffalo_l").expanduser()
-    return out + ([home] if home not in out else [])
-
-
-def find_paper_models(root: str | Path | None = None) -> dict[str, Path | None]:
-    """Paths of the paper stack's files (role -> path, ``None`` when not found) for ``detector``,
-    ``landmarks``, ``embedder`` (first folder of :func:`paper_search_dirs` holding the file) and
-    ``persons`` (``$MIME_FAST_YOLO`` if it names a file, else the first ``yolov8*.onnx`` by name in
-    those folders)."""
-    dirs = paper_search_dirs(root)
-    found: dict[str, Path | None] = {}
-    for role in ("detector", "landmarks", "embedder"):
-        name = PAPER_FILES[role][0]
-        found[role] = next((d / name for d in dirs if (d / name).is_file()), None)
-    env = os.environ.get("MIME_FAST_YOLO")
-    if env:
-        found["persons"] = Path(env).expanduser() if Path(env).expanduser().is_file() else None
-    else:
-        found["persons"] = next((p for d in dirs if d.is_dir() for p in sorted(d.glob("yolov8*.onnx")) if p.is_file()),
-                                None)
-    return found
-
-
-def _where(root) -> str:
-    yolo = os.environ.get("MIME_FAST_YOLO")
-    return ", ".join(str(d) for d in paper_search_dirs(root)) + (f"; YOLOv8: $MIME_FAST_YOLO={yolo}" if yolo else "")
-
-
-@dataclass
-class PaperStack:
-    """The paper stack (same attributes as :class:`~mime_fast.detect.OfflineStack`, plus ``files``:
-    role -> path used, and ``notes``: what was substituted)."""
-
-    detector: FaceDetector
-    landmarks: LandmarkModel
-    embedder: FaceEmbedder | None
-    persons: PersonDetector | None
-    name: str = "paper"
-    files: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-
-
-def load_paper_stack(root: str | Path | None = None, *, embedder: bool = True, persons: bool = True,
-                     threads: int | None = None) -> PaperStack:
-    """Load the paper stack from the files :func:`find_paper_models` finds.  Raises
-    :class:`ModelNotAvailable` naming the missing files and the folders searched.  Without a YOLOv8
-    file the offline HOG people detector is used (a warning says so, and ``notes``).
-    ``embedder=False`` / ``persons=False`` skip those models (attribute ``None``)."""
-    found = find_paper_models(root)
-    need = ["detector", "landmarks"] + (["embedder"] if embedder else [])
-    missing = [PAPER_FILES[r][0] for r in need if found[r] is None]
-    if missing:
-        raise ModelNotAvailable(
-            f"paper stack: {', '.join(missing)} not found (looked in {_where(root)}); get InsightFace's "
-            f"buffalo_l (mime-fast models --fetch, or copy the files into $MIME_FAST_MODELS)")
-    files = {r: found[r] for r in need}
-    notes = []
-    det = ScrfdDetector(found["detector"], threads=threads)
-    lmk = Landmark106(found["landmarks"], threads=threads)
-    emb = ArcFaceEmbedder(found["embedder"], threads=threads) if embedder else None
-    per = None
-    if persons and found["persons"] is not None:
-        per = YoloV8PersonDetector(found["persons"], threads=threads)
-        files["persons"] = found["persons"]
-    elif persons:
-        per = HogPersonDetector()
-        notes.append(f"no YOLOv8 ONNX found ($MIME_FAST_YOLO or yolov8*.onnx in {_where(root)}): "
-                     f"using the offline HOG people detector")
-        warnings.warn("paper stack: " + notes[-1], stacklevel=2)
-    return PaperStack(det, lmk, emb, per, files=files, notes=notes)
-
-
-STACKS = ("auto", "paper", "offline")
-
-
-def stack_choice(name: str = "auto", root: str | Path | None = None, *, embedder: bool = True) -> str:
-    """Which stack :func:`load_stack` loads for ``name`` (nothing is loaded): ``"paper"`` or
-    ``"offline"``.  ``"auto"`` reads ``$MIME_FAST_STACK`` (``auto``/``paper``/``offline``) and, when
-    that is unset or ``auto``, is ``"paper"`` when the paper stack's face models are found."""
-    name = (name or "auto").strip().lower()
-    if name == "auto":
-        name = (os.environ.get("MIME_FAST_STACK") or "auto").strip().lower()
-    if name not in STACKS:
-        raise ValueError(f"unknown model stack {name!r} (MIME_FAST_STACK or argument): one of {STACKS}")
-    if name != "auto":
-        return name
-    found = find_paper_models(root)
-    need = ("detector", "landmarks", "embedder") if embedder else ("detector", "landmarks")
-    return "paper" if all(found[r] is not None for r in need) else "offline"
-
-
-def load_stack(name: str = "auto", root: str | Path | None = None, *, embedder: bool = True,
-               persons: bool = True):
-    """Load a model stack: ``"paper"`` (:func:`load_paper_stack`), ``"offline"``
-    (:func:`~mime_fast.detect.load_offline_stack`) or ``"auto"`` (:func:`stack_choice`).  The result
-    has ``detector``, ``landmarks``, ``embedder``, ``persons`` and ``name``."""
-    if stack_choice(name, root, embedder=embedder) == "paper":
-        return load_paper_stack(root, embedder=embedder, persons=persons)
-    return load_offline_stack(embedder=embedder, persons=persons)
-
-
-def paper_models_status(root: str | Path | None = None) -> list[dict]:
-    """The paper stack's files, found or not (rows shaped as :func:`~mime_fast.detect.models_status`'s:
-    ``role``, ``package``, ``ok``, ``path``, ``hint`` -- where it looked when not found).  Nothing is
-    loaded."""
-    found = find_paper_models(root)
-    rows = []
-    for role, (name, what) in PAPER_FILES.items():
-        p = found[role]
-        hint = f"{name} not found in {_where(root)}"
-        if role == "persons":
-            hint += " (the offline HOG people detector stands in)"
-        rows.append({"role": what, "package": "ultralytics (AGPL-3.0)" if role == "persons" else
-                     "insightface buffalo_l (non-commercial)", "ok": p is not None,
-                     "path": None if p is None else str(p), "hint": "" if p is not None else hint})
-    return rows
-
-
-def _have_internet(host: str = "github.com", port: int = 443, timeout: float = 3.0) -> bool:
-    import socket
-
-    try:
-        socket.create_connection((host, port), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def fetch_paper_models(dest: str | Path | None = None, *, yolo: str = "yolov8n", timeout: float = 3.0) -> dict[str, Path]:
-    """Download the paper stack: InsightFace's ``buffalo_l`` as ``FaceAnalysis`` does (its
-    ``ensure_available`` download into ``dest/models/buffalo_l``, ``dest`` default ``~/.insightface``) and, when ultralytics is
-    importable, ``{yolo}.pt`` exported to ONNX next to it.  Returns role -> path of what is there
-    afterwards.  Raises :class:`ModelNotAvailable` with the reason (insightface / onnx not importable,
-    no internet within ``timeout`` seconds) before downloading anything."""
-    import importlib.util
-    import shutil
-
-    missing = [m for m in ("insightface", "onnx") if importlib.util.find_spec(m) is None]
-    if missing:
-        raise ModelNotAvailable(f"fetching the paper stack needs {' and '.join(missing)} "
-                                f"(pip install --no-deps insightface==2.1 && pip install onnx); or copy "
-                                f"det_10g.onnx, 2d106det.onnx, w600k_r50.onnx into $MIME_FAST_MODELS")
-    if not _have_internet(timeout=timeout):
-        raise ModelNotAvailable(f"no internet connection (github.com:443 not reachable within {timeout:g} s): "
-                                f"copy det_10g.onnx, 2d106det.onnx, w600k_r50.onnx (InsightFace buffalo_l) and a "
-                                f"yolov8*.onnx into $MIME_FAST_MODELS or ~/.insightface/models/buffalo_l")
-    from insightface.utils import ensure_available  # FaceAnalysis(name="buffalo_l")'s download step
-
-    root = Path(dest or "~/.insightface").expanduser()
-    folder = Path(ensure_available("models", "buffalo_l", root=str(root)))
-    if importlib.util.find_spec("ultralytics") is not None and not list(folder.glob("yolov8*.onnx")):
-        from ultralytics import YOLO
-
-        onnx_path = Path(YOLO(f"{yolo}.pt").export(format="onnx", imgsz=640))
-        shutil.move(str(onnx_path), folder / onnx_path.name)
-    found = find_paper_models(folder)
-    return {r: p for r, p in found.items() if p is not None}

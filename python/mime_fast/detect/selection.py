@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .models import Faces, Landmarks, Persons
+from .interface import Faces, Landmarks, Persons
 
 __all__ = [
     "WEIGHTS",

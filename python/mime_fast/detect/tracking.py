@@ -1,5 +1,12 @@
 """Follow the primary subject through a clip and turn it into per-frame hull points.
 
+(Over 400 lines on purpose: :class:`SubjectTracker` is one state machine -- selection, detection and
+tracking, matching, landmarks, head estimate, shots --, and its rules are documented once, here,
+beside the constants they name.  What is not its state lives next door: box and hull geometry in
+:mod:`mime_fast.detect.geometry`, face tracks in :mod:`mime_fast.detect.face_tracks`, gap filling
+and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
+:mod:`mime_fast.detect.all_faces`.)
+
 :class:`SubjectTracker` runs forward over decoded RGB frames (any order-preserving source):
 
 1. **Selection** -- on the first frame where the detector finds a face, every face gets dense
@@ -100,15 +107,16 @@ nearest detection) up to ``hold_frames`` after a detection, otherwise absent.
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field
-
 import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
+from .face_tracks import REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
+from .gaps import TrackingStats, fill_gaps
+from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size
 from .head import HeadFlow
-from .models import Faces, _downscale
+from .interface import Faces
 from .selection import select_primary_subject
+from .shots import ShotDetector
 
 __all__ = [
     "GATE",
@@ -121,27 +129,13 @@ __all__ = [
     "PARTIAL",
     "COMPETITOR_SCORE",
     "MIN_MESH_QUALITY",
-    "HOLD_GROWTH",
     "TRACK_RECENTRE",
     "TRACK_MAX_SHAPE_CHANGE",
     "TRACK_MAX_SPEED",
     "TRACK_MAX_SCALE_CHANGE",
-    "TRACK_IOU",
     "CONTINUITY_IOU",
-    "REEMBED_GROWTH",
-    "REEMBED_S",
-    "MIN_EMBED_SIZE",
-    "ALL_FACES_MESH_MIN_SIZE",
-    "ALL_FACES_MAX_MESHES",
-    "ALL_FACES_DETECT_SIZE",
-    "AllFaceTracker",
-    "FaceTracks",
     "SubjectTracker",
-    "TrackingStats",
-    "FrameTrack",
     "body_histogram",
-    "fill_gaps",
-    "grow_hull",
     "track_clip",
 ]
 
@@ -167,86 +161,10 @@ TRACK_MAX_SHAPE_CHANGE = 0.04
 #: and a tracked face may change size by at most TRACK_MAX_SCALE_CHANGE from the previous frame.
 TRACK_MAX_SPEED = 0.15
 TRACK_MAX_SCALE_CHANGE = 0.08
-#: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
-HOLD_GROWTH = 0.05
-#: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
-#: track's last box by at least this IoU; a track's embedding is reused until the face grew by
-#: REEMBED_GROWTH or REEMBED_S seconds of frames passed; faces smaller than MIN_EMBED_SIZE px are
-#: never embedded (no identity can be read from them).
-TRACK_IOU = 0.3
 #: Track continuity: when identity cannot tell the subject from a face next to him (a head turned
 #: away reads as anybody to a face embedding), the face that continues his own face track and
 #: overlaps his last box by at least this IoU is his, unless another face is strongly him.
 CONTINUITY_IOU = 0.5
-REEMBED_GROWTH = 1.3
-REEMBED_S = 1.0
-MIN_EMBED_SIZE = 24.0
-
-
-@dataclass
-class TrackingStats:
-    """Per-clip tracking outcome (source frames).
-
-    ``tracked``: frames where the subject's landmarks were found by tracking from the previous
-    frame, without running the face detector (counted in ``detected`` too); ``detector_runs``:
-    frames where the face detector ran.
-
-    ``status``: ``"ok"`` or ``"no subject"`` (no face in any frame).  ``detected``: frames where the
-    subject was matched by detection; ``interpolated`` / ``held``: frames masked from neighbouring
-    detections (:func:`fill_gaps`); ``without_subject``: frames left unmasked (no subject yet, or
-    lost longer than the hold).  ``selected_frame``: source index of the selection;
-    ``selection``: its per-term breakdown; ``shots`` / ``shot_frames``: the camera shots and, per
-    shot, its frames and those masked; ``partial``: frames where only part of the face was
-    detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
-    matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
-    re-acquisitions after a loss longer than the hold; ``head``: frames masked at his head followed
-    by its motion while his face was not matched (:class:`mime_fast.detect.head.HeadFlow`);
-    ``continued``: frames matched by track
-    continuity where identity could not decide (:data:`CONTINUITY_IOU`); ``mesh_fallbacks``: detected frames masked by
-    the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
-    """
-
-    status: str = "no subject"
-    frames: int = 0
-    detected: int = 0
-    partial: int = 0
-    interpolated: int = 0
-    held: int = 0
-    without_subject: int = 0
-    selected_frame: int | None = None
-    selection: dict = field(default_factory=dict)
-    embeddings: int = 0
-    ambiguous: int = 0
-    reacquired: int = 0
-    mesh_fallbacks: int = 0
-    hold_frames: int = 0
-    face_height: float | None = None
-    tracked: int = 0
-    detector_runs: int = 0
-    #: camera shots (:mod:`mime_fast.detect.shots`), and ``[frames, frames with the subject masked]``
-    #: of each, in order
-    shots: int = 1
-    shot_frames: list = field(default_factory=list)
-    continued: int = 0
-    head: int = 0
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class FrameTrack:
-    """Subject in one frame: ``points (P, 2)`` of the hull (``None`` where not detected), ``box``."""
-
-    points: np.ndarray | None = None
-    box: np.ndarray | None = None
-    kind: str = "absent"  # detected | partial | head | interpolated | held | absent
-    height: float | None = None  # height of the landmarks before any margin (detected frames)
-    margin: float = 0.0  # px to grow the hull of ``points`` by (:meth:`hull`)
-
-    def hull(self) -> np.ndarray | None:
-        """The mask polygon: convex hull of ``points`` grown by ``margin`` (``None`` if absent)."""
-        return None if self.points is None else grow_hull(self.points, self.margin)
 
 
 def body_histogram(frame: np.ndarray, box) -> np.ndarray | None:
@@ -277,155 +195,11 @@ def _hist_corr(a, b) -> float:
     return float(cv2.compareHist(a, b, cv2.HISTCMP_CORREL))
 
 
-def grow_hull(points: np.ndarray, margin: float, n_dir: int = 16) -> np.ndarray:
-    """Convex hull vertices of ``points`` grown by ``margin`` px (Minkowski sum with a 16-gon
-    circumscribing the disc of radius ``margin``); the hull itself when ``margin <= 0``."""
-    import cv2
-
-    hull = cv2.convexHull(np.asarray(points, np.float32).reshape(-1, 1, 2)).reshape(-1, 2)
-    if margin <= 0:
-        return hull.astype(np.float32)
-    th = np.arange(n_dir) * (2 * np.pi / n_dir)
-    r = margin / math.cos(math.pi / n_dir)  # polygon circumscribes the disc
-    ring = np.stack([np.cos(th), np.sin(th)], 1) * r
-    pts = (hull[:, None, :] + ring[None]).reshape(-1, 2).astype(np.float32)
-    return cv2.convexHull(pts.reshape(-1, 1, 2)).reshape(-1, 2).astype(np.float32)
-
-
-def _box_ellipse(box, grow: float = 0.2, n: int = 48) -> np.ndarray:
-    x0, y0, x1, y1 = (float(v) for v in box)
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    ax, ay = (x1 - x0) * (0.5 + grow), (y1 - y0) * (0.5 + grow)
-    th = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    return np.stack([cx + ax * np.cos(th), cy + ay * np.sin(th)], 1).astype(np.float32)
-
-
-def _centre(box) -> np.ndarray:
-    b = np.asarray(box, np.float64)
-    return np.array([(b[0] + b[2]) / 2, (b[1] + b[3]) / 2])
-
-
-def _size(box) -> float:
-    b = np.asarray(box, np.float64)
-    return float(max(b[2] - b[0], b[3] - b[1], 1.0))
-
-
-def _detect_at(detector, frame: np.ndarray, size: int | None) -> Faces:
-    """``detector`` on ``frame`` downscaled so that its longer side is at most ``size`` px (``None``:
-    as it is), boxes and keypoints mapped back to ``frame``'s pixels."""
-    if size is None:
-        return detector.detect(frame)
-    small, s = _downscale(frame, size)
-    f = detector.detect(small)
-    return f if s == 1.0 or not len(f) else Faces(f.boxes / s, f.scores, f.keypoints / s)
-
-
 def _alone(boxes: np.ndarray, i: int) -> bool:
     """Whether face ``i`` of ``boxes`` has no other face within ``NEAR`` of its own size (centre to
     centre): nobody its face track could have been swapped with."""
     c, s = _centre(boxes[i]), _size(boxes[i])
     return all(np.linalg.norm(_centre(b) - c) > NEAR * s for j, b in enumerate(boxes) if j != i)
-
-
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """IoU of each box of ``a (N, 4)`` with each of ``b (M, 4)``: ``(N, M)``."""
-    a = np.asarray(a, np.float64).reshape(-1, 4)
-    b = np.asarray(b, np.float64).reshape(-1, 4)
-    x0 = np.maximum(a[:, None, 0], b[None, :, 0])
-    y0 = np.maximum(a[:, None, 1], b[None, :, 1])
-    x1 = np.minimum(a[:, None, 2], b[None, :, 2])
-    y1 = np.minimum(a[:, None, 3], b[None, :, 3])
-    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
-    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
-    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
-
-
-class FaceTracks:
-    """Every detected face of the current shot followed from one detector run to the next by box
-    overlap (greedy, highest IoU first, at least ``TRACK_IOU``; a track unseen for ``max_gap``
-    frames ends), so that a face is embedded about once per track instead of at every detector run:
-    :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
-    that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
-    older than ``refresh`` frames (a head that turned back), batched in one embedder call.
-    :meth:`new_shot` forgets every track."""
-
-    def __init__(self, max_gap: int, refresh: int):
-        self.max_gap = int(max_gap)
-        self.refresh = int(refresh)
-        self._boxes = np.zeros((0, 4))
-        self._last = np.zeros(0, np.int64)
-        self._emb: list = []  # per track: (embedding, face size, frame) or None
-        self._ids = np.zeros(0, np.int64)
-        self.count = 0  # tracks started
-
-    def new_shot(self) -> None:
-        self._boxes, self._last, self._emb, self._ids = np.zeros((0, 4)), np.zeros(0, np.int64), [], np.zeros(0, np.int64)
-
-    def assign(self, boxes: np.ndarray, index: int) -> np.ndarray:
-        """The track (position in this object's tables) of each face detected in frame ``index``."""
-        alive = index - self._last <= self.max_gap
-        self._boxes, self._last = self._boxes[alive], self._last[alive]
-        self._emb = [e for e, k in zip(self._emb, alive) if k]
-        self._ids = self._ids[alive]
-        n = len(boxes)
-        out = np.full(n, -1, np.int64)
-        if n and len(self._boxes):
-            iou = _iou(boxes, self._boxes)
-            while True:
-                j, t = np.unravel_index(int(np.argmax(iou)), iou.shape)
-                if iou[j, t] < TRACK_IOU:
-                    break
-                out[j] = t
-                iou[j, :] = -1
-                iou[:, t] = -1
-        for j in range(n):
-            if out[j] < 0:
-                out[j] = len(self._boxes)
-                self._boxes = np.concatenate([self._boxes, np.asarray(boxes[j], np.float64)[None]])
-                self._last = np.append(self._last, index)
-                self._emb.append(None)
-                self._ids = np.append(self._ids, self.count)
-                self.count += 1
-        self._boxes[out] = np.asarray(boxes, np.float64)
-        self._last[out] = index
-        return out
-
-    def ident(self, track: int) -> int:
-        """The stable id of the track at position ``track`` (positions change as tracks end)."""
-        return int(self._ids[track])
-
-    def remember(self, track: int, embedding: np.ndarray, size: float, index: int) -> None:
-        """Keep an embedding computed elsewhere as track ``track``'s."""
-        self._emb[track] = (embedding, float(size), int(index))
-
-    def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
-                   fresh: bool = False) -> np.ndarray:
-        """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in this
-        frame), NaN rows for faces too small to embed; ``fresh``: compute every one (a face next to
-        the subject, possibly half hidden: its identity is read now, not taken from its track)."""
-        index = tracker._index
-        sizes = np.array([_size(b) for b in faces.boxes])
-        # faces that overlap another face of this frame: overlapping boxes can swap tracks, so
-        # their identity is read again, never taken from a track
-        every = self._boxes[np.flatnonzero(self._last == index)] if len(self._boxes) else np.zeros((0, 4))
-        crowded = (_iou(faces.boxes, every) > 0).sum(axis=1) > 1 if len(every) else np.zeros(len(faces), bool)
-        need = []
-        for j, t in enumerate(tracks):
-            if sizes[j] < MIN_EMBED_SIZE:
-                continue
-            e = self._emb[t]
-            if fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh:
-                need.append(j)
-        if need:
-            new = tracker._embed(frame, faces[np.array(need)])
-            for j, v in zip(need, new):
-                self._emb[tracks[j]] = (v, sizes[j], index)
-        out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
-        for j, t in enumerate(tracks):
-            if self._emb[t] is not None:
-                out[j] = self._emb[t][0]
-        return out
 
 
 class SubjectTracker:
@@ -498,12 +272,7 @@ class SubjectTracker:
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
-        import time
-
-        t = time.perf_counter()
-        out = fn(*a)
-        self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - t
-        return out
+        return _timed(self.timers, name, fn, *a)
 
     def _detect(self, frame) -> Faces:
         return _detect_at(self.stack.detector, frame, self.detect_size)
@@ -752,154 +521,11 @@ class SubjectTracker:
         return self._accept(frame, faces, int(cand[best]), emb=emb[best])
 
 
-def _similarity(src: np.ndarray, dst: np.ndarray) -> tuple[complex, np.ndarray, np.ndarray]:
-    """Least-squares similarity ``p -> k (p - m0) + m1`` (``k`` complex: scale and rotation) taking
-    the points ``src`` onto ``dst`` (same count and order)."""
-    m0, m1 = src.mean(0), dst.mean(0)
-    a = (src[:, 0] - m0[0]) + 1j * (src[:, 1] - m0[1])
-    b = (dst[:, 0] - m1[0]) + 1j * (dst[:, 1] - m1[1])
-    den = float(np.real(np.vdot(a, a)))
-    k = complex(np.vdot(a, b) / den) if den > 0 else 1.0 + 0j
-    return k, m0, m1
-
-
-def _shape_change(ref: np.ndarray, pts: np.ndarray) -> float:
-    """RMS distance between ``pts`` and the best similarity transform of ``ref`` onto them, over the
-    height of ``pts`` (0: the same shape moved, turned or scaled)."""
-    ref = np.asarray(ref, np.float64)
-    pts = np.asarray(pts, np.float64)
-    k, m0, m1 = _similarity(ref, pts)
-    z = k * ((ref[:, 0] - m0[0]) + 1j * (ref[:, 1] - m0[1]))
-    d2 = (z.real + m1[0] - pts[:, 0]) ** 2 + (z.imag + m1[1] - pts[:, 1]) ** 2
-    return float(np.sqrt(d2.mean()) / max(float(np.ptp(pts[:, 1])), 1.0))
-
-
-def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None,
-              shots=None) -> list[FrameTrack]:
-    """Mask the frames between full detections, inside each camera shot (in place; returns
-    ``tracks``).  ``shots``: :class:`mime_fast.detect.shots.Shot` list (``None``: the whole clip is
-    one shot); holds and interpolations never cross a shot boundary, so a cut to a shot without
-    the subject leaves that shot unmasked.
-
-    For a frame without a full detection, at distance ``a`` after the shot's previous full
-    detection (hull ``A``, face size ``s_A``) and ``b`` before its next one (hull ``B``):
-
-    * both exist and ``a + b <= 2 * hold_frames``: **interpolated** -- ``t = a / (a + b)``; if ``A``
-      and ``B`` have the same number of points (both meshes) the points are ``(1 - t) A + t B``,
-      otherwise the hull of ``A`` and ``B`` together (which contains every in-between position of a
-      straight move);
-    * else, before the shot's first detection: **held** from it, back to the shot's first frame (a
-      shot with the subject is masked from its start, however late he is first detected);
-    * else, if ``min(a, b) <= hold_frames``: **held** -- the nearer detection's hull;
-    * else **absent** (no mask): lost for longer than the hold.
-
-    Interpolated and held hulls are grown by ``HOLD_GROWTH * s * min(a, b, hold_frames)`` px (5 %
-    of the face size per frame away from a detection, at most ``hold_frames`` frames' worth) on top
-    of the detection margin, so a subject that moves or turns while undetected stays inside the
-    mask.  A *partial* detection keeps its own hull and adds the interpolated / held one; a *head*
-    frame (his head followed by its motion) keeps its own hull and margin and adds the interpolated
-    / held hull with its own.  Where
-    two shots overlap (a dissolve), a frame gets the masks of both.
-    """
-    n = len(tracks)
-    spans = [(0, n)] if not shots else [(int(sh.start), int(sh.end)) for sh in shots]
-    filled: list[FrameTrack | None] = [None] * n
-    for s0, s1 in spans:
-        part = _fill_span(tracks[s0:s1], hold_frames)
-        for i, t in enumerate(part, s0):
-            filled[i] = t if filled[i] is None else _union(filled[i], t)
-    for i in range(n):
-        if filled[i] is not None:
-            tracks[i] = filled[i]
-    if stats is not None:
-        stats.interpolated = sum(t.kind == "interpolated" for t in tracks)
-        stats.held = sum(t.kind == "held" for t in tracks)
-        stats.head = sum(t.kind == "head" for t in tracks)
-        stats.without_subject = sum(t.kind == "absent" for t in tracks)
-        stats.shots = len(spans)
-        stats.shot_frames = [[s1 - s0, sum(tracks[i].kind != "absent" for i in range(s0, s1))] for s0, s1 in spans]
-    return tracks
-
-
-_KIND_RANK = {"detected": 5, "partial": 4, "head": 3, "interpolated": 2, "held": 1, "absent": 0}
-
-
-def _union(x: FrameTrack, y: FrameTrack) -> FrameTrack:
-    """One frame's masks from two overlapping shots: both hulls."""
-    if y.points is None:
-        return x
-    if x.points is None:
-        return y
-    keep = x if _KIND_RANK[x.kind] >= _KIND_RANK[y.kind] else y
-    pts = np.concatenate([grow_hull(x.points, x.margin), grow_hull(y.points, y.margin)]).astype(np.float32)
-    return FrameTrack(pts, keep.box, keep.kind, keep.height, 0.0)
-
-
-def _fill_span(tracks: list[FrameTrack], hold_frames: int) -> list[FrameTrack]:
-    """:func:`fill_gaps` inside one shot: a new list (the detected tracks are the same objects)."""
-    n = len(tracks)
-    out = list(tracks)
-    det = [i for i, t in enumerate(tracks) if t.kind == "detected"]
-    if not det:
-        return out
-    prev = [-1] * n
-    nxt = [-1] * n
-    last = -1
-    for i in range(n):
-        if tracks[i].kind == "detected":
-            last = i
-        prev[i] = last
-    last = -1
-    for i in range(n - 1, -1, -1):
-        if tracks[i].kind == "detected":
-            last = i
-        nxt[i] = last
-    for i in range(n):
-        t = tracks[i]
-        if t.kind == "detected":
-            continue
-        p, q = prev[i], nxt[i]
-        a = i - p if p >= 0 else None
-        b = q - i if q >= 0 else None
-        near = min(x for x in (a, b) if x is not None)
-        grow = min(near, hold_frames)
-        fill = None
-        if a is not None and b is not None and a + b <= 2 * hold_frames:
-            A, B = tracks[p], tracks[q]
-            s = max(_size(A.box), _size(B.box))
-            w = a / (a + b)
-            if A.points.shape == B.points.shape:
-                pts = (1 - w) * A.points + w * B.points
-            else:
-                pts = np.concatenate([A.points, B.points])
-            box = ((1 - w) * A.box + w * B.box).astype(np.float32)
-            m = (1 - w) * A.margin + w * B.margin + HOLD_GROWTH * s * grow
-            fill = FrameTrack(pts.astype(np.float32), box, "interpolated", None, m)
-        elif a is None or near <= hold_frames:  # before the shot's first detection: back to its start
-            src = tracks[p] if (a is not None and a == near) else tracks[q]
-            m = src.margin + HOLD_GROWTH * _size(src.box) * grow
-            fill = FrameTrack(src.points, src.box, "held", None, m)
-        if fill is None:
-            continue
-        if t.kind == "partial":
-            out[i] = FrameTrack(np.concatenate([t.points, fill.points]).astype(np.float32), t.box, "partial",
-                                None, max(t.margin, fill.margin))
-        elif t.kind == "head":  # his followed head, and where the detections around put him, each
-            # with its own margin (a hold's growing margin is not the followed head's)
-            out[i] = FrameTrack(np.concatenate([grow_hull(t.points, t.margin), grow_hull(fill.points, fill.margin)])
-                                .astype(np.float32), t.box, "head", None, 0.0)
-        else:
-            out[i] = fill
-    return out
-
-
 def track_clip(frames, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30), fps: float = 30.0,
                **kw) -> tuple[list[FrameTrack], TrackingStats]:
     """Track the subject over an iterable of RGB frames, camera shots detected on the way
     (:class:`mime_fast.detect.shots.ShotDetector`, ``fps`` the frames' rate), then
     :func:`fill_gaps`.  Returns the per-frame tracks and the statistics."""
-    from .shots import ShotDetector
-
     tr = SubjectTracker(stack, hold_frames=hold_frames, **kw)
     shots = ShotDetector(fps)
     tracks = []
@@ -908,138 +534,3 @@ def track_clip(frames, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30),
             tr.new_shot()
         tracks.append(tr.update(f))
     return tr.finish(tracks, shots=shots.finish())
-
-
-#: ``faces="all"``: a face whose detector box is smaller than this (longer side, source px) is masked
-#: by the ellipse of its box grown by 20 % on each side (as a face whose mesh is not confident),
-#: without running the landmark model on it: bystanders far away cost no mesh, and are still masked.
-ALL_FACES_MESH_MIN_SIZE = 40.0
-#: ``faces="all"``: at most this many faces of one frame (the largest) get the landmark model; the
-#: others are masked by their box ellipse.  With the detector's own cost, this bounds the work per
-#: frame in a crowd.
-ALL_FACES_MAX_MESHES = 16
-#: ``faces="all"``: longer side (px) of the frame the face detector sees when it looks for every
-#: face.  The subject's 384 misses bystanders: on a real crowd at 720p the faces of 24 - 45 px that
-#: an independent detector (CenterFace, native size) finds went unmasked (detected at 384: 3 faces
-#: a frame; at 640: 6).
-ALL_FACES_DETECT_SIZE = 640
-
-
-class AllFaceTracker:
-    """Every face of the clip, for ``faces="all"`` (:class:`mime_fast.landmarks.SubjectDetection`
-    runs it beside the :class:`SubjectTracker`, frame by frame).
-
-    The face detector runs every ``detect_every`` frames on the frame downscaled to a longer side of
-    ``detect_size`` (default :data:`ALL_FACES_DETECT_SIZE`, 640: larger than the subject's 384, so
-    that bystanders' small faces are found); with ``detect_size`` equal to the subject tracker's
-    (or ``None``), the subject tracker's detections are reused wherever it ran on the frame and
-    the detector runs on the frames between.  The faces are associated into tracks by box overlap
-    (:class:`FaceTracks`: greedy IoU >= ``TRACK_IOU``; a track unseen for ``max(2 * detect_every,
-    hold_frames)`` frames ends, and every track ends at a camera cut, :meth:`new_shot`).  On each
-    detection a face's hull is the landmark model's points (the mesh, as for the subject: the box
-    ellipse where it is not confident), grown by ``margin`` x its size; faces smaller than
-    :data:`ALL_FACES_MESH_MIN_SIZE` and those beyond the :data:`ALL_FACES_MAX_MESHES` largest of a
-    frame get the box ellipse without the model.  The subject's own face reuses his landmarks from
-    the subject tracker when the tracker detected him on that frame (same box).
-
-    :meth:`finish` fills each track's gaps inside its shots exactly as the subject's
-    (:func:`fill_gaps`: interpolated between detections up to ``2 * hold_frames`` apart, held
-    ``hold_frames`` after the last, back to the shot's start before the first; never across a cut)
-    and returns, per frame, the hull polygons of every track there."""
-
-    def __init__(self, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30), detect_every: int = _D.detect_every,
-                 margin: float = _D.hull_margin_frac, timers: dict | None = None,
-                 detect_size: int | None = ALL_FACES_DETECT_SIZE):
-        self.stack = stack
-        self.detect_size = detect_size
-        self.hold_frames = int(hold_frames)
-        self.detect_every = int(detect_every)
-        self.margin = float(margin)
-        self.timers = timers if timers is not None else {}
-        self._faces = FaceTracks(max_gap=max(2 * self.detect_every, self.hold_frames), refresh=1)
-        self._dets: dict[int, dict[int, FrameTrack]] = {}  # track id -> {frame: detection}
-        self._index = -1
-        self._last_detect = -(10**9)
-        self.detector_runs = 0  # runs of its own (beyond the subject tracker's)
-        self.meshes = 0  # faces given to the landmark model
-        self.ellipses = 0  # faces masked by their box ellipse (small, beyond the cap, or no confident mesh)
-
-    def new_shot(self) -> None:
-        """The next frame starts a new camera shot: every face track ends."""
-        self._faces.new_shot()
-
-    def _t(self, name, fn, *a):
-        import time
-
-        t = time.perf_counter()
-        out = fn(*a)
-        self.timers[name] = self.timers.get(name, 0.0) + time.perf_counter() - t
-        return out
-
-    def _detect(self, frame) -> Faces:
-        return _detect_at(self.stack.detector, frame, self.detect_size)
-
-    def update(self, frame: np.ndarray, subject: SubjectTracker, found: FrameTrack) -> None:
-        """The next frame (the one ``subject`` just tracked, with result ``found``)."""
-        self._index += 1
-        i = self._index
-        own = self.detect_size is not None and self.detect_size != subject.detect_size
-        if not own and subject.last_faces is not None and subject.last_faces[0] == subject._index:
-            faces = subject.last_faces[1]  # the subject tracker's detection: the same size
-        elif i - self._last_detect >= self.detect_every:
-            faces = self._t("all_faces_detect", self._detect, frame)
-            self.detector_runs += 1
-        else:
-            return
-        self._last_detect = i
-        if not len(faces):
-            return
-        ids = [self._faces.ident(t) for t in self._faces.assign(faces.boxes, i)]
-        sizes = np.array([_size(b) for b in faces.boxes])
-        pts: list = [None] * len(faces)
-        if found.kind in ("detected", "partial") and found.points is not None and found.box is not None:
-            iou = _iou(faces.boxes, found.box)[:, 0]
-            j = int(np.argmax(iou))
-            if iou[j] >= 0.9:  # the subject tracker's own detection of this face: its landmarks
-                pts[j] = np.asarray(found.points, np.float32)
-        order = [j for j in np.argsort(-sizes, kind="stable") if pts[j] is None]
-        mesh = [j for j in order if sizes[j] >= ALL_FACES_MESH_MIN_SIZE][:ALL_FACES_MAX_MESHES]
-        if mesh and getattr(self.stack, "landmarks", None) is not None:
-            lmk = self._t("all_faces_landmarks", self.stack.landmarks.landmarks, frame, faces[np.array(mesh)])
-            self.meshes += len(mesh)
-            for j, p, q in zip(mesh, lmk.points, lmk.quality):
-                if float(q) >= MIN_MESH_QUALITY:
-                    pts[j] = np.asarray(p, np.float32)
-        for j in range(len(faces)):
-            if pts[j] is None:
-                pts[j] = _box_ellipse(faces.boxes[j])
-                self.ellipses += 1
-            p = pts[j]
-            h = float(p[:, 1].max() - p[:, 1].min())
-            self._dets.setdefault(ids[j], {})[i] = FrameTrack(
-                p, faces.boxes[j].astype(np.float32), "detected", h, self.margin * sizes[j])
-
-    @property
-    def count(self) -> int:
-        """Face tracks started so far."""
-        return len(self._dets)
-
-    def finish(self, frames: int, shots=None) -> list[list[np.ndarray]]:
-        """Per frame (``frames`` of them), the mask polygons of every face track there: each track's
-        gaps filled inside its shots (:func:`fill_gaps`; ``shots``: the
-        :class:`mime_fast.detect.shots.Shot` list, ``None``: one shot)."""
-        from .shots import Shot
-
-        spans = [(0, frames)] if not shots else [(int(s.start), int(s.end)) for s in shots]
-        out: list[list[np.ndarray]] = [[] for _ in range(frames)]
-        for dets in self._dets.values():
-            first, last = min(dets), max(dets)
-            lo = min([s0 for s0, s1 in spans if s0 <= first < s1], default=first)
-            hi = max([s1 for s0, s1 in spans if s0 <= last < s1], default=last + 1)
-            seq = [dets.get(k, FrameTrack()) for k in range(lo, hi)]
-            rel = [Shot(max(s0, lo) - lo, min(s1, hi) - lo) for s0, s1 in spans if s0 < hi and s1 > lo]
-            fill_gaps(seq, self.hold_frames, shots=rel)
-            for k, t in enumerate(seq, lo):
-                if t.points is not None:
-                    out[k].append(t.hull())
-        return out

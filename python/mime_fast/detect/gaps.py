@@ -1,0 +1,190 @@
+"""The subject's frames between detections: :func:`fill_gaps` masks them inside each camera shot
+(interpolated between two detections, held after one, or absent), and :class:`TrackingStats`, the
+per-clip counts of the frames of each kind that a manifest carries (:class:`SubjectTracker
+<mime_fast.detect.tracking.SubjectTracker>` counts the detections, :func:`fill_gaps` the rest).
+``faces="all"`` fills each face track's gaps the same way
+(:class:`mime_fast.detect.all_faces.AllFaceTracker`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .geometry import FrameTrack, _size, grow_hull
+
+__all__ = ["HOLD_GROWTH", "TrackingStats", "fill_gaps"]
+
+#: Margin added per held/interpolated frame, as a fraction of the face size ``s``.
+HOLD_GROWTH = 0.05
+
+
+@dataclass
+class TrackingStats:
+    """Per-clip tracking outcome (source frames).
+
+    ``tracked``: frames where the subject's landmarks were found by tracking from the previous
+    frame, without running the face detector (counted in ``detected`` too); ``detector_runs``:
+    frames where the face detector ran.
+
+    ``status``: ``"ok"`` or ``"no subject"`` (no face in any frame).  ``detected``: frames where the
+    subject was matched by detection; ``interpolated`` / ``held``: frames masked from neighbouring
+    detections (:func:`fill_gaps`); ``without_subject``: frames left unmasked (no subject yet, or
+    lost longer than the hold).  ``selected_frame``: source index of the selection;
+    ``selection``: its per-term breakdown; ``shots`` / ``shot_frames``: the camera shots and, per
+    shot, its frames and those masked; ``partial``: frames where only part of the face was
+    detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
+    matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
+    re-acquisitions after a loss longer than the hold; ``head``: frames masked at his head followed
+    by its motion while his face was not matched (:class:`mime_fast.detect.head.HeadFlow`);
+    ``continued``: frames matched by track
+    continuity where identity could not decide (:data:`~mime_fast.detect.tracking.CONTINUITY_IOU`);
+    ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
+    """
+
+    status: str = "no subject"
+    frames: int = 0
+    detected: int = 0
+    partial: int = 0
+    interpolated: int = 0
+    held: int = 0
+    without_subject: int = 0
+    selected_frame: int | None = None
+    selection: dict = field(default_factory=dict)
+    embeddings: int = 0
+    ambiguous: int = 0
+    reacquired: int = 0
+    mesh_fallbacks: int = 0
+    hold_frames: int = 0
+    face_height: float | None = None
+    tracked: int = 0
+    detector_runs: int = 0
+    #: camera shots (:mod:`mime_fast.detect.shots`), and ``[frames, frames with the subject masked]``
+    #: of each, in order
+    shots: int = 1
+    shot_frames: list = field(default_factory=list)
+    continued: int = 0
+    head: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None,
+              shots=None) -> list[FrameTrack]:
+    """Mask the frames between full detections, inside each camera shot (in place; returns
+    ``tracks``).  ``shots``: :class:`mime_fast.detect.shots.Shot` list (``None``: the whole clip is
+    one shot); holds and interpolations never cross a shot boundary, so a cut to a shot without
+    the subject leaves that shot unmasked.
+
+    For a frame without a full detection, at distance ``a`` after the shot's previous full
+    detection (hull ``A``, face size ``s_A``) and ``b`` before its next one (hull ``B``):
+
+    * both exist and ``a + b <= 2 * hold_frames``: **interpolated** -- ``t = a / (a + b)``; if ``A``
+      and ``B`` have the same number of points (both meshes) the points are ``(1 - t) A + t B``,
+      otherwise the hull of ``A`` and ``B`` together (which contains every in-between position of a
+      straight move);
+    * else, before the shot's first detection: **held** from it, back to the shot's first frame (a
+      shot with the subject is masked from its start, however late he is first detected);
+    * else, if ``min(a, b) <= hold_frames``: **held** -- the nearer detection's hull;
+    * else **absent** (no mask): lost for longer than the hold.
+
+    Interpolated and held hulls are grown by ``HOLD_GROWTH * s * min(a, b, hold_frames)`` px (5 %
+    of the face size per frame away from a detection, at most ``hold_frames`` frames' worth) on top
+    of the detection margin, so a subject that moves or turns while undetected stays inside the
+    mask.  A *partial* detection keeps its own hull and adds the interpolated / held one; a *head*
+    frame (his head followed by its motion) keeps its own hull and margin and adds the interpolated
+    / held hull with its own.  Where
+    two shots overlap (a dissolve), a frame gets the masks of both.
+    """
+    n = len(tracks)
+    spans = [(0, n)] if not shots else [(int(sh.start), int(sh.end)) for sh in shots]
+    filled: list[FrameTrack | None] = [None] * n
+    for s0, s1 in spans:
+        part = _fill_span(tracks[s0:s1], hold_frames)
+        for i, t in enumerate(part, s0):
+            filled[i] = t if filled[i] is None else _union(filled[i], t)
+    for i in range(n):
+        if filled[i] is not None:
+            tracks[i] = filled[i]
+    if stats is not None:
+        stats.interpolated = sum(t.kind == "interpolated" for t in tracks)
+        stats.held = sum(t.kind == "held" for t in tracks)
+        stats.head = sum(t.kind == "head" for t in tracks)
+        stats.without_subject = sum(t.kind == "absent" for t in tracks)
+        stats.shots = len(spans)
+        stats.shot_frames = [[s1 - s0, sum(tracks[i].kind != "absent" for i in range(s0, s1))] for s0, s1 in spans]
+    return tracks
+
+
+_KIND_RANK = {"detected": 5, "partial": 4, "head": 3, "interpolated": 2, "held": 1, "absent": 0}
+
+
+def _union(x: FrameTrack, y: FrameTrack) -> FrameTrack:
+    """One frame's masks from two overlapping shots: both hulls."""
+    if y.points is None:
+        return x
+    if x.points is None:
+        return y
+    keep = x if _KIND_RANK[x.kind] >= _KIND_RANK[y.kind] else y
+    pts = np.concatenate([grow_hull(x.points, x.margin), grow_hull(y.points, y.margin)]).astype(np.float32)
+    return FrameTrack(pts, keep.box, keep.kind, keep.height, 0.0)
+
+
+def _fill_span(tracks: list[FrameTrack], hold_frames: int) -> list[FrameTrack]:
+    """:func:`fill_gaps` inside one shot: a new list (the detected tracks are the same objects)."""
+    n = len(tracks)
+    out = list(tracks)
+    det = [i for i, t in enumerate(tracks) if t.kind == "detected"]
+    if not det:
+        return out
+    prev = [-1] * n
+    nxt = [-1] * n
+    last = -1
+    for i in range(n):
+        if tracks[i].kind == "detected":
+            last = i
+        prev[i] = last
+    last = -1
+    for i in range(n - 1, -1, -1):
+        if tracks[i].kind == "detected":
+            last = i
+        nxt[i] = last
+    for i in range(n):
+        t = tracks[i]
+        if t.kind == "detected":
+            continue
+        p, q = prev[i], nxt[i]
+        a = i - p if p >= 0 else None
+        b = q - i if q >= 0 else None
+        near = min(x for x in (a, b) if x is not None)
+        grow = min(near, hold_frames)
+        fill = None
+        if a is not None and b is not None and a + b <= 2 * hold_frames:
+            A, B = tracks[p], tracks[q]
+            s = max(_size(A.box), _size(B.box))
+            w = a / (a + b)
+            if A.points.shape == B.points.shape:
+                pts = (1 - w) * A.points + w * B.points
+            else:
+                pts = np.concatenate([A.points, B.points])
+            box = ((1 - w) * A.box + w * B.box).astype(np.float32)
+            m = (1 - w) * A.margin + w * B.margin + HOLD_GROWTH * s * grow
+            fill = FrameTrack(pts.astype(np.float32), box, "interpolated", None, m)
+        elif a is None or near <= hold_frames:  # before the shot's first detection: back to its start
+            src = tracks[p] if (a is not None and a == near) else tracks[q]
+            m = src.margin + HOLD_GROWTH * _size(src.box) * grow
+            fill = FrameTrack(src.points, src.box, "held", None, m)
+        if fill is None:
+            continue
+        if t.kind == "partial":
+            out[i] = FrameTrack(np.concatenate([t.points, fill.points]).astype(np.float32), t.box, "partial",
+                                None, max(t.margin, fill.margin))
+        elif t.kind == "head":  # his followed head, and where the detections around put him, each
+            # with its own margin (a hold's growing margin is not the followed head's)
+            out[i] = FrameTrack(np.concatenate([grow_hull(t.points, t.margin), grow_hull(fill.points, fill.margin)])
+                                .astype(np.float32), t.box, "head", None, 0.0)
+        else:
+            out[i] = fill
+    return out

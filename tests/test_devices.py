@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from mime_fast import corpus, devices
+from mime_fast import devices
+from mime_fast.corpus import workers
 
 
 def test_auto_workers() -> None:
@@ -28,14 +29,14 @@ def test_workers_are_spread_over_the_gpus(monkeypatch, visible) -> None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
     seen = []
     for _ in range(5):
         if visible is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = visible
         else:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        corpus._init_worker(None, None, counter, 2)
+        workers._init_worker(None, None, counter, 2)
         seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
     ids = ["0", "1"] if visible is None else ["3", "5"]
     assert seen == [ids[i % 2] for i in range(5)]
@@ -43,8 +44,8 @@ def test_workers_are_spread_over_the_gpus(monkeypatch, visible) -> None:
 
 def test_one_gpu_leaves_the_environment_alone(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
-    corpus._init_worker(None, None, multiprocessing.get_context("spawn").Value("i", 0), 1)
+    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
+    workers._init_worker(None, None, multiprocessing.get_context("spawn").Value("i", 0), 1)
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
@@ -59,20 +60,20 @@ def test_info_reports_the_devices(capsys) -> None:
 
 
 def test_workers_share_the_cores(monkeypatch) -> None:
-    assert corpus.worker_threads(8, cores=16) == 2
-    assert corpus.worker_threads(3, cores=16) == 5
-    assert corpus.worker_threads(32, cores=16) == 1
+    assert workers.worker_threads(8, cores=16) == 2
+    assert workers.worker_threads(3, cores=16) == 5
+    assert workers.worker_threads(32, cores=16) == 1
     import mime_fast
 
-    for name in corpus._THREAD_ENV:
+    for name in workers._THREAD_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(corpus.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
     before = mime_fast.num_threads()
     try:
-        corpus._init_worker(None, None, None, 0, 3)
-        assert all(os.environ[name] == "3" for name in corpus._THREAD_ENV)
+        workers._init_worker(None, None, None, 0, 3)
+        assert all(os.environ[name] == "3" for name in workers._THREAD_ENV)
         assert mime_fast.num_threads() == 3
     finally:
         mime_fast.set_num_threads(before)
-        for name in corpus._THREAD_ENV:
+        for name in workers._THREAD_ENV:
             os.environ.pop(name, None)

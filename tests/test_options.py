@@ -200,7 +200,7 @@ def test_run_corpus_rejects_an_unknown_option_before_any_clip(tmp_path: Path, mo
 
     samples.make_clip(tmp_path / "in" / "a.mp4", duration=0.4, fps=25, size=(320, 240))
     calls = []
-    monkeypatch.setattr(corpus, "build_subsets", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr(corpus.clip, "build_subsets", lambda *a, **k: calls.append(a))  # where it is used
     out = tmp_path / "out"
     with pytest.raises(TypeError, match=r"unknown setting 'crff' \(did you mean 'crf'\?\)"):
         corpus.run_corpus(corpus.discover(tmp_path / "in"), out, crff=18)

@@ -1,5 +1,9 @@
 """Mask providers: where the subject's face is, per decoded source frame.
 
+Over 400 lines on purpose: every provider, given (arrays, files) or detected, answers the one
+:class:`MaskProvider` interface the pipeline reads, documented once, here; the detected ones drive
+models, tracking and gap filling that live in :mod:`mime_fast.detect`.
+
 A provider answers, for each decoded source frame index (0-based, presentation order, counting every
 frame the decoder outputs before frame-rate standardisation), either an ``(N, 2)`` float32 array of
 ``(x, y)`` points in pixels of the *displayed* frame at source resolution (rotation applied, before

@@ -1,6 +1,10 @@
 """Hot-path operators of mime_fast: OpenCV-exact Gaussian blur, feathered convex-hull masks and
 the fused masked blur that writes every blur level of a frame in one pass.
 
+Over 400 lines on purpose: one typed wrapper per compiled operator, mirroring ``csrc/bindings/``
+(one file per operator there): each is the argument checks and the documentation of one operator,
+and they share the checks and types at the top.
+
 All operators take C-contiguous ``uint8`` numpy arrays, ``(H, W)`` or ``(H, W, C)`` with 1 to 4
 interleaved channels (channel order does not matter), and a keyword-only ``device``: ``"cpu"``
 (default, multi-threaded) or ``"cuda"`` (needs a CUDA build and an NVIDIA GPU; raises

@@ -1,5 +1,9 @@
 """The settings of a build, in typed option groups: each option is declared once, here.
 
+Over 400 lines on purpose: the one declaration of every option (its group, type, default, check
+and help) is the point of the module: :data:`FIELDS` and the CLI's flags are generated from these
+groups and :class:`Settings` composes them, so splitting them would split the one table.
+
 =============================  ====================================================================
 group (``Settings.<group>``)   options (keyword / ``mime-fast build`` flag)
 =============================  ====================================================================

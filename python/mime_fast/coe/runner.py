@@ -1,5 +1,10 @@
 """Algorithm 1 of the MIME paper over a built corpus: one chain per clip x subset.
 
+Over 400 lines on purpose: the four stages of a chain (:func:`_chain`) and the run that drives
+them over the manifest share the sample, caller and settings types private to this module, and the
+stages' rules are documented once, below; the endpoint client, reply cache, prompts and schemas
+are already apart in :mod:`mime_fast.coe`.
+
 Per sample (a manifest row of subset S, its clip's ground truth E):
 
 - Stage I (MLLM): cues for E, from the target video for FM and VMM (subsets 1 and 4), else from

@@ -1,0 +1,49 @@
+"""Corpus-scale runs: many clips in, the MIME subsets and one manifest out.
+
+Inputs (:func:`find_inputs`, :func:`discover`), any number of:
+
+- a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`); the clip id is the file
+  stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
+  (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`);
+- a video file (same rules);
+- a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
+  optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),
+  ``dataset`` and ``landmarks`` columns.
+
+Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the manifest
+(:mod:`mime_fast.manifest`).
+
+Safety: a clip that cannot be used (missing or unreadable file, duplicate clip id, unknown emotion,
+corrupt video, no usable landmarks, …) gets manifest rows with status ``"failed"`` and the reason,
+and the batch goes on. Outputs are written under temporary names and renamed when the clip is
+complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
+and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
+rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
+run left behind. An interrupted run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes
+their temporaries, compacts the manifest (rows of finished clips only) and re-raises.
+
+Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
+started, frames processed, finished).
+
+The package, one concept per module, one way: :mod:`~mime_fast.corpus.inputs` (clips found and
+validated) -> :mod:`~mime_fast.corpus.resume` (complete clips, stale temporaries) ->
+:mod:`~mime_fast.corpus.clip` (one clip built, its manifest rows) ->
+:mod:`~mime_fast.corpus.interrupts` (Ctrl-C) -> :mod:`~mime_fast.corpus.workers` (clips in this
+thread, detected ahead, in worker processes or on Ray) -> :mod:`~mime_fast.corpus.run`
+(:func:`run_corpus`).
+"""
+
+from __future__ import annotations
+
+from ..spec import CODES
+from .inputs import VIDEO_EXTENSIONS, ClipSpec, Inputs, discover, find_inputs
+from .resume import clean_stale_temporaries, sha256_file
+from .clip import Progress
+from .workers import share_cores, worker_threads
+from .run import CorpusSummary, check_settings, run_corpus
+
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
+           "run_corpus", "clean_stale_temporaries", "sha256_file", "worker_threads", "share_cores", "Progress",
+           "ALL_SUBSETS"]
+
+ALL_SUBSETS = CODES

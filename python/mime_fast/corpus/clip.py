@@ -1,0 +1,111 @@
+"""One clip of a corpus run: built (:func:`~mime_fast.subsets.build_subsets`), never raising for a
+bad clip, and the manifest rows it gets (one per output, or one failed row with the reason)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..manifest import BLUR_LEVEL, CLEAR_VERSION
+from ..media import ClipError
+from ..options import Settings
+from ..spec import SUBSETS, face_codes
+from ..subsets import build_subsets
+from .inputs import ClipSpec
+from .resume import sha256_file
+
+__all__ = ["Progress"]
+
+
+def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str, Any]]:
+    tracking = getattr(result, "tracking", None)
+    common = {
+        "clip_id": spec.clip_id, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run,
+        "tracking_status": getattr(tracking, "status", None),
+        "tracking_frames_detected": getattr(tracking, "detected", None),
+        "tracking_frames_interpolated": getattr(tracking, "interpolated", None),
+        "tracking_frames_held": getattr(tracking, "held", None),
+        "tracking_frames_head": getattr(tracking, "head", None),
+        "tracking_frames_without_subject": getattr(tracking, "without_subject", None),
+        "tracking_shots": getattr(tracking, "shots", None),
+        "tracking_shot_frames": json.dumps(tracking.shot_frames) if getattr(tracking, "shot_frames", None) else None,
+        "faces": getattr(result, "faces", None),
+        "face_tracks": getattr(result, "face_tracks", None),
+    }
+    width = result.source.width - result.source.width % 2
+    height = result.source.height - result.source.height % 2
+    fps = float(result.settings.encode.fps) if result.settings is not None else None
+    rows = []
+    for code, st in result.status.items():
+        row = dict(common, subset=code, status=st.status, reason=st.reason or None, blur_level=BLUR_LEVEL[code],
+                   kernel=st.kernel, fps=fps)
+        if st.status == "ok" and st.path is not None:
+            p = Path(st.path)
+            clear = CLEAR_VERSION.get(code)
+            row.update(
+                path=str(p.relative_to(out_dir)), duration_s=st.duration, frames=st.frames, width=width,
+                height=height, has_audio=st.has_audio, bytes=p.stat().st_size, sha256=sha256_file(p),
+                clear_path=str(result.outputs[clear].relative_to(out_dir)) if clear in result.outputs else None,
+            )
+            row.update(decoder=result.decoder, decoder_reason=result.decoder_reason or None)
+            if SUBSETS[code].base == "FM":  # the rows whose video is FM's (copied or encoded)
+                row.update(fm_video=result.fm_video, fm_video_reason=result.fm_video_reason or None)
+        rows.append(row)
+    if result.audio is not None:
+        p = Path(result.audio)
+        rows.append(dict(common, subset="audio", status="ok", path=str(p.relative_to(out_dir)), blur_level="none",
+                         duration_s=result.duration, has_audio=True, bytes=p.stat().st_size, sha256=sha256_file(p)))
+    return rows
+
+
+def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None) -> dict[str, Any]:
+    return {"clip_id": spec.clip_id, "subset": None, "path": str(spec.path), "status": "failed", "reason": reason,
+            "detail": detail, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
+
+
+Progress = Callable[[int], None]
+
+
+def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str,
+                  located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
+    """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
+    bad clip (``KeyboardInterrupt`` propagates). Runs in the driver (local runs) or in a worker.
+    ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
+    started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
+    if spec.error:
+        return [_failed_row(spec, spec.error, run)], spec.error, 0
+    try:
+        landmarks = located.result() if located is not None else spec.landmarks
+        result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
+                               progress=progress, settings=settings)
+    except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
+        _raise_if_interrupted(exc)
+        return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
+    except Exception as exc:  # one bad clip never stops the batch
+        _raise_if_interrupted(exc)
+        reason = str(exc) or type(exc).__name__
+        return [_failed_row(spec, reason, run, type(exc).__name__)], reason, 0
+    return _rows_for(spec, result, out_dir, run), None, result.source_frames
+
+
+def _raise_if_interrupted(exc: BaseException) -> None:
+    """An error that a Ctrl-C caused (FFmpeg stopped by PyAV's interrupt callback, anywhere in the
+    chain of causes) is the interrupt, not a failure of the clip: it must not get a failed row."""
+    import av
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (KeyboardInterrupt, av.error.ExitError)):
+            raise KeyboardInterrupt from exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _face_codes(codes: Iterable[str]) -> bool:
+    return bool(face_codes(codes))
+
+
+def _detects(spec: ClipSpec, codes: list[str]) -> bool:
+    """Whether building ``spec`` runs the subject detection (no landmarks given, a face subset asked)."""
+    return not spec.error and spec.landmarks is None and _face_codes(codes)

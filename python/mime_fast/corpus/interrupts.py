@@ -1,0 +1,75 @@
+"""Ctrl-C in a corpus run: flagged where Python cannot raise it, deferred while the manifest is
+rewritten, blocked while worker processes start (main thread, Python's default handler only)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from typing import Iterator
+
+
+def _default_sigint() -> bool:
+    """Whether this is the main thread and Ctrl-C does what Python does by default (raise
+    ``KeyboardInterrupt``): only then does a run handle it itself."""
+    return (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def _sigint_flagged(interrupt: threading.Event) -> Iterator[None]:
+    """Ctrl-C during the block sets ``interrupt`` and raises ``KeyboardInterrupt``. Where Python
+    cannot raise it (in a weakref callback or a destructor it is "ignored"), it is dropped silently
+    and the flag stops the run at its next frame or clip."""
+    if not _default_sigint():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        interrupt.set()
+        raise KeyboardInterrupt
+
+    def unraisable(u) -> None:
+        if not isinstance(u.exc_value, KeyboardInterrupt):
+            previous_hook(u)
+
+    previous, previous_hook = signal.signal(signal.SIGINT, on_sigint), sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ctrl-C during the block takes effect after it (``KeyboardInterrupt`` then): what the block
+    writes is written whole. Only in the main thread with Python's default SIGINT handler."""
+    if not _default_sigint():
+        yield
+        return
+    hit: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: hit.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if hit:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread (delivered when the block ends): processes started meanwhile
+    inherit it blocked, so a terminal's Ctrl-C, which reaches the whole process group, never
+    interrupts a worker while it starts."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -1,0 +1,167 @@
+"""A corpus run (:func:`run_corpus`): settings and output folder checked, complete clips skipped,
+the others built (:mod:`~mime_fast.corpus.workers`), manifest rows appended as clips finish and
+compacted at the end; :class:`CorpusSummary` says what happened."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..manifest import ManifestWriter, compact, read_rows, write_compacted
+from ..options import Settings
+from ..progress import LineMonitor, Monitor
+from ..subsets import _codes
+from .clip import _detects
+from .inputs import ClipSpec
+from .interrupts import _sigint_deferred, _sigint_flagged
+from .resume import _complete, clean_stale_temporaries
+from .workers import _detect_ahead_results, _process_pool_results, _ray_results, _sequential_results
+
+__all__ = ["CorpusSummary", "check_settings", "run_corpus"]
+
+
+@dataclass
+class CorpusSummary:
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # already complete
+    failed: dict[str, str] = field(default_factory=dict)  # clip_id -> reason
+    no_subject: list[str] = field(default_factory=list)  # done, but no face: face subsets skipped
+    frames: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, settings: Settings | None = None,
+                   **options: Any) -> Settings:
+    """The settings of a :func:`run_corpus` (``settings`` changed by ``options``:
+    :meth:`mime_fast.options.Settings.resolve`), checked before anything runs: ``ValueError`` or
+    ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used."""
+    if int(workers) < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not float(ray_cpus_per_clip) > 0:
+        raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
+    return Settings.resolve(settings, **options)
+
+
+def _check_writable(out_dir: Path) -> None:
+    """Raise ``OSError`` now, before any clip, when files cannot be created in ``out_dir``."""
+    probe = out_dir / f".write-check.tmp-{os.getpid()}"
+    probe.touch()
+    probe.unlink()
+
+
+def run_corpus(
+    specs: list[ClipSpec],
+    out_dir: str | os.PathLike,
+    *,
+    subsets: Iterable[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    monitor: Monitor | None = None,
+    workers: int = 1,
+    use_ray: bool = False,
+    ray_address: str | None = None,
+    ray_cpus_per_clip: float = 1.0,
+    detect_ahead: bool = True,
+    settings: Settings | None = None,
+    **options: Any,
+) -> CorpusSummary:
+    """Build the subsets of every clip into ``out_dir``, appending manifest rows as clips finish and
+    compacting the manifest at the end. ``settings`` (a :class:`mime_fast.options.Settings`) changed
+    by ``options`` (option groups or single options by keyword, as :func:`mime_fast.build_subsets`
+    takes them) are what every clip is built with; they, ``subsets`` and the output folder are
+    checked before anything is written or any clip starts (``ValueError`` /
+    ``TypeError`` for a bad or unknown setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
+    folder that cannot be written), and so are the detection models when a clip needs them
+    (``ImportError``). ``monitor`` hears about clips and frames as they go
+    (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
+    printing through ``progress`` (default stderr) one line per clip.
+    ``workers > 1`` builds that many clips at once in worker processes on this machine (each
+    libx264 encoder also runs its own threads).
+    With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
+    second thread while the current clip encodes (in one pass, with those masks); without it, each
+    clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
+    Either way the detection, which uses under two cores by itself, runs beside encoders, and
+    outputs are the same bytes (``bench/bench_detect.py`` measures both).
+
+    ``KeyboardInterrupt`` (Ctrl-C) stops the clips in progress (worker processes too), removes
+    their temporaries, compacts the manifest (the rows of finished clips) and is re-raised: a rerun
+    resumes.
+
+    With ``use_ray=True`` the clips are distributed with Ray Data over the workers of a Ray cluster
+    (``ray_address``; default: the cluster ``ray.init()`` finds, or a local one), each clip task
+    reserving ``ray_cpus_per_clip`` CPUs. Workers write the outputs, so ``out_dir`` must be a path
+    every worker sees (a shared filesystem on a multi-machine cluster); the driver writes the
+    manifest. Outputs and manifest are the same as a local run's."""
+    out_dir = Path(out_dir)
+    codes = _codes(subsets)
+    settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, settings=settings,
+                              **options)  # before the first clip
+    monitor = monitor if monitor is not None else LineMonitor(progress)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _check_writable(out_dir)
+    run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
+    clean_stale_temporaries(out_dir)
+    prev_by_clip: dict[str, list[dict[str, Any]]] = {}
+    for r in compact(read_rows(out_dir)):
+        prev_by_clip.setdefault(r["clip_id"], []).append(r)
+
+    summary = CorpusSummary()
+    pending = []
+    for spec in specs:
+        if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes,
+                                                                                 settings.detect.faces):
+            summary.skipped.append(spec.clip_id)
+            monitor.skipped(spec.clip_id)
+        else:
+            pending.append(spec)
+    pool_mode = not use_ray and workers > 1 and len(pending) > 1
+    ahead = detect_ahead and not use_ray and not pool_mode
+    detecting = any(_detects(s, codes) for s in pending)
+    # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass
+    passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
+    t0 = time.perf_counter()
+    interrupted, interrupt = False, threading.Event()
+    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt):
+        monitor.start(pending, passes)
+        if use_ray:
+            results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+        elif pool_mode:
+            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting,
+                                            interrupt)
+        elif ahead:
+            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
+        else:
+            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
+        try:
+            for rows, reason, frames in results:
+                clip_id = rows[0]["clip_id"]
+                writer.append(rows)
+                if reason is not None:
+                    summary.failed[clip_id] = reason
+                else:
+                    summary.done.append(clip_id)
+                    if any(r["status"] == "skipped" and str(r["reason"]).startswith("no subject") for r in rows):
+                        summary.no_subject.append(clip_id)
+                    summary.frames += frames
+                monitor.clip_done(clip_id, reason, frames)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            results.close()  # stops worker processes and threads (on an interrupt: clips in progress)
+            monitor.close()
+    with _sigint_deferred():  # the manifest is rewritten whole, even on a second Ctrl-C
+        write_compacted(out_dir, compact(read_rows(out_dir)))
+        if interrupted:
+            clean_stale_temporaries(out_dir, mine=True)  # nothing of this run writes any more
+    summary.elapsed_s = time.perf_counter() - t0
+    if interrupted:
+        raise KeyboardInterrupt
+    return summary

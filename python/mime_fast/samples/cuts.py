@@ -1,0 +1,112 @@
+"""Cut sequences (:func:`make_cut_sequence`): shots of other clips cut or dissolved into one clip
+with known shot boundaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from ..media import x264_options
+from .clip import _writing
+
+__all__ = ["CutSequence", "make_cut_sequence"]
+
+
+@dataclass
+class CutSequence:
+    """A clip made of shots of other clips (:func:`make_cut_sequence`): ``starts[i]`` is the first
+    frame of shot ``i`` (``starts[0] == 0``), ``sources[i]`` the clip it shows and ``first[i]`` the
+    source frame it begins with; ``dissolves[i]``: frames of cross-fade into shot ``i`` (0: a hard
+    cut)."""
+
+    path: Path
+    size: tuple[int, int]
+    fps: Fraction
+    starts: list[int]
+    sources: list[Path]
+    first: list[int]
+    dissolves: list[int]
+    frames: int
+
+    def shot_of(self, i: int) -> int:
+        """Index of the shot frame ``i`` belongs to (a dissolve belongs to the shot it leads into)."""
+        return max(k for k, s in enumerate(self.starts) if s <= i)
+
+
+def _read_frames(src: Path, first: int, count: int, size: tuple[int, int]) -> list[np.ndarray]:
+    """``count`` frames of ``src`` from ``first`` (RGB, displayed orientation), letterboxed into
+    ``size`` (the picture scaled to fit, centred on black); fewer when the clip ends."""
+    import av
+    import cv2
+
+    w, h = size
+    out = []
+    with av.open(str(src)) as c:
+        for i, f in enumerate(c.decode(c.streams.video[0])):
+            if i < first:
+                continue
+            if len(out) >= count:
+                break
+            img = f.to_ndarray(format="rgb24")
+            s = min(w / img.shape[1], h / img.shape[0])
+            sw, sh = max(2, round(img.shape[1] * s)), max(2, round(img.shape[0] * s))
+            interp = cv2.INTER_AREA if s < 1 else cv2.INTER_CUBIC
+            pic = cv2.resize(img, (sw, sh), interpolation=interp)
+            frame = np.zeros((h, w, 3), np.uint8)
+            y0, x0 = (h - sh) // 2, (w - sw) // 2
+            frame[y0:y0 + sh, x0:x0 + sw] = pic
+            out.append(frame)
+    return out
+
+
+def make_cut_sequence(path, shots, *, size=(1280, 720), fps=25, crf: int = 16) -> CutSequence:
+    """Concatenate shots of (real) clips into one clip with known boundaries: ``shots`` is a list of
+    ``(source path, first source frame, frames)`` or ``(source, first, frames, dissolve)`` where
+    ``dissolve`` frames of the previous shot's end cross-fade into this one (0: a hard cut).  Each
+    source frame is letterboxed into ``size``; written with libx264 at ``fps``, no audio."""
+    import av
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fps = Fraction(fps)
+    frames: list[np.ndarray] = []
+    starts, sources, firsts, dissolves = [], [], [], []
+    for spec in shots:
+        src, first, count = Path(spec[0]), int(spec[1]), int(spec[2])
+        dis = int(spec[3]) if len(spec) > 3 else 0
+        pics = _read_frames(src, first, count, size)
+        if len(pics) < count:
+            raise ValueError(f"{src} has fewer than {first + count} frames")
+        if dis and frames:
+            if dis > len(pics) or dis > len(frames):
+                raise ValueError("a dissolve longer than a shot")
+            start = len(frames) - dis
+            for j in range(dis):  # the old shot's last frames fade into the new shot's first ones
+                a = (j + 1) / (dis + 1)
+                frames[start + j] = np.uint8(np.clip((1 - a) * frames[start + j] + a * pics[j] + 0.5, 0, 255))
+            frames.extend(pics[dis:])
+        else:
+            start = len(frames)
+            frames.extend(pics)
+        starts.append(start)
+        sources.append(src)
+        firsts.append(first)
+        dissolves.append(dis if start else 0)
+    w, h = int(size[0]), int(size[1])
+    with _writing(path) as c:
+        vs = c.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
+        vs.codec_context.time_base = 1 / fps
+        vs.codec_context.thread_count = 1
+        vs.options = x264_options(crf, "ultrafast")
+        for i, fr in enumerate(frames):
+            vf = av.VideoFrame.from_ndarray(fr, format="rgb24").reformat(format="yuv420p")
+            vf.pts = i
+            for pkt in vs.encode(vf):
+                c.mux(pkt)
+        for pkt in vs.encode(None):
+            c.mux(pkt)
+    return CutSequence(path, (w, h), fps, starts, sources, firsts, dissolves, len(frames))

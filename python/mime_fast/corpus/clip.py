@@ -4,6 +4,7 @@ bad clip, and the manifest rows it gets (one per output, or one failed row with 
 from __future__ import annotations
 
 import json
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -76,7 +77,7 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
     if spec.error:
         return [_failed_row(spec, spec.error, run)], spec.error, 0
     try:
-        landmarks = located.result() if located is not None else spec.landmarks
+        landmarks = _wait(located, progress) if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
                                progress=progress, settings=settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
@@ -87,6 +88,17 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
         reason = str(exc) or type(exc).__name__
         return [_failed_row(spec, reason, run, type(exc).__name__)], reason, 0
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
+
+
+def _wait(future, progress: Progress | None):
+    """``future.result()``, asking ``progress(0)`` every 0.1 s meanwhile: a Ctrl-C flagged while
+    the clip's detection finishes on the other thread stops the wait (``progress`` raises)."""
+    while True:
+        try:
+            return future.result(timeout=0.1)
+        except FuturesTimeout:
+            if progress is not None:
+                progress(0)
 
 
 def _raise_if_interrupted(exc: BaseException) -> None:

@@ -129,7 +129,7 @@ def run_corpus(
     passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
     t0 = time.perf_counter()
     interrupted, interrupt = False, threading.Event()
-    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt):
+    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt, raise_now=use_ray):
         monitor.start(pending, passes)
         if use_ray:
             results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
@@ -152,6 +152,10 @@ def run_corpus(
                         summary.no_subject.append(clip_id)
                     summary.frames += frames
                 monitor.clip_done(clip_id, reason, frames)
+                if interrupt.is_set():  # Ctrl-C after the last frame of that clip
+                    raise KeyboardInterrupt
+            if interrupt.is_set():  # ... of the last clip
+                raise KeyboardInterrupt
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -39,8 +39,9 @@ def _load_models(monitor: Monitor, pool=None) -> None:
 def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Progress:
     def progress(n: int) -> None:
         if interrupt.is_set():
-            raise KeyboardInterrupt  # a Ctrl-C Python could not raise where it came (_sigint_flagged)
-        monitor.frames(clip_id, n)
+            raise KeyboardInterrupt  # a Ctrl-C, raised here, between two frames (_sigint_flagged)
+        if n:  # (0: only asked whether to stop)
+            monitor.frames(clip_id, n)
 
     return progress
 

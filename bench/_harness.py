@@ -181,6 +181,22 @@ def pipeline_with_hulls(src, out_dir, landmarks, **settings) -> tuple[float, flo
         ops.hull_mask, ops.blur_in_mask = hm, bm
 
 
+def stage_seconds(detect_s: float, timers: dict[str, float], masked_s: float, pipeline_s: float) -> dict[str, float]:
+    """Seconds per pipeline stage of one clip: ``detect_s`` the detection pass (decode + models,
+    ``timers`` its model timers), ``masked_s`` the mask + blur work, ``pipeline_s`` the encoding
+    pipeline with it (decode, standardise, libx264, AAC, remux)."""
+    return {
+        "decode": max(0.0, detect_s - sum(timers.values())),
+        "shots": timers.get("shots", 0.0),
+        "detect": timers.get("detect", 0.0),
+        "landmarks": timers.get("landmarks", 0.0),
+        "embed": timers.get("embed", 0.0),
+        "persons": timers.get("persons", 0.0),
+        "mask+blur": masked_s,
+        "encode": max(0.0, pipeline_s - masked_s),
+    }
+
+
 def scaled_copy(src: Path, dst: Path, height: int, *, fps: int | None = None, seconds: float | None = None,
                 crf: int = 16, preset: str = "ultrafast", color: str | None = None) -> Path:
     """``src`` scaled to ``height`` (width by the aspect ratio, even), the video re-encoded with

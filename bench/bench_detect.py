@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import libx264_floor, parse_args, pipeline_with_hulls, save
+from _harness import libx264_floor, parse_args, pipeline_with_hulls, save, stage_seconds
 
 import mime_fast
 from mime_fast import build_subsets
@@ -93,16 +93,8 @@ def main() -> None:
     i = detect_s.index(med(detect_s))
     tm = timers_all[i]
     sep_s = [d + p for d, p in zip(detect_s, pipeline_s)]  # the reference: detection pass, then the pipeline
-    model_s = sum(tm.values())
-    stages = {
-        "decode (detection pass)": max(0.0, med(detect_s) - model_s),
-        "detect": tm.get("detect", 0.0),
-        "landmarks": tm.get("landmarks", 0.0),
-        "embed": tm.get("embed", 0.0),
-        "persons (selection only)": tm.get("persons", 0.0),
-        "mask+blur": med(masked_s),
-        "encode (decode, standardise, 3 x libx264, AAC, remux)": max(0.0, med(pipeline_s) - med(masked_s)),
-    }
+    # decode = the detection pass's decode; encode = decode, standardise, 3 x libx264, AAC, remux
+    stages = stage_seconds(med(detect_s), tm, med(masked_s), med(pipeline_s))
     total = sum(stages.values())
     payload = {
         "clip": {"size": [1280, 720], "fps_in": 25, "seconds": 10.0, "source_frames": n_src, "audio": "48 kHz stereo"},

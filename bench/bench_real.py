@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import REAL_CLIPS, libx264_floor, pipeline_with_hulls, real_clip_args, save, scaled_copy
+from _harness import REAL_CLIPS, libx264_floor, pipeline_with_hulls, real_clip_args, save, scaled_copy, stage_seconds
 
 import mime_fast
 from mime_fast import build_subsets
@@ -76,17 +76,7 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) 
 
     i = detect_s.index(med(detect_s))
     tm = timers_all[i]
-    model_s = sum(v for k, v in tm.items())
-    stages = {
-        "decode": max(0.0, detect_s[i] - model_s),
-        "shots": tm.get("shots", 0.0),
-        "detect": tm.get("detect", 0.0),
-        "landmarks": tm.get("landmarks", 0.0),
-        "embed": tm.get("embed", 0.0),
-        "persons": tm.get("persons", 0.0),
-        "mask+blur": med(masked_s),
-        "encode": max(0.0, med(pipe_s) - med(masked_s)),
-    }
+    stages = stage_seconds(detect_s[i], tm, med(masked_s), med(pipe_s))
     total = sum(stages.values())
     from mime_fast.media import probe
 

@@ -325,7 +325,8 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
 
 def test_ctrl_c_is_raised_at_a_safe_point_not_where_it_lands() -> None:
     # An exception raised between any two bytecodes can leave a lock taken for good (a Ctrl-C that
-    # landed inside queue / threading code hung the run in its clean-up, about 1 in 20 under load):
+    # landed inside queue / threading code is the likely cause of a run hung in its clean-up, seen once
+    # under load):
     # the first Ctrl-C only sets the flag the run checks between frames; a second one, or the first
     # with raise_now (Ray), raises at once.
     import threading

@@ -24,8 +24,8 @@ def _sigint_flagged(interrupt: threading.Event, *, raise_now: bool = False) -> I
     clip).  It is not raised where the signal lands: an exception raised between any two
     bytecodes can leave a lock taken and never released (between a lock's acquire and the ``with``
     that releases it, in ``queue``, ``threading`` or ``concurrent.futures``), and the run then
-    hangs in its clean-up instead of stopping (seen: 1 Ctrl-C in about 20 under load).  A second
-    Ctrl-C, or the first with ``raise_now`` (Ray, whose waits cannot be polled), raises at once.
+    hangs in its clean-up instead of stopping (the likely cause of a one-process Ctrl-C test that,
+    once, under load, did not exit in 300 s).  A second Ctrl-C, or the first with ``raise_now`` (Ray, whose waits cannot be polled), raises at once.
     Where Python cannot raise it (in a weakref callback or a destructor it is "ignored"), it is
     dropped silently and the flag stops the run."""
     if not _default_sigint():

@@ -80,9 +80,9 @@ class HeadFlow:
         """The head box in ``frame`` (the next frame), or ``None`` once the head is lost."""
         import cv2
 
-        gray, _ = _luma(frame)
         if len(self._pts) < HEAD_MIN_POINTS:
             return None
+        gray, _ = _luma(frame)
         fwd, st1, _ = cv2.calcOpticalFlowPyrLK(self._gray, gray, self._pts, None, **_LK)
         back, st2, _ = cv2.calcOpticalFlowPyrLK(gray, self._gray, fwd, None, **_LK)
         err = np.linalg.norm((back - self._pts).reshape(-1, 2), axis=1)

@@ -54,7 +54,7 @@ from __future__ import annotations
 from .align import ARCFACE_DST, arcface_transform
 from .all_faces import ALL_FACES_DETECT_SIZE, ALL_FACES_MAX_MESHES, ALL_FACES_MESH_MIN_SIZE, AllFaceTracker
 from .embedders import DlibFaceEmbedder, SFaceEmbedder
-from .face_tracks import MIN_EMBED_SIZE, REEMBED_GROWTH, REEMBED_S, TRACK_IOU, FaceTracks
+from .face_tracks import MIN_EMBED_SIZE, REEMBED_GROWTH, REEMBED_S, TRACK_GATE, TRACK_IOU, FaceTracks
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, grow_hull
 from .interface import FaceDetector, FaceEmbedder, Faces, LandmarkModel, Landmarks, PersonDetector, Persons, nms
@@ -99,6 +99,6 @@ __all__ = [
     "COMPETITOR_SCORE", "CONTINUITY_IOU", "GATE", "MIN_COS", "MIN_MESH_QUALITY", "MIN_SCORE", "NEAR", "PARTIAL",
     "STRONG_COS", "TRACK_MAX_SCALE_CHANGE", "TRACK_MAX_SHAPE_CHANGE", "TRACK_MAX_SPEED", "TRACK_RECENTRE",
     "W_EMBED", "W_HIST", "SubjectTracker", "body_histogram", "track_clip", "FrameTrack", "grow_hull",
-    "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_IOU", "FaceTracks", "HOLD_GROWTH", "TrackingStats",
+    "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_GATE", "TRACK_IOU", "FaceTracks", "HOLD_GROWTH", "TrackingStats",
     "fill_gaps", "ALL_FACES_DETECT_SIZE", "ALL_FACES_MAX_MESHES", "ALL_FACES_MESH_MIN_SIZE", "AllFaceTracker",
 ]

@@ -41,7 +41,9 @@ class AllFaceTracker:
     that bystanders' small faces are found); with ``detect_size`` equal to the subject tracker's
     (or ``None``), the subject tracker's detections are reused wherever it ran on the frame and
     the detector runs on the frames between.  The faces are associated into tracks by box overlap
-    (:class:`~mime_fast.detect.face_tracks.FaceTracks`: greedy IoU >= ``TRACK_IOU``; a track unseen
+    where each track is expected from its motion, then by distance
+    (:class:`~mime_fast.detect.face_tracks.FaceTracks`: a fast face is one track, not one per
+    detector run, so its first hull is not held back to the shot's start at every run); a track unseen
     for ``max(2 * detect_every, hold_frames)`` frames ends, and every track ends at a camera cut,
     :meth:`new_shot`).  On each detection a face's hull is the landmark model's points (the mesh, as
     for the subject: the box ellipse where it is not confident), grown by ``margin`` x its size; faces

@@ -1,6 +1,7 @@
 """Every face of a shot, followed from one detector run to the next: :func:`_detect_at` (the face
 detector on a frame downscaled to a given size, boxes mapped back) and :class:`FaceTracks` (faces
-associated into tracks by box overlap, so that each is embedded about once per track).  Used by
+associated into tracks by box overlap where each track is expected now, so that each is embedded
+about once per track and a face's mask is one track, not one per detector run).  Used by
 the subject tracker (:class:`mime_fast.detect.tracking.SubjectTracker`) and by ``faces="all"``
 (:class:`mime_fast.detect.all_faces.AllFaceTracker`).
 """
@@ -12,19 +13,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .geometry import _iou, _size
+from .geometry import _centre, _iou, _size
 from .interface import Faces, _downscale
 
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
 
-__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_IOU", "FaceTracks"]
+__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_GATE", "TRACK_IOU", "FaceTracks"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
 #: track's last box by at least this IoU; a track's embedding is reused until the face grew by
 #: REEMBED_GROWTH or REEMBED_S seconds of frames passed; faces smaller than MIN_EMBED_SIZE px are
 #: never embedded (no identity can be read from them).
 TRACK_IOU = 0.3
+#: Face tracks: a detection left over by the overlap rule continues a track left over too when its
+#: centre is within this many face sizes of where the track is expected, its size within 0.67 - 1.5x,
+#: and each is the other's only such partner (a face that moved faster than its box overlaps: on the
+#: real crowd clip at 720p, a 90 px face crossing at 26 px a frame overlaps its box of 3 frames
+#: before by IoU 0: it started a new track at every detector run, 9 in a second).
+TRACK_GATE = 1.0
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
 MIN_EMBED_SIZE = 24.0
@@ -50,36 +57,47 @@ def _detect_at(detector, frame: np.ndarray, size: int | None) -> Faces:
 
 
 class FaceTracks:
-    """Every detected face of the current shot followed from one detector run to the next by box
-    overlap (greedy, highest IoU first, at least ``TRACK_IOU``; a track unseen for ``max_gap``
-    frames ends), so that a face is embedded about once per track instead of at every detector run:
+    """Every detected face of the current shot followed from one detector run to the next (a track
+    unseen for ``max_gap`` frames ends).  Each track is expected where its last box moved at its
+    velocity (the motion between its last two detections, per frame); detections continue tracks
+    by overlap with that box (greedy, highest IoU first, at least ``TRACK_IOU``), then the ones left
+    by distance (:data:`TRACK_GATE`, one-to-one only).  So a face is embedded about once per track
+    instead of at every detector run (``predict=False`` / ``by_distance=False``: overlap with the last
+    box only, the subject tracker's association):
     :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
     that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
     older than ``refresh`` frames (a head that turned back), batched in one embedder call.
     :meth:`new_shot` forgets every track."""
 
-    def __init__(self, max_gap: int, refresh: int):
+    def __init__(self, max_gap: int, refresh: int, *, predict: bool = True, by_distance: bool = True):
+        self.predict, self.by_distance = predict, by_distance
         self.max_gap = int(max_gap)
         self.refresh = int(refresh)
         self._boxes = np.zeros((0, 4))
         self._last = np.zeros(0, np.int64)
+        self._vel = np.zeros((0, 2))  # per track: centre motion per frame between its last two detections
         self._emb: list = []  # per track: (embedding, face size, frame) or None
         self._ids = np.zeros(0, np.int64)
         self.count = 0  # tracks started
 
     def new_shot(self) -> None:
         self._boxes, self._last, self._emb, self._ids = np.zeros((0, 4)), np.zeros(0, np.int64), [], np.zeros(0, np.int64)
+        self._vel = np.zeros((0, 2))
 
     def assign(self, boxes: np.ndarray, index: int) -> np.ndarray:
         """The track (position in this object's tables) of each face detected in frame ``index``."""
         alive = index - self._last <= self.max_gap
-        self._boxes, self._last = self._boxes[alive], self._last[alive]
+        self._boxes, self._last, self._vel = self._boxes[alive], self._last[alive], self._vel[alive]
         self._emb = [e for e, k in zip(self._emb, alive) if k]
         self._ids = self._ids[alive]
+        boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
         n = len(boxes)
         out = np.full(n, -1, np.int64)
         if n and len(self._boxes):
-            iou = _iou(boxes, self._boxes)
+            gap = (index - self._last).astype(np.float64)[:, None]
+            shift = self._vel * gap * float(self.predict)
+            expected = self._boxes + np.concatenate([shift, shift], axis=1)
+            iou = _iou(boxes, expected)
             while True:
                 j, t = np.unravel_index(int(np.argmax(iou)), iou.shape)
                 if iou[j, t] < TRACK_IOU:
@@ -87,17 +105,44 @@ class FaceTracks:
                 out[j] = t
                 iou[j, :] = -1
                 iou[:, t] = -1
+            if self.by_distance:
+                self._by_distance(boxes, expected, out)
+        prev = self._boxes.copy()
         for j in range(n):
             if out[j] < 0:
                 out[j] = len(self._boxes)
-                self._boxes = np.concatenate([self._boxes, np.asarray(boxes[j], np.float64)[None]])
+                self._boxes = np.concatenate([self._boxes, boxes[j][None]])
                 self._last = np.append(self._last, index)
+                self._vel = np.concatenate([self._vel, np.zeros((1, 2))])
                 self._emb.append(None)
                 self._ids = np.append(self._ids, self.count)
                 self.count += 1
-        self._boxes[out] = np.asarray(boxes, np.float64)
+        for j, t in enumerate(out):
+            if t < len(prev):  # a continued track: its velocity from this detection and the last
+                self._vel[t] = (_centre(boxes[j]) - _centre(prev[t])) / max(1, index - int(self._last[t]))
+        self._boxes[out] = boxes
         self._last[out] = index
         return out
+
+    @staticmethod
+    def _by_distance(boxes: np.ndarray, expected: np.ndarray, out: np.ndarray) -> None:
+        """Detections ``out`` leaves unassigned (-1) continue the unassigned tracks whose expected box
+        is within :data:`TRACK_GATE` face sizes of them with a size within 0.67 - 1.5x, where
+        detection and track are each other's only such partner (in place)."""
+        free_d = np.flatnonzero(out < 0)
+        free_t = np.setdiff1d(np.arange(len(expected)), out[out >= 0])
+        if not len(free_d) or not len(free_t):
+            return
+        ok = np.zeros((len(free_d), len(free_t)), bool)
+        for a, j in enumerate(free_d):
+            s = _size(boxes[j])
+            for b, t in enumerate(free_t):
+                st = _size(expected[t])
+                ok[a, b] = (np.linalg.norm(_centre(boxes[j]) - _centre(expected[t])) <= TRACK_GATE * max(s, st)
+                            and 0.67 <= s / st <= 1.5)
+        for a, b in zip(*np.nonzero(ok)):
+            if ok[a].sum() == 1 and ok[:, b].sum() == 1:
+                out[free_d[a]] = free_t[b]
 
     def ident(self, track: int) -> int:
         """The stable id of the track at position ``track`` (positions change as tracks end)."""

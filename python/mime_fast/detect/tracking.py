@@ -440,7 +440,11 @@ class SubjectTracker:
         faces = self._t("detect", self._detect, frame)
         self.last_faces = (self._index, faces)  # what the detector found here (AllFaceTracker reuses it)
         if self._faces is None:  # hold_frames is half a second of frames: refresh every REEMBED_S
-            self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)))
+            # overlap with the last box only: near other faces this tracker detects every frame, and
+            # the motion-predicted association of faces="all" gave his track to a crosser on the
+            # real crowd (a half-hidden box's shifted centre is a false velocity): 83 frames lost
+            self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)),
+                                     predict=False, by_distance=False)
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         self._frame_ids = [self._faces.ident(t) for t in face_tracks]
         if self._box is None:  # no subject selected yet

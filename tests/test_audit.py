@@ -26,7 +26,7 @@ def corpus(tmp_path_factory) -> Path:
     rule picks for this 144 px face (35), 'gap' with source frames 6..11 unmasked, 'shifted' with
     the mask moved off the face (to the frame's left edge, where there is no face)."""
     try:
-        from mime_fast.detect.models import CenterFaceDetector, DlibFaceEmbedder
+        from mime_fast.detect import CenterFaceDetector, DlibFaceEmbedder
 
         CenterFaceDetector(), DlibFaceEmbedder()
     except ImportError as exc:

@@ -412,7 +412,7 @@ def test_all_faces_of_a_real_cut_sequence_masked_where_an_independent_detector_f
     of the masks.  Measured: 2 of 525 faces below (a 92 px false hit on a poster, a 36 px face at
     score 0.51); with the subject's detector size (384) for every face, 71 were (bystanders of
     24 - 45 px in the crowd)."""
-    from mime_fast.detect.models import CenterFaceDetector
+    from mime_fast.detect import CenterFaceDetector
     from mime_fast.landmarks import detect_subject
 
     try:

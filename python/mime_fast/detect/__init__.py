@@ -7,7 +7,8 @@ module             holds
 ``interface``      result types (``Faces``, ``Landmarks``, ``Persons``), the model protocols, NMS
 ``weights``        weight files (``package_file``, ``$MIME_FAST_MODEL_DIR``), ``ModelNotAvailable``
 ``align``          face crops: the mesh's ROI and the ArcFace chip transforms
-``models``         the offline stack (RetinaFace, MediaPipe mesh, HOG; CenterFace for the audit)
+``models``         the offline stack (RetinaFace, MediaPipe mesh, HOG)
+``centerface``     CenterFace: the audit's detector, independent of the engine's stacks
 ``embedders``      SFace and dlib's ResNet face embeddings
 ``paper``          the paper stack MIME used (SCRFD, 2d106det, ArcFace, YOLOv8)
 ``stacks``         the paper stack's files, ``load_stack`` and the stack choice
@@ -15,7 +16,7 @@ module             holds
                    ``torch_ops``: device, precision, crops; ``hog``: the HOG people detector)
 ``selection``      the score terms and ``select_primary_subject``
 ``tracking``       ``SubjectTracker`` (``geometry``: hulls and boxes; ``face_tracks``: faces followed
-                   by box overlap; ``gaps``: ``fill_gaps``, ``TrackingStats``; ``head``: his head
+                   by box overlap and motion; ``gaps``: ``fill_gaps``, ``TrackingStats``; ``head``: his head
                    followed by optical flow; ``shots``: camera cuts)
 ``all_faces``      ``AllFaceTracker``, for ``faces="all"``
 =================  ================================================================================
@@ -58,10 +59,8 @@ from .face_tracks import MIN_EMBED_SIZE, REEMBED_GROWTH, REEMBED_S, TRACK_GATE, 
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, grow_hull
 from .interface import FaceDetector, FaceEmbedder, Faces, LandmarkModel, Landmarks, PersonDetector, Persons, nms
-from .models import (
-    CenterFaceDetector, HogPersonDetector, MediaPipeFaceMesh, OfflineStack, RetinaFaceDetector,
-    load_offline_stack, retinaface_onnx
-)
+from .centerface import CenterFaceDetector
+from .models import HogPersonDetector, MediaPipeFaceMesh, OfflineStack, RetinaFaceDetector, load_offline_stack, retinaface_onnx
 from .paper import (
     PAPER_FILES, ArcFaceEmbedder, Landmark106, ScrfdDetector, YoloV8PersonDetector, landmark106_quality
 )

@@ -22,20 +22,25 @@ HIDE = range(50, 90)
 
 
 class _Hiding:
-    """``stack`` with the face at ``hide`` (a box in frame pixels) withheld from its detector and
-    its landmark model (quality 0 there)."""
+    """``stack`` with the face at ``hide`` (a box in frame pixels) withheld from its landmark model
+    (quality 0 there); :class:`_HidingTracker` withholds it from the detections."""
 
-    def __init__(self, stack, width: int):
-        self._stack, self._width, self.hide = stack, width, None
-        self.detector, self.landmarks = self, _HidingMesh(self)
+    def __init__(self, stack):
+        self._stack, self.hide = stack, None
+        self.detector, self.landmarks = stack.detector, _HidingMesh(self)
         self.embedder, self.persons = stack.embedder, stack.persons
 
-    def detect(self, img: np.ndarray) -> Faces:
-        f = self._stack.detector.detect(img)
-        if self.hide is None or not len(f):
+
+class _HidingTracker(SubjectTracker):
+    """A subject tracker whose detections (in frame pixels, whole frame or around the subject) never
+    include the face at its stack's ``hide`` box."""
+
+    def _detect(self, frame, roi=None) -> Faces:
+        f = super()._detect(frame, roi)
+        hide = self.stack.hide
+        if hide is None or not len(f):
             return f
-        s = img.shape[1] / self._width
-        keep = _iou(f.boxes / s, self.hide)[:, 0] < 0.3
+        keep = _iou(f.boxes, hide)[:, 0] < 0.3
         return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
 
 
@@ -51,8 +56,8 @@ class _HidingMesh:
 
 
 def _run(stack, frames, hide_boxes) -> tuple[list, object]:
-    hiding = _Hiding(stack, frames[0].shape[1])
-    tr = SubjectTracker(hiding, hold_frames=13)  # 0.5 s at 25 fps
+    hiding = _Hiding(stack)
+    tr = _HidingTracker(hiding, hold_frames=13)  # 0.5 s at 25 fps
     tracks = []
     for i, f in enumerate(frames):
         hiding.hide = hide_boxes.get(i)

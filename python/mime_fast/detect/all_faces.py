@@ -89,7 +89,8 @@ class AllFaceTracker:
         self._index += 1
         i = self._index
         own = self.detect_size is not None and self.detect_size != subject.detect_size
-        if not own and subject.last_faces is not None and subject.last_faces[0] == subject._index:
+        if (not own and subject.last_faces is not None and subject.last_faces[0] == subject._index
+                and subject.last_faces_full):
             faces = subject.last_faces[1]  # the subject tracker's detection: the same size
         elif i - self._last_detect >= self.detect_every:
             faces = self._t("all_faces_detect", self._detect, frame)

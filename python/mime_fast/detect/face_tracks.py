@@ -19,7 +19,7 @@ from .interface import Faces, _downscale
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
 
-__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_GATE", "TRACK_IOU", "FaceTracks"]
+__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
 #: track's last box by at least this IoU; a track's embedding is reused until the face grew by
@@ -32,6 +32,9 @@ TRACK_IOU = 0.3
 #: real crowd clip at 720p, a 90 px face crossing at 26 px a frame overlaps its box of 3 frames
 #: before by IoU 0: it started a new track at every detector run, 9 in a second).
 TRACK_GATE = 1.0
+#: :func:`_detect_at` with a region: the largest stride of the face detector's anchors (RetinaFace:
+#: 8, 16, 32); the region's corners lie on multiples of it in the frame the detector sees.
+ROI_GRID = 32
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
 MIN_EMBED_SIZE = 24.0
@@ -46,14 +49,28 @@ def _timed(timers: dict, name: str, fn, *a):
     return out
 
 
-def _detect_at(detector, frame: np.ndarray, size: int | None) -> Faces:
+def _detect_at(detector, frame: np.ndarray, size: int | None, roi: tuple[int, int, int, int] | None = None) -> Faces:
     """``detector`` on ``frame`` downscaled so that its longer side is at most ``size`` px (``None``:
-    as it is), boxes and keypoints mapped back to ``frame``'s pixels."""
-    if size is None:
-        return detector.detect(frame)
+    as it is), boxes and keypoints mapped back to ``frame``'s pixels.  ``roi`` (``x0, y0, x1, y1``
+    in frame pixels): only the faces there -- the region is cut from the downscaled frame, its corners
+    moved out to multiples of ``ROI_GRID`` px there (the detector's coarsest anchor stride), so that
+    the faces inside are seen on the same pixels and anchors as in a whole-frame run."""
+    if roi is None:
+        if size is None:
+            return detector.detect(frame)
+        small, s = _downscale(frame, size)
+        f = detector.detect(small)
+        return f if s == 1.0 or not len(f) else Faces(f.boxes / s, f.scores, f.keypoints / s)
     small, s = _downscale(frame, size)
-    f = detector.detect(small)
-    return f if s == 1.0 or not len(f) else Faces(f.boxes / s, f.scores, f.keypoints / s)
+    h, w = small.shape[:2]
+    g = ROI_GRID
+    x0, y0 = int(roi[0] * s) // g * g, int(roi[1] * s) // g * g
+    x1, y1 = min(w, -(-int(np.ceil(roi[2] * s)) // g) * g), min(h, -(-int(np.ceil(roi[3] * s)) // g) * g)
+    f = detector.detect(small[y0:y1, x0:x1])
+    if not len(f):
+        return f
+    return Faces((f.boxes + np.array([x0, y0, x0, y0], np.float64)) / s, f.scores,
+                 (f.keypoints + np.array([x0, y0], np.float64)) / s)
 
 
 class FaceTracks:

@@ -31,7 +31,12 @@ Contenders, interleaved over ``--repeats``:
   ``run_corpus`` with one worker (the next clip's subject detected on a second thread, one decode
   pass per clip), and ``--gpu-workers`` clips at a time in worker processes started (models loaded)
   before the clock, each clip a ``build_subsets`` call (detection on the FM/VMM pass, then the
-  FDM/FSM pass: what ``run_corpus`` does with several workers).
+  FDM/FSM pass: what ``run_corpus`` does with several workers);
+* with ``--clips-per-process K``: ``gpu_shared`` (``run_corpus`` with ``clips_per_process=K``: K
+  clips on threads of each process, sharing its GPU's models through the model broker,
+  :mod:`mime_fast.detect.batching`) and ``no_encode_shared`` (the no-encode clips K at a time on
+  threads of ``--gpu-workers / K`` processes); ``batching`` records each broker's forwards and
+  items per model (items / forward: how many calls met).
 
 The ``cpu`` and ``gpu`` runs include what a real run pays: worker processes starting and loading
 their models (``first_frames_s`` says when the first frames moved).  ``--device cpu`` runs
@@ -39,7 +44,7 @@ their models (``first_frames_s`` says when the first frames moved).  ``--device 
 null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` with the GPU workers
 >= 1500 source fps.  Writes bench/results/pipeline-<device>.json.
 
-    python bench/bench_pipeline_cuda.py --device cuda [--repeats 1] [--gpu-workers 8] [--skip-cpu]
+    python bench/bench_pipeline_cuda.py --device cuda [--repeats 1] [--gpu-workers 8] [--skip-cpu] [--clips-per-process 8]
     python bench/bench_pipeline_cuda.py --device cpu --quick --gpu-workers 2      # smoke test
 """
 
@@ -338,6 +343,34 @@ def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str) -> di
             "clips": {c.name: d for c, d in zip(clips, done)}}
 
 
+def _no_encode_clips(jobs: list[tuple], threads: int) -> tuple[list[dict], dict | None]:
+    """In a worker: ``jobs`` built ``threads`` at a time on threads of this process (their models
+    shared through the process's model broker on a GPU); the broker's counts after them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mime_fast.landmarks import default_stack
+
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        done = list(ex.map(_no_encode_clip, jobs))
+    broker = getattr(default_stack(jobs[0][3]), "broker", None)
+    return done, None if broker is None else broker.stats()
+
+
+def run_no_encode_shared(clips: list[Clip], out: Path, workers: int, per_process: int, device: str) -> dict:
+    """No-encode with ``per_process`` clips on threads of each of ``workers / per_process``
+    processes (run_corpus's ``clips_per_process``), clips dealt out round-robin."""
+    procs = -(-workers // per_process)
+    jobs = [(c.path, out, c.name, device) for c in clips]
+    with _pool(procs, device, warm=True) as pool:
+        t = time.perf_counter()
+        parts = list(pool.map(_no_encode_clips, [jobs[p::procs] for p in range(procs)], [per_process] * procs))
+        wall = time.perf_counter() - t
+    shutil.rmtree(out, ignore_errors=True)
+    done = {j[2]: d for p in range(procs) for j, d in zip(jobs[p::procs], parts[p][0])}
+    return {"wall_s": wall, "frames": sum(d["source_frames"] for d in done.values()), "clips": done,
+            "batching": [b for _, b in parts]}
+
+
 # ------------------------------------------------------------------------------------------- main
 
 
@@ -355,6 +388,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="2 synthetic clips of 2 s, real clips cut to 2 s")
     ap.add_argument("--skip-cpu", action="store_true", help="leave the CPU path out")
     ap.add_argument("--no-fm-copy", dest="fm_copy", action="store_false", help="FM always encoded")
+    ap.add_argument("--clips-per-process", type=int, default=0, metavar="K",
+                    help="also run the GPU path and no-encode with K clips on threads of each process, sharing "
+                         "its models (run_corpus's clips_per_process; default: not run)")
     args = ap.parse_args()
     dev, gw = args.device, args.gpu_workers
     if dev == "cuda" and not mime_fast.cuda_available():
@@ -384,6 +420,12 @@ def main() -> None:
     contenders["encoders"] = (gw, None, lambda out: run_encoders(clips, out, gw))
     contenders["no_encode_1"] = (1, dev, lambda out: run_no_encode(clips, out, 1, dev))
     contenders["no_encode"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev))
+    k = args.clips_per_process
+    if k > 0:
+        if dev == "cuda":
+            contenders["gpu_shared"] = (gw, "cuda", lambda out: run_pipeline(clips, out, gw, device="cuda",
+                                                                             fm_copy=args.fm_copy, clips_per_process=k))
+        contenders["no_encode_shared"] = (gw, dev, lambda out: run_no_encode_shared(clips, out, gw, k, dev))
 
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline-") as tmp:
@@ -423,6 +465,10 @@ def main() -> None:
         "ratio_vs_encoders_alone": gpu_fps / enc_fps if gpu_fps and enc_fps else None,
         f"{no_key}_no_encode_fps": fps("no_encode"),
         f"{no_key}_no_encode_single_process_fps": fps("no_encode_1"),
+        "clips_per_process": args.clips_per_process or None,
+        "gpu_shared_corpus_fps": fps("gpu_shared"),
+        f"{no_key}_no_encode_shared_fps": fps("no_encode_shared"),
+        "batching": runs["no_encode_shared"][-1].get("batching") if "no_encode_shared" in runs else None,
         "target_ratio_vs_encoders_alone": TARGET_RATIO,
         "target_gpu_no_encode_fps": TARGET_NO_ENCODE_FPS,
         "skipped": skipped,
@@ -444,7 +490,9 @@ def main() -> None:
     print(f"{'contender':34s} {'workers':>7s} {'wall s':>8s} {'source fps':>11s} {'1st frames s':>12s}")
     labels = {"cpu": "cpu pipeline (run_corpus)", "gpu": "gpu pipeline (run_corpus)",
               "encoders": "libx264 alone (same encodes)", "no_encode_1": f"{dev} no-encode, 1 process",
-              "no_encode": f"{dev} no-encode, workers"}
+              "no_encode": f"{dev} no-encode, workers",
+              "gpu_shared": f"gpu pipeline, {args.clips_per_process} clips/process",
+              "no_encode_shared": f"{dev} no-encode, {args.clips_per_process} clips/process"}
     for name, (workers, _, _) in contenders.items():
         wall = sorted(r["wall_s"] for r in runs[name])[len(runs[name]) // 2]
         first = runs[name][-1].get("first_frames_s")  # run_corpus runs: when the first frames moved

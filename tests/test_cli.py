@@ -90,6 +90,7 @@ def test_top_level_help_is_plain_text(capsys) -> None:
     (["--margin", "-2"], "--margin must be >= 0"),
     (["--device", "gpu"], '--device must be "cpu" or "cuda"'),
     (["--workers", "0"], "--workers must be >= 1"),
+    (["--clips-per-process", "0"], "--clips-per-process must be >= 1"),
     (["--fdm-kernel", "x"], "invalid int value"),
     (["--no-such-option"], "unrecognized arguments: --no-such-option"),
 ])
@@ -281,7 +282,8 @@ def first_row_and_temporaries(out: Path) -> bool:
             and any(".tmp-" in p.name or ".scratch-" in p.name for p in out.rglob(".*")))
 
 
-@pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "two-workers"])
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
+                         ids=["one-process", "two-workers", "two-clips-on-threads"])
 def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Path, extra: list[str]) -> None:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]

@@ -274,10 +274,19 @@ def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path) -> None:
             assert sha256(distributed / r["path"]) == r["sha256"]
 
 
-def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "3", "--clips-per-process", "2"]],
+                         ids=["processes", "clips-on-threads-of-processes"])
+def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: list[str], monkeypatch) -> None:
+    from mime_fast.corpus import run as run_mod
+
+    modes = []
+    for name in ("_process_pool_results", "_shared_process_results"):
+        real = getattr(run_mod, name)
+        monkeypatch.setattr(run_mod, name, lambda *a, _r=real, _n=name, **k: modes.append(_n) or _r(*a, **k))
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(["build", str(corpus), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1
-    assert main(["build", str(corpus), "--out", str(two), "--subsets", "FM,FSM", "--workers", "2", *SMALL]) == 1
+    assert main(["build", str(corpus), "--out", str(two), "--subsets", "FM,FSM", *extra, *SMALL]) == 1
+    assert modes == ["_shared_process_results" if "--clips-per-process" in extra else "_process_pool_results"]
 
     def comparable(out: Path) -> dict:
         return {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}

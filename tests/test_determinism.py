@@ -214,6 +214,7 @@ def test_corpus_builds_identical_under_load_threads_workers_and_memory(tmp_path)
         assert main(["build", str(root), "--out", str(outs["in-process"]), *small]) == 0
         runs = [
             ("workers2", ["--workers", "2"], {"MALLOC_PERTURB_": "99"}),
+            ("clips-on-threads", ["--workers", "3", "--clips-per-process", "3"], {"MALLOC_PERTURB_": "17"}),
             ("threads1", [], {"MIME_FAST_NUM_THREADS": "1", "MALLOC_PERTURB_": "3"}),
             ("threads3", [], {"MIME_FAST_NUM_THREADS": "3", "MALLOC_PERTURB_": "250"}),
         ]

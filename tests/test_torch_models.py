@@ -550,14 +550,28 @@ def test_tracker_follows_the_same_subject(tstack, live_stack, golden, track_fram
 def test_default_stack_on_cuda_uses_torch_only_where_it_can(tm, monkeypatch):
     from mime_fast import landmarks
 
+    import threading
+    from types import SimpleNamespace
+
     monkeypatch.setenv("MIME_FAST_STACK", "offline")
     monkeypatch.setattr(landmarks, "_STACKS", None)
-    sentinel = type("S", (), {"name": "offline-torch"})()
-    monkeypatch.setattr(tm, "load_torch_stack", lambda device: sentinel)
+    monkeypatch.setattr(landmarks, "_SHARED_STACKS", {})
+    model = SimpleNamespace(detect=None, landmarks=None, embed=None, num_points=468, dim=128)
+    sentinel = SimpleNamespace(detector=model, landmarks=model, embedder=model, persons=None, name="offline-torch")
+    loads = []
+    monkeypatch.setattr(tm, "load_torch_stack", lambda device: loads.append(device) or sentinel)
     monkeypatch.setattr(tm, "torch_cuda_available", lambda: True)
     try:
-        assert landmarks.default_stack("cuda") is sentinel
+        # the GPU stack: loaded once per process, shared by its threads through one model broker
+        st = landmarks.default_stack("cuda")
+        assert st.broker.stack is sentinel and st.name == "offline-torch" and not st.crop_detection
+        other: list = []
+        t = threading.Thread(target=lambda: other.append(landmarks.default_stack("cuda")))
+        t.start()
+        t.join()
+        assert other == [st] and loads == ["cuda"]
         monkeypatch.setattr(landmarks, "_STACKS", None)
+        monkeypatch.setattr(landmarks, "_SHARED_STACKS", {})
         monkeypatch.setattr(tm, "torch_cuda_available", lambda: False)
         st = landmarks.default_stack("cuda")
         assert st.name == "offline" and landmarks.default_stack("cpu").name == "offline"

@@ -146,7 +146,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 #: Options of a run that are not settings, as their flags appear in messages.
-_RUN_OPTIONS = ("workers", "ray_cpus_per_clip")
+_RUN_OPTIONS = ("workers", "clips_per_process", "ray_cpus_per_clip")
 
 
 def _as_option(message: str, argv: list[str]) -> str:
@@ -175,7 +175,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.workers is None:
         args.workers = auto_workers(args.device)
     try:
-        settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip, **_options(args))
+        settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip,
+                                  clips_per_process=args.clips_per_process, **_options(args))
     except (ValueError, TypeError) as exc:
         raise UsageError(_as_option(str(exc), getattr(args, "argv", []))) from None
     except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable
@@ -203,7 +204,7 @@ def _build(args: argparse.Namespace) -> int:
     else:
         monitor = LineMonitor()
     summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
-                         use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
+                         clips_per_process=args.clips_per_process, use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
                          ray_cpus_per_clip=args.ray_cpus_per_clip, settings=settings)
     if not args.quiet:
         print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
@@ -240,6 +241,10 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--workers", type=int, default=None, metavar="N",
                     help="clips built at once on this machine (processes; default 1, with --device cuda one per "
                          "two cores, at most 8 per GPU: the GPUs share them)")
+    ap.add_argument("--clips-per-process", type=int, default=1, metavar="K",
+                    help="clips of --workers built on threads of one process (default 1); with --device cuda "
+                         "they share the GPU's models, their calls batched across them (--workers / GPUs: one "
+                         "process per GPU)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster address (default: ray.init()'s choice)")

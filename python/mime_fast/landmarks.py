@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -49,6 +50,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .detect import AllFaceTracker, SubjectTracker, load_stack, stack_choice
+from .detect.batching import shared_stack
 from .detect.shots import ShotDetector
 from .media import iter_display_frames, prefetch, probe
 from .options import DETECT_DEFAULTS, FACES, hold_frames
@@ -308,6 +310,8 @@ class DetectedFaces(DetectedLandmarks):
 
 
 _STACKS = None
+_SHARED_STACKS: dict = {}  # device -> the process's brokered GPU stack
+_SHARED_LOCK = threading.Lock()
 _log = logging.getLogger(__name__)
 
 
@@ -331,18 +335,31 @@ def default_stack(device: str = "cpu"):
 
     ``device="cuda"``: where that choice is the offline stack and torch sees a CUDA device, the
     same models on the GPU (:func:`mime_fast.detect.torch_models.load_torch_stack`, name
-    ``"offline-torch"``: the same selection and tracking within the tolerances its tests measure);
-    otherwise the CPU stack.  ``"cpu"`` is always exactly the CPU stack.  The stack loaded is
-    logged (``mime_fast.landmarks``, INFO) and is the ``name`` of the result."""
+    ``"offline-torch"``: the same selection and tracking within the tolerances its tests measure),
+    loaded once per process and shared by its threads through a model broker
+    (:func:`mime_fast.detect.batching.shared_stack`: the calls of clips built at once are batched
+    across them, at fixed batch sizes, with the results each clip gets alone); otherwise the CPU
+    stack.  ``"cpu"`` is always exactly the CPU stack.  The stack loaded is logged
+    (``mime_fast.landmarks``, INFO) and is the ``name`` of the result."""
     global _STACKS
-    import threading
-
+    if device != "cpu" and device in _SHARED_STACKS:
+        return _SHARED_STACKS[device]
     if _STACKS is None:
         _STACKS = threading.local()
     attr = "stack" if device == "cpu" else f"stack_{device}"
     st = getattr(_STACKS, attr, None)
     if st is None:
-        st = _load_stack(device)
+        if device == "cpu":
+            st = _load_stack(device)
+        else:
+            with _SHARED_LOCK:  # one thread loads the process's GPU models; the others wait for them
+                if device in _SHARED_STACKS:
+                    return _SHARED_STACKS[device]
+                st = _load_stack(device)
+                if getattr(st, "name", "") == "offline-torch":
+                    st = _SHARED_STACKS[device] = shared_stack(st)
+                    _log.info("detection models: %s stack (device=%s), shared by this process's clips", st.name, device)
+                    return st
         setattr(_STACKS, attr, st)
         _log.info("detection models: %s stack (device=%s)", getattr(st, "name", "?"), device)
     return st

@@ -20,7 +20,13 @@ from .clip import _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
 from .resume import _complete, clean_stale_temporaries
-from .workers import _detect_ahead_results, _process_pool_results, _ray_results, _sequential_results
+from .workers import (
+    _detect_ahead_results,
+    _process_pool_results,
+    _ray_results,
+    _sequential_results,
+    _shared_process_results,
+)
 
 __all__ = ["CorpusSummary", "check_settings", "run_corpus"]
 
@@ -39,13 +45,15 @@ class CorpusSummary:
         return not self.failed
 
 
-def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, settings: Settings | None = None,
-                   **options: Any) -> Settings:
+def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_per_process: int = 1,
+                   settings: Settings | None = None, **options: Any) -> Settings:
     """The settings of a :func:`run_corpus` (``settings`` changed by ``options``:
     :meth:`mime_fast.options.Settings.resolve`), checked before anything runs: ``ValueError`` or
     ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used."""
     if int(workers) < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if int(clips_per_process) < 1:
+        raise ValueError(f"clips_per_process must be >= 1, got {clips_per_process}")
     if not float(ray_cpus_per_clip) > 0:
         raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
     return Settings.resolve(settings, **options)
@@ -66,6 +74,7 @@ def run_corpus(
     progress: Callable[[str], None] | None = None,
     monitor: Monitor | None = None,
     workers: int = 1,
+    clips_per_process: int = 1,
     use_ray: bool = False,
     ray_address: str | None = None,
     ray_cpus_per_clip: float = 1.0,
@@ -84,7 +93,10 @@ def run_corpus(
     (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
     printing through ``progress`` (default stderr) one line per clip.
     ``workers > 1`` builds that many clips at once in worker processes on this machine (each
-    libx264 encoder also runs its own threads).
+    libx264 encoder also runs its own threads); ``clips_per_process > 1`` puts that many of them in
+    each process, on threads: with ``device="cuda"`` the clips of a process share its GPU's models
+    and their model calls are batched across them (one process per GPU: ``clips_per_process`` =
+    ``workers`` / GPUs).  The bytes are the same either way.
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -102,8 +114,8 @@ def run_corpus(
     manifest. Outputs and manifest are the same as a local run's."""
     out_dir = Path(out_dir)
     codes = _codes(subsets)
-    settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip, settings=settings,
-                              **options)  # before the first clip
+    settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip,
+                              clips_per_process=clips_per_process, settings=settings, **options)  # before the first clip
     monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
@@ -133,6 +145,9 @@ def run_corpus(
         monitor.start(pending, passes)
         if use_ray:
             results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+        elif pool_mode and clips_per_process > 1:
+            results = _shared_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
+                                              monitor, detecting, interrupt)
         elif pool_mode:
             results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting,
                                             interrupt)

@@ -117,9 +117,9 @@ def share_cores(threads: int) -> None:
         cv2.setNumThreads(int(os.environ["MIME_FAST_MODEL_THREADS"]))
 
 
-def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0) -> None:
+def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0, tasks=None, results=None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
-    _WORKER.update(stop=stop, frames=frames)
+    _WORKER.update(stop=stop, frames=frames, tasks=tasks, results=results)
     if threads:
         share_cores(threads)
     if counter is not None and gpus > 1:  # device="cuda" on several GPUs: worker i uses GPU i mod n
@@ -199,6 +199,109 @@ def _process_pool_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
             raise
     finally:
         stop.set()  # on an interrupt: the clips in progress stop at their next frame
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _clip_slots(slots: int) -> None:
+    """In a worker process of :func:`_shared_process_results`: ``slots`` threads build clips taken
+    from the task queue, at once (on a GPU their models are one stack shared through a model broker,
+    :func:`~mime_fast.landmarks.default_stack`), each result sent as its clip finishes; returns
+    when every thread has met the end of the queue."""
+    tasks, results = _WORKER["tasks"], _WORKER["results"]
+
+    def slot() -> None:
+        while True:
+            item = tasks.get()
+            if item is None:
+                return
+            i, args = item
+            try:
+                results.put((i, _process_clip_in_worker(*args)))
+            except KeyboardInterrupt:  # stopped: its temporaries are gone
+                results.put((i, None))
+
+    threads = [threading.Thread(target=slot, name=f"mime-fast-clip-{k}") for k in range(slots)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _shared_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
+                            workers: int, per_process: int, monitor: Monitor, detecting: bool,
+                            interrupt: threading.Event) -> Iterator[tuple]:
+    """Yield _process_clip results from worker processes that each build ``per_process`` clips at
+    once in threads (``workers`` clips in all), as clips complete.  With ``device="cuda"`` each
+    process owns one GPU (worker i uses GPU i mod n) and its clips share that GPU's models, their
+    calls batched across them; the clips' encoders are libx264 threads, which run outside the
+    interpreter's lock."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if detecting:
+        _load_models(monitor)
+    ctx = multiprocessing.get_context("spawn")
+    stop, frames, tasks, results = ctx.Event(), ctx.SimpleQueue(), ctx.SimpleQueue(), ctx.SimpleQueue()
+    procs = -(-workers // per_process)
+    slots = -(-workers // procs)
+
+    def relay() -> None:
+        while not frames.empty():
+            monitor.frames(*frames.get())
+
+    gpus = gpu_count() if settings.compute.device == "cuda" else 0
+    pool = ProcessPoolExecutor(max_workers=procs, mp_context=ctx, initializer=_init_worker,
+                               initargs=(stop, frames, ctx.Value("i", 0), gpus, worker_threads(procs), tasks, results))
+    # Clips are handed out as slots free up (the queue's pipe never holds more than one per slot),
+    # then one end mark per slot.
+    sent, received, ended = 0, 0, False
+
+    def hand_out() -> None:
+        nonlocal sent, ended
+        while sent < len(pending) and sent - received < procs * slots:
+            tasks.put((sent, (pending[sent], out_dir, codes, settings, run)))
+            sent += 1
+        if sent == len(pending) and not ended:
+            for _ in range(procs * slots):
+                tasks.put(None)
+            ended = True
+
+    def finished() -> Iterator[tuple]:
+        nonlocal received
+        relay()  # a clip's last frame count was sent before its result
+        while not results.empty():
+            _, res = results.get()
+            received += 1
+            if res is not None:
+                yield res
+
+    try:
+        with _sigint_blocked():
+            futures = [pool.submit(_clip_slots, slots) for _ in range(procs)]
+        hand_out()  # (after the workers start: they read the queue)
+        try:
+            while received < len(pending):
+                if interrupt.is_set():
+                    raise KeyboardInterrupt
+                before = received
+                yield from finished()
+                if received == before:
+                    for fut in futures:  # a worker process that died (BrokenProcessPool) raises here
+                        if fut.done():
+                            fut.result()
+                    time.sleep(0.05)
+                hand_out()
+        except KeyboardInterrupt:
+            stop.set()  # the clips in progress stop at their next frame; the slots take no new clip
+            sent = len(pending)
+            hand_out()  # (the end marks, if not sent yet)
+            while not all(f.done() for f in futures):
+                yield from finished()  # clips that finished before they were told to stop keep their rows
+                time.sleep(0.05)
+            yield from finished()
+            raise
+    finally:
+        stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
 
 

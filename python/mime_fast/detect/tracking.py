@@ -294,8 +294,13 @@ class SubjectTracker:
     def _roi(self, frame) -> tuple[int, int, int, int] | None:
         """Where the detector looks for him this frame: the square of :data:`ROI_HALF` face sizes
         around where he is expected, when he was matched on the previous frame of this shot and the
-        square is under :data:`ROI_MAX_AREA` of the frame; else ``None`` (the whole frame)."""
+        square is under :data:`ROI_MAX_AREA` of the frame; else ``None`` (the whole frame).  Always
+        ``None`` for a stack whose ``crop_detection`` is false (:class:`~mime_fast.detect.batching.BrokeredStack`:
+        crops of every size would each be a forward of their own, where whole frames of one size
+        are batched across clips)."""
         if self._box is None or self._last_seen != self._index - 1 or self._last_seen < self._shot_start:
+            return None
+        if not getattr(self.stack, "crop_detection", True):  # a stack batched across clips wants one input shape
             return None
         H, W = frame.shape[:2]
         c, half = _centre(self._box) + self._vel, ROI_HALF * _size(self._box)

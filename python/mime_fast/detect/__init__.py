@@ -19,6 +19,7 @@ module             holds
                    by box overlap and motion; ``gaps``: ``fill_gaps``, ``TrackingStats``; ``head``: his head
                    followed by optical flow; ``shots``: camera cuts)
 ``all_faces``      ``AllFaceTracker``, for ``faces="all"``
+``batching``       the model broker: one stack shared by a process's clips, calls batched across them
 =================  ================================================================================
 
 The torch modules import torch and are not imported here (:func:`mime_fast.landmarks.default_stack`

@@ -19,8 +19,9 @@ When a batch runs (:meth:`ModelBroker._call`): as soon as its items fill a chunk
 thread that used the broker in the last ``IDLE_S`` is waiting on it (nobody else will call soon:
 then the model with the most items queued runs, and the threads waiting on the others follow into
 it, so the clips keep meeting), or when a call has waited ``wait_s``.  The thread whose call triggers it runs the batch
-(no broker thread); a batch that fails is rerun call by call, so an error reaches only the call that
-caused it.
+(no broker thread), one batch at a time: the device runs forwards one after another anyway, and
+while one runs the calls of the other models gather; a batch that fails is rerun call by call, so
+an error reaches only the call that caused it.
 
 Models with a batch method (``detect_batch``, ``landmarks_batch``, ``embed_batch``: the torch stack,
 :mod:`mime_fast.detect.torch_models`) are batched; others, and the person detector (a few whole
@@ -82,7 +83,6 @@ class _Lane:
         self.variant = variant
         self.batch = int(batch) if variant is not None else 1
         self.pending: list[_Request] = []
-        self.busy = False
         self.mix: dict = {}  # input shape -> whether calls may share a forward there (the probe's answer)
         self.forwards = 0
         self.items = 0
@@ -151,6 +151,7 @@ class ModelBroker:
         self._cond = threading.Condition()
         self._seen: dict[int, float] = {}
         self._waiting: set[int] = set()
+        self._busy = False  # a forward is running (one at a time: the device runs them one after another)
         self.lanes: dict[str, _Lane] = {}
         det, lmk, emb, per = stack.detector, stack.landmarks, getattr(stack, "embedder", None), getattr(stack, "persons", None)
         frame_lane = dict(units=lambda frame: [frame], key=lambda f: tuple(f.shape),
@@ -208,7 +209,7 @@ class ModelBroker:
     def _fullest(self) -> _Lane | None:
         """The lane that runs when every thread waits: the one with the most items queued (the
         threads of the others follow into it, so calls keep meeting), ties to the first lane."""
-        ready = [ln for ln in self.lanes.values() if ln.pending and not ln.busy]
+        ready = [ln for ln in self.lanes.values() if ln.pending]
         return max(ready, key=lambda ln: ln.queued()) if ready else None
 
     def _call(self, lane: _Lane, *args) -> Any:
@@ -222,17 +223,17 @@ class ModelBroker:
             self._cond.notify_all()  # the others re-check: with this thread waiting, all may be
             try:
                 while not req.done:
-                    if not lane.busy and lane.pending and (
+                    if not self._busy and lane.pending and (
                             now >= deadline or lane.queued() >= lane.batch
                             or (self._everyone_waits(now) and self._fullest() is lane)):
                         reqs, lane.pending = lane.pending, []
-                        lane.busy = True
+                        self._busy = True
                         self._cond.release()
                         try:
                             lane.run(reqs)
                         finally:
                             self._cond.acquire()
-                            lane.busy = False
+                            self._busy = False
                             for r in reqs:
                                 if r.result is _UNSET and r.error is None:  # the leader was interrupted
                                     r.error = RuntimeError(f"{lane.name}: the batch holding this call was interrupted")
@@ -243,7 +244,7 @@ class ModelBroker:
                     # until the deadline, or until a thread that is not waiting counts as idle
                     idle = [last + self.idle_s - now for t, last in self._seen.items()
                             if t not in self._waiting and last + self.idle_s > now]
-                    self._cond.wait(timeout=None if lane.busy else max(min([deadline - now] + idle), 0.0005))
+                    self._cond.wait(timeout=None if self._busy else max(min([deadline - now] + idle), 0.0005))
                     now = time.monotonic()
             finally:
                 self._waiting.discard(me)

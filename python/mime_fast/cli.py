@@ -204,8 +204,8 @@ def _build(args: argparse.Namespace) -> int:
     else:
         monitor = LineMonitor()
     summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
-                         clips_per_process=args.clips_per_process, use_ray=args.ray, detect_ahead=args.detect_ahead, ray_address=args.ray_address,
-                         ray_cpus_per_clip=args.ray_cpus_per_clip, settings=settings)
+                         clips_per_process=args.clips_per_process, use_ray=args.ray, detect_ahead=args.detect_ahead,
+                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip, settings=settings)
     if not args.quiet:
         print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
               f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "

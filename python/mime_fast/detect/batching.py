@@ -11,9 +11,9 @@ model's items are cut into chunks of exactly that many, the last padded with cop
 item), so the network always sees the same shapes, and items of different calls share a chunk only
 where the model was found *batch-invariant* for that input shape: the first time a shape is seen,
 an item is run alone (its chunk padded with copies of itself) and then last in a chunk of another
-input, and the two results must be equal bit for bit (the probe, :meth:`_Lane._mixes`).  Where they are not, each call's items
-get chunks of their own (still padded to the same size), so results never depend on which calls
-met.  A clip run alone through a broker therefore gets the bytes it gets among others.
+input, and the two results must be equal bit for bit (the probe, :meth:`_Lane._mixes`).  Where
+they are not, each call's items get chunks of their own (still padded to the same size), so
+results never depend on which calls met.  A clip run alone through a broker therefore gets the bytes it gets among others.
 
 When a batch runs (:meth:`ModelBroker._call`): as soon as its items fill a chunk, or when every
 thread that used the broker in the last ``IDLE_S`` is waiting on it (nobody else will call soon:
@@ -25,8 +25,9 @@ an error reaches only the call that caused it.
 
 Models with a batch method (``detect_batch``, ``landmarks_batch``, ``embed_batch``: the torch stack,
 :mod:`mime_fast.detect.torch_models`) are batched; others, and the person detector (a few whole
-frames per clip), are called one call at a time (chunk size 1).  :func:`shared_stack` wraps a stack; the result has the stack's interface (``detector``,
-``landmarks``, ``embedder``, ``persons``, ``name``).
+frames per clip), are called one call at a time (chunk size 1).  :func:`shared_stack` wraps a
+stack; the result has the stack's interface (``detector``, ``landmarks``, ``embedder``,
+``persons``, ``name``).
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ _UNSET = object()
 
 
 class _Request:
-    __slots__ = ("args", "result", "error", "done", "thread")
+    __slots__ = ("args", "units", "result", "error", "done", "thread")
 
-    def __init__(self, args: tuple, thread: int):
-        self.args, self.result, self.error, self.done, self.thread = args, _UNSET, None, False, thread
+    def __init__(self, args: tuple, units: list, thread: int):
+        self.args, self.units, self.thread = args, units, thread
+        self.result, self.error, self.done = _UNSET, None, False
 
 
 def _equal(a, b) -> bool:
@@ -88,7 +90,7 @@ class _Lane:
         self.items = 0
 
     def queued(self) -> int:
-        return sum(len(self.units(*r.args)) for r in self.pending)
+        return sum(len(r.units) for r in self.pending)
 
     def _forward(self, items: list) -> list:
         pad = items + [items[0]] * (self.batch - len(items))
@@ -127,7 +129,7 @@ class _Lane:
         per: list[list] = [[] for _ in reqs]
         groups: dict = {}
         for ri, r in enumerate(reqs):
-            for u in self.units(*r.args):
+            for u in r.units:
                 groups.setdefault(self.key(u), []).append((ri, u))
         for key, items in groups.items():
             runs = [items] if self._mixes(key, items[0][1]) else \
@@ -153,7 +155,8 @@ class ModelBroker:
         self._waiting: set[int] = set()
         self._busy = False  # a forward is running (one at a time: the device runs them one after another)
         self.lanes: dict[str, _Lane] = {}
-        det, lmk, emb, per = stack.detector, stack.landmarks, getattr(stack, "embedder", None), getattr(stack, "persons", None)
+        det, lmk = stack.detector, stack.landmarks
+        emb, per = getattr(stack, "embedder", None), getattr(stack, "persons", None)
         frame_lane = dict(units=lambda frame: [frame], key=lambda f: tuple(f.shape),
                           assemble=lambda args, outs: outs[0], batch=batch)
         self.lanes["detector"] = _Lane("detector", **frame_lane, **self._frames_call(det, "detect"))
@@ -214,7 +217,7 @@ class ModelBroker:
 
     def _call(self, lane: _Lane, *args) -> Any:
         me = threading.get_ident()
-        req = _Request(args, me)
+        req = _Request(args, lane.units(*args), me)  # its items, made once
         with self._cond:
             now = time.monotonic()
             deadline = now + self.wait_s

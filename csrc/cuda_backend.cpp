@@ -14,6 +14,7 @@
 #include "../kernels/gaussian_blur.cuh"
 #include "../kernels/launch.hpp"
 #include "ops/blur_hull_yuv420.hpp"
+#include "ops/area_resize.hpp"
 #include "ops/blur_in_mask.hpp"
 #include "ops/gaussian_blur.hpp"
 #include "ops/rgb_to_yuv420.hpp"
@@ -545,6 +546,75 @@ void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, i
     launch_warp_affine(src.data, src.height, src.width, src.channels, src.stride, d_inv, static_cast<int>(Ms.size()),
                        size, dst, ws.stream());
     ws.sync("warp_affine kernel");  // complete before the caller's stream reads dst
+}
+
+namespace {
+
+// Both axes' tables of an area downscale in one upload (spans, then source indices, then weights).
+struct DeviceAreaAxes {
+    AreaAxis x, y;
+};
+
+DeviceAreaAxes upload_area_tables(Workspace& ws, const AreaTable& tx, const AreaTable& ty) {
+    const size_t spans = (tx.span.size() + ty.span.size()) * sizeof(AreaSpan);
+    const size_t entries = tx.src.size() + ty.src.size();
+    const size_t bytes = spans + entries * (sizeof(int) + sizeof(float));
+    uint8_t* h = ws.pinned(Workspace::kUp, bytes);
+    char* d = ws.buffer<char>(Workspace::kAux, bytes);
+    size_t at = 0;
+    const auto put = [&](const void* data, size_t n) {
+        std::memcpy(h + at, data, n);
+        const size_t here = at;
+        at += n;
+        return d + here;
+    };
+    DeviceAreaAxes a;
+    a.x.span = reinterpret_cast<const AreaSpan*>(put(tx.span.data(), tx.span.size() * sizeof(AreaSpan)));
+    a.y.span = reinterpret_cast<const AreaSpan*>(put(ty.span.data(), ty.span.size() * sizeof(AreaSpan)));
+    a.x.src = reinterpret_cast<const int*>(put(tx.src.data(), tx.src.size() * sizeof(int)));
+    a.y.src = reinterpret_cast<const int*>(put(ty.src.data(), ty.src.size() * sizeof(int)));
+    a.x.weight = reinterpret_cast<const float*>(put(tx.weight.data(), tx.weight.size() * sizeof(float)));
+    a.y.weight = reinterpret_cast<const float*>(put(ty.weight.data(), ty.weight.size() * sizeof(float)));
+    ws.upload(d, h, bytes, "upload area tables");
+    return a;
+}
+
+}  // namespace
+
+void area_resize(const ConstImageU8& src, const ImageU8& dst) {
+    require();
+    check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
+    Workspace& ws = Workspace::current();
+    const AreaTable tx = area_table(src.width, dst.width), ty = area_table(src.height, dst.height);
+    const size_t out = static_cast<size_t>(dst.height) * dst.width * src.channels;
+    uint8_t* d_src = ws.buffer(Workspace::kSrc, image_bytes(src));
+    uint8_t* d_dst = ws.buffer(Workspace::kDst, out);
+    upload_image(ws, d_src, src);
+    const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
+    launch_area_resize(d_src, src.channels, static_cast<long>(src.width) * src.channels, a.x, a.y, dst.width,
+                       dst.height, d_dst, static_cast<long>(dst.width) * src.channels, ws.stream());
+    ws.download(dst.data, d_dst, out, "download area resize");
+    ws.sync("area_resize kernel");
+}
+
+void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int dst_height, long dst_stride,
+                        void* stream) {
+    require();
+    if (!src.data || !dst) invalid("the image and output pointers must not be null");
+    check_area_resize_args(src.height, src.width, src.channels, dst_width, dst_height);
+    if (src.stride < static_cast<long>(src.width) * src.channels || dst_stride < static_cast<long>(dst_width) * src.channels)
+        invalid("area_resize: rows overlap (a row stride below width x channels)");
+    Workspace& ws = Workspace::current();
+    if (stream) {  // the caller's stream may still be writing the image
+        thread_local cudaEvent_t ready = nullptr;
+        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
+    }
+    const AreaTable tx = area_table(src.width, dst_width), ty = area_table(src.height, dst_height);
+    const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
+    launch_area_resize(src.data, src.channels, src.stride, a.x, a.y, dst_width, dst_height, dst, dst_stride, ws.stream());
+    ws.sync("area_resize kernel");  // complete before the caller's stream reads dst
 }
 
 }  // namespace mf::cuda

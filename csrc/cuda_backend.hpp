@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "image.hpp"
+#include "ops/area_resize.hpp"
 #include "ops/blur_hull_yuv420.hpp"
 #include "ops/hull_mask.hpp"
 #include "ops/rgb_to_yuv420.hpp"
@@ -69,5 +70,12 @@ struct DeviceImage {
 // on `stream` (a cudaStream_t; nullptr: the legacy default stream, which the workspace stream
 // follows anyway) and waits for the kernel, so the crops are complete, for any stream, on return.
 void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, int size, uint8_t* dst, void* stream);
+
+// area_resize_cpu on the device: the host image goes up, the downscale (contiguous rows) comes back.
+void area_resize(const ConstImageU8& src, const ImageU8& dst);
+// The area downscale of an image already in device memory into the device buffer dst (row stride
+// dst_stride bytes), after the work queued on `stream`; complete on return (as warp_affine_device).
+void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int dst_height, long dst_stride,
+                        void* stream);
 
 }  // namespace mf::cuda

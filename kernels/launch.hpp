@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "rect.cuh"
+#include "area_resize.cuh"
 #include "hull_mask.cuh"
 #include "rgb_to_yuv420.cuh"
 #include "warp_affine.cuh"
@@ -57,5 +58,10 @@ void launch_nv12_split(const uint8_t* uv, long uv_pitch, Rect chroma, uint8_t* u
 // (kernels/warp_affine.cuh). n is at most 65535 (grid z).
 void launch_warp_affine(const uint8_t* src, int height, int width, int channels, long stride, const Affine* inv,
                         int n, int size, uint8_t* dst, void* stream);
+
+// dst (dh x dw x channels, row stride dst_stride bytes) = the area downscale of src (row stride
+// in bytes) through the axis tables xs (dw entries) and ys (dh entries), in device memory.
+void launch_area_resize(const uint8_t* src, int channels, long stride, const AreaAxis& xs, const AreaAxis& ys, int dw,
+                        int dh, uint8_t* dst, long dst_stride, void* stream);
 
 }  // namespace mf::cuda

@@ -12,6 +12,7 @@ void bind_hull_mask(py::module_& m);
 void bind_blur_in_mask(py::module_& m);
 void bind_rgb_to_yuv420(py::module_& m);
 void bind_yuv420_to_rgb(py::module_& m);
+void bind_area_resize(py::module_& m);
 void bind_blur_hull_yuv420(py::module_& m);
 void bind_nv12_split(py::module_& m);
 void bind_warp_affine(py::module_& m);
@@ -24,6 +25,7 @@ PYBIND11_MODULE(_core, m) {
     mf::bind::bind_blur_in_mask(m);
     mf::bind::bind_rgb_to_yuv420(m);
     mf::bind::bind_yuv420_to_rgb(m);
+    mf::bind::bind_area_resize(m);
     mf::bind::bind_blur_hull_yuv420(m);
     mf::bind::bind_nv12_split(m);
     mf::bind::bind_warp_affine(m);

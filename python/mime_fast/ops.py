@@ -406,3 +406,30 @@ def warp_affine(frame: np.ndarray, Ms: np.ndarray, size: int, *, device: Device 
 
 
 __all__ += ["warp_affine"]
+
+
+def area_is_fast(width: int, height: int, dst_width: int, dst_height: int) -> bool:
+    """Whether OpenCV's ``INTER_AREA`` shrinks ``width x height`` to ``dst_width x dst_height`` by
+    its whole-number path (``resizeAreaFast``: both ratios whole numbers), which
+    :func:`area_resize` does not take; OpenCV's test, on ``1 / (dst / src)`` in float64."""
+    sx, sy = 1.0 / (dst_width / width), 1.0 / (dst_height / height)
+    eps = float(np.finfo(np.float64).eps)
+    return abs(sx - round(sx)) < eps and abs(sy - round(sy)) < eps
+
+
+def area_resize(src: np.ndarray, width: int, height: int, *, device: Device = "cpu") -> np.ndarray:
+    """``src`` shrunk to ``width x height`` by area averaging, bit-identical to OpenCV 4.x
+    ``cv2.resize(src, (width, height), interpolation=cv2.INTER_AREA)`` wherever OpenCV takes its
+    general path, i.e. unless both ratios are whole numbers (:func:`area_is_fast`; those raise
+    ``ValueError``: OpenCV's own fast path is the tool there).  Float weights per source cell and
+    float sums in OpenCV's order (formulas in ``kernels/area_resize.cuh``), on both devices.
+
+    ``src`` is ``(H, W)`` or ``(H, W, C)`` uint8 (1 to 4 channels, C-contiguous); ``1 <= width <= W``,
+    ``1 <= height <= H``.  Returns ``(height, width[, C])`` uint8.  The detector's input (the last,
+    non-whole step down to the detection size) and the shot detector's thumbnails go through it.
+    """
+    _check_array(src, "src")
+    return _core.area_resize(src, _check_int(width, "width"), _check_int(height, "height"), device)
+
+
+__all__ += ["area_is_fast", "area_resize"]

@@ -1,0 +1,148 @@
+#include "area_resize.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <string>
+
+#include <algorithm>
+#include <vector>
+
+#include "../parallel.hpp"
+
+namespace mf {
+
+AreaTable area_table(int ssize, int dsize) {
+    // OpenCV: inv_scale = (double)dsize / ssize in cv::resize, scale = 1. / inv_scale in hal::resize.
+    const double scale = 1.0 / (static_cast<double>(dsize) / ssize);
+    AreaTable t;
+    t.span.resize(static_cast<size_t>(dsize));
+    t.src.reserve(static_cast<size_t>(ssize) * 2);
+    t.weight.reserve(static_cast<size_t>(ssize) * 2);
+    const auto add = [&](int s, float w) {
+        t.src.push_back(s);
+        t.weight.push_back(w);
+    };
+    for (int dx = 0; dx < dsize; ++dx) {
+        const int start = static_cast<int>(t.src.size());
+        const double fsx1 = dx * scale;
+        const double fsx2 = fsx1 + scale;
+        const double cell = std::min(scale, ssize - fsx1);
+        int sx1 = static_cast<int>(std::ceil(fsx1)), sx2 = static_cast<int>(std::floor(fsx2));
+        sx2 = std::min(sx2, ssize - 1);
+        sx1 = std::min(sx1, sx2);
+        if (sx1 - fsx1 > 1e-3) add(sx1 - 1, static_cast<float>((sx1 - fsx1) / cell));
+        for (int sx = sx1; sx < sx2; ++sx) add(sx, static_cast<float>(1.0 / cell));
+        if (fsx2 - sx2 > 1e-3) add(sx2, static_cast<float>(std::min(std::min(fsx2 - sx2, 1.0), cell) / cell));
+        t.span[static_cast<size_t>(dx)] = AreaSpan{start, static_cast<int>(t.src.size()) - start};
+    }
+    return t;
+}
+
+void check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height) {
+    if (channels < 1 || channels > 4) invalid("area_resize: 1 to 4 channels, got " + std::to_string(channels));
+    if (dst_width < 1 || dst_height < 1 || dst_width > width || dst_height > height)
+        invalid("area_resize shrinks: the destination " + std::to_string(dst_width) + "x" + std::to_string(dst_height) +
+                " must be non-empty and within the source " + std::to_string(width) + "x" + std::to_string(height));
+    const double sx = 1.0 / (static_cast<double>(dst_width) / width);
+    const double sy = 1.0 / (static_cast<double>(dst_height) / height);
+    const double ix = std::nearbyint(sx), iy = std::nearbyint(sy);
+    if (std::abs(sx - ix) < DBL_EPSILON && std::abs(sy - iy) < DBL_EPSILON)
+        invalid("area_resize: " + std::to_string(width) + "x" + std::to_string(height) + " -> " +
+                std::to_string(dst_width) + "x" + std::to_string(dst_height) +
+                " is a whole-number ratio in both axes, which OpenCV takes by another path (resizeAreaFast)");
+}
+
+namespace {
+
+AreaAxis checked_tables(const ConstImageU8& src, const ImageU8& dst, AreaTable& tx, AreaTable& ty, AreaAxis& ys) {
+    check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
+    if (dst.channels != src.channels) invalid("area_resize: the destination must have the source's channels");
+    tx = area_table(src.width, dst.width);
+    ty = area_table(src.height, dst.height);
+    ys = ty.view();
+    return tx.view();
+}
+
+// The fast path computes the same floats in the same order as area_resize_pixel, split in two
+// passes: a source row's horizontal sums b (which depend on the row and the destination column
+// only) once per row, then per destination row acc = beta_0 b_0, acc = acc + beta_j b_j. A source
+// row shared by two destination rows gives the same b to both, as it does in the per-pixel body.
+template <int C>
+void horizontal(const uint8_t* row, const AreaAxis& xs, const int* dst_of, int entries, int dw, float* out) {
+    // One flat pass over the entries (grouped by destination column, in order), as OpenCV's row
+    // buffer: out[d] starts at 0 and takes each entry's product in turn.
+    for (int i = 0; i < dw * C; ++i) out[i] = 0.0f;
+    for (int k = 0; k < entries; ++k) {
+        const uint8_t* p = row + static_cast<long>(xs.src[k]) * C;
+        float* o = out + dst_of[k] * C;
+        const float alpha = xs.weight[k];
+        for (int c = 0; c < C; ++c) o[c] = o[c] + static_cast<float>(p[c]) * alpha;
+    }
+}
+
+template <int C>
+void rows(const ConstImageU8& src, const ImageU8& dst, const AreaAxis& xs, const AreaAxis& ys, int y0, int y1) {
+    const int n = dst.width * C;
+    const int first = ys.src[ys.span[y0].start];
+    const AreaSpan last_span = ys.span[y1 - 1];
+    const int last = ys.src[last_span.start + last_span.count - 1];
+    const int entries = xs.span[dst.width - 1].start + xs.span[dst.width - 1].count;
+    std::vector<int> dst_of(static_cast<size_t>(entries));
+    for (int dx = 0; dx < dst.width; ++dx)
+        for (int k = 0; k < xs.span[dx].count; ++k) dst_of[static_cast<size_t>(xs.span[dx].start + k)] = dx;
+    std::vector<float> sums(static_cast<size_t>(last - first + 1) * n), acc(static_cast<size_t>(n));
+    for (int sy = first; sy <= last; ++sy)
+        horizontal<C>(src.row(sy), xs, dst_of.data(), entries, dst.width, sums.data() + static_cast<size_t>(sy - first) * n);
+    for (int dy = y0; dy < y1; ++dy) {
+        const AreaSpan sp = ys.span[dy];
+        for (int j = 0; j < sp.count; ++j) {
+            const float beta = ys.weight[sp.start + j];
+            const float* b = sums.data() + static_cast<size_t>(ys.src[sp.start + j] - first) * n;
+            float* a = acc.data();
+            if (j == 0)
+                for (int i = 0; i < n; ++i) a[i] = beta * b[i];
+            else
+                for (int i = 0; i < n; ++i) a[i] = a[i] + beta * b[i];
+        }
+        uint8_t* out = dst.row(dy);
+        for (int i = 0; i < n; ++i) out[i] = area_saturate(acc[i]);
+    }
+}
+
+template <int C>
+void reference_rows(const ConstImageU8& src, const ImageU8& dst, const AreaAxis& xs, const AreaAxis& ys) {
+    for (int dy = 0; dy < dst.height; ++dy)
+        for (int dx = 0; dx < dst.width; ++dx)
+            area_resize_pixel<C>(src.data, static_cast<long>(src.row_stride), xs, ys, dx, dy, dst.row(dy) + dx * C);
+}
+
+}  // namespace
+
+void area_resize_cpu(const ConstImageU8& src, const ImageU8& dst) {
+    AreaTable tx, ty;
+    AreaAxis ys;
+    const AreaAxis xs = checked_tables(src, dst, tx, ty, ys);
+    const int grain = std::max(1, 8192 / std::max(1, dst.width));
+    parallel_for(dst.height, grain, [&](int y0, int y1) {
+        switch (src.channels) {
+            case 1: rows<1>(src, dst, xs, ys, y0, y1); break;
+            case 2: rows<2>(src, dst, xs, ys, y0, y1); break;
+            case 3: rows<3>(src, dst, xs, ys, y0, y1); break;
+            default: rows<4>(src, dst, xs, ys, y0, y1); break;
+        }
+    });
+}
+
+void area_resize_reference(const ConstImageU8& src, const ImageU8& dst) {
+    AreaTable tx, ty;
+    AreaAxis ys;
+    const AreaAxis xs = checked_tables(src, dst, tx, ty, ys);
+    switch (src.channels) {
+        case 1: reference_rows<1>(src, dst, xs, ys); break;
+        case 2: reference_rows<2>(src, dst, xs, ys); break;
+        case 3: reference_rows<3>(src, dst, xs, ys); break;
+        default: reference_rows<4>(src, dst, xs, ys); break;
+    }
+}
+
+}  // namespace mf

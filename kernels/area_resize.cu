@@ -1,0 +1,36 @@
+// CUDA kernel of the area downscale: one thread per destination pixel, running the shared body of
+// kernels/area_resize.cuh on the axis tables the host built (csrc/ops/area_resize.cpp).
+#include <cuda_runtime.h>
+
+#include "area_resize.cuh"
+#include "launch.hpp"
+
+namespace mf::cuda {
+namespace {
+
+template <int C>
+__global__ void area_resize_kernel(const uint8_t* __restrict__ src, long stride, AreaAxis xs, AreaAxis ys, int dw,
+                                   int dh, uint8_t* __restrict__ dst, long dst_stride) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= dw || y >= dh) return;
+    area_resize_pixel<C>(src, stride, xs, ys, x, y, dst + y * dst_stride + x * C);
+}
+
+}  // namespace
+
+void launch_area_resize(const uint8_t* src, int channels, long stride, const AreaAxis& xs, const AreaAxis& ys, int dw,
+                        int dh, uint8_t* dst, long dst_stride, void* stream) {
+    if (dw <= 0 || dh <= 0) return;
+    const dim3 block(kBlockX, kBlockY);
+    const dim3 grid((dw + kBlockX - 1) / kBlockX, (dh + kBlockY - 1) / kBlockY);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    switch (channels) {
+        case 1: area_resize_kernel<1><<<grid, block, 0, st>>>(src, stride, xs, ys, dw, dh, dst, dst_stride); break;
+        case 2: area_resize_kernel<2><<<grid, block, 0, st>>>(src, stride, xs, ys, dw, dh, dst, dst_stride); break;
+        case 3: area_resize_kernel<3><<<grid, block, 0, st>>>(src, stride, xs, ys, dw, dh, dst, dst_stride); break;
+        default: area_resize_kernel<4><<<grid, block, 0, st>>>(src, stride, xs, ys, dw, dh, dst, dst_stride); break;
+    }
+}
+
+}  // namespace mf::cuda

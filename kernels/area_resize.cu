@@ -17,7 +17,30 @@ __global__ void area_resize_kernel(const uint8_t* __restrict__ src, long stride,
     area_resize_pixel<C>(src, stride, xs, ys, x, y, dst + y * dst_stride + x * C);
 }
 
+template <int C>
+__global__ void area_halve_kernel(const uint8_t* __restrict__ src, long stride, int dw, int dh,
+                                  uint8_t* __restrict__ dst, long dst_stride) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= dw || y >= dh) return;
+    area_halve_pixel<C>(src, stride, x, y, dst + y * dst_stride + x * C);
+}
+
 }  // namespace
+
+void launch_area_halve(const uint8_t* src, int channels, long stride, int dw, int dh, uint8_t* dst, long dst_stride,
+                       void* stream) {
+    if (dw <= 0 || dh <= 0) return;
+    const dim3 block(kBlockX, kBlockY);
+    const dim3 grid((dw + kBlockX - 1) / kBlockX, (dh + kBlockY - 1) / kBlockY);
+    cudaStream_t st = static_cast<cudaStream_t>(stream);
+    switch (channels) {
+        case 1: area_halve_kernel<1><<<grid, block, 0, st>>>(src, stride, dw, dh, dst, dst_stride); break;
+        case 2: area_halve_kernel<2><<<grid, block, 0, st>>>(src, stride, dw, dh, dst, dst_stride); break;
+        case 3: area_halve_kernel<3><<<grid, block, 0, st>>>(src, stride, dw, dh, dst, dst_stride); break;
+        default: area_halve_kernel<4><<<grid, block, 0, st>>>(src, stride, dw, dh, dst, dst_stride); break;
+    }
+}
 
 void launch_area_resize(const uint8_t* src, int channels, long stride, const AreaAxis& xs, const AreaAxis& ys, int dw,
                         int dh, uint8_t* dst, long dst_stride, void* stream) {

@@ -13,6 +13,10 @@
 //             acc = (j first) ? beta_j * b : acc + beta_j * b
 //         out = saturate_cast<uchar>(acc)   (to nearest, ties to even; clamped to 0..255)
 //     which is the order of OpenCV's row buffer (buf) and row sums (sum).
+// A shrink by exactly 2 in both axes is OpenCV's fast path instead (resizeAreaFast): with s the
+// sum of the pixel's 2 x 2 block, out = (s + 2) >> 2 per channel for 1, 3 and 4 channels (its SIMD
+// body) and s / 4 rounded half to even for 2 (its scalar body, saturate_cast(s * 0.25f)), integers
+// only (area_halve_pixel). The detector's downscale halves by it before the last, general step.
 // Same floats in the same order on the CPU and the GPU: every path gives the same bytes.
 #pragma once
 #include <math.h>
@@ -60,6 +64,23 @@ MF_HD void area_resize_pixel(const uint8_t* src, long stride, const AreaAxis& xs
         for (int c = 0; c < C; ++c) acc[c] = j == 0 ? beta * b[c] : acc[c] + beta * b[c];
     }
     for (int c = 0; c < C; ++c) out[c] = area_saturate(acc[c]);
+}
+
+// Destination pixel (dx, dy) of the exact 2:1 shrink: the rounded mean of source pixels
+// (2 dx .. 2 dx + 1, 2 dy .. 2 dy + 1).
+template <int C>
+MF_HD void area_halve_pixel(const uint8_t* src, long stride, int dx, int dy, uint8_t* out) {
+    const uint8_t* a = src + static_cast<long>(2 * dy) * stride + 2 * dx * C;
+    const uint8_t* b = a + stride;
+    for (int c = 0; c < C; ++c) {
+        const int sum = a[c] + a[C + c] + b[c] + b[C + c];
+        if (C == 2) {  // half to even: up when the remainder is 3, or 2 with an odd quotient
+            const int q = sum >> 2, r = sum & 3;
+            out[c] = static_cast<uint8_t>(q + (r > 2 || (r == 2 && (q & 1))));
+        } else {
+            out[c] = static_cast<uint8_t>((sum + 2) >> 2);
+        }
+    }
 }
 
 }  // namespace mf

@@ -63,5 +63,8 @@ void launch_warp_affine(const uint8_t* src, int height, int width, int channels,
 // in bytes) through the axis tables xs (dw entries) and ys (dh entries), in device memory.
 void launch_area_resize(const uint8_t* src, int channels, long stride, const AreaAxis& xs, const AreaAxis& ys, int dw,
                         int dh, uint8_t* dst, long dst_stride, void* stream);
+// dst (dh x dw) = the exact 2:1 shrink of src (2 dh x 2 dw), OpenCV's (a + b + c + d + 2) >> 2.
+void launch_area_halve(const uint8_t* src, int channels, long stride, int dw, int dh, uint8_t* dst, long dst_stride,
+                       void* stream);
 
 }  // namespace mf::cuda

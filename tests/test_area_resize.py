@@ -12,6 +12,9 @@ import mime_fast
 from conftest import assert_images_equal
 from mime_fast import _core, ops
 
+OPENCV_4 = int(cv2.__version__.split(".")[0]) < 5
+needs_opencv4 = pytest.mark.skipif(not OPENCV_4, reason=f"OpenCV {cv2.__version__} shrinks differently; the op is 4.x's")
+
 
 def cv_area(src: np.ndarray, w: int, h: int) -> np.ndarray:
     return cv2.resize(src, (w, h), interpolation=cv2.INTER_AREA)
@@ -32,23 +35,27 @@ def frame720() -> np.ndarray:
     return cv2.GaussianBlur(f, (5, 5), 0) ^ rng.integers(0, 16, f.shape, dtype=np.uint8)
 
 
-def test_equals_opencv_random_sizes() -> None:
+def test_equals_opencv_and_the_shared_body_random_sizes() -> None:
+    """The threaded CPU path against the per-pixel body the CUDA kernel runs (everywhere) and
+    against OpenCV 4.x (where it is installed)."""
     rng = np.random.default_rng(0)
     compared = 0
     for _ in range(600):
         c = int(rng.choice([1, 2, 3, 4]))
         h, w = int(rng.integers(1, 160)), int(rng.integers(1, 160))
         dh, dw = int(rng.integers(1, h + 1)), int(rng.integers(1, w + 1))
-        if ops.area_is_fast(w, h, dw, dh):
+        if not ops.area_supported(w, h, dw, dh):
             continue
         img = random_image(rng, h, w, c)
-        expected = cv_area(img, dw, dh)
-        assert_images_equal(ops.area_resize(img, dw, dh), expected, f"{w}x{h}x{c} -> {dw}x{dh}")
-        assert_images_equal(_core.area_resize_reference(img, dw, dh), expected, f"reference {w}x{h}x{c} -> {dw}x{dh}")
+        got = ops.area_resize(img, dw, dh)
+        assert_images_equal(_core.area_resize_reference(img, dw, dh), got, f"reference {w}x{h}x{c} -> {dw}x{dh}")
+        if OPENCV_4:
+            assert_images_equal(got, cv_area(img, dw, dh), f"{w}x{h}x{c} -> {dw}x{dh}")
         compared += 1
     assert compared > 500
 
 
+@needs_opencv4
 @pytest.mark.parametrize("src, dst", [((1280, 720), (384, 216)), ((640, 360), (384, 216)), ((480, 270), (384, 216)),
                                       ((960, 540), (640, 360)), ((275, 155), (64, 36)), ((1279, 719), (383, 215)),
                                       ((1280, 720), (1279, 1)), ((1280, 720), (1, 719))])
@@ -69,11 +76,26 @@ def test_thread_counts_give_the_same_bytes(frame720: np.ndarray) -> None:
         mime_fast.set_num_threads(0)
 
 
-def test_whole_ratios_and_bad_arguments(frame720: np.ndarray) -> None:
-    assert ops.area_is_fast(1280, 720, 640, 360) and ops.area_is_fast(1280, 720, 320, 720)
-    assert not ops.area_is_fast(1280, 720, 384, 216)
+@needs_opencv4
+def test_exact_halving_equals_opencv() -> None:
+    """The 2:1 shrink (OpenCV's fast path, (a + b + c + d + 2) >> 2), both implementations."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        c = int(rng.choice([1, 2, 3, 4]))
+        h, w = 2 * int(rng.integers(1, 90)), 2 * int(rng.integers(1, 90))
+        img = random_image(rng, h, w, c)
+        expected = cv_area(img, w // 2, h // 2)
+        assert_images_equal(ops.area_resize(img, w // 2, h // 2), expected, f"{w}x{h}x{c}")
+        assert_images_equal(_core.area_resize_reference(img, w // 2, h // 2), expected, f"reference {w}x{h}x{c}")
+
+
+def test_supported_shrinks_and_bad_arguments(frame720: np.ndarray) -> None:
+    assert ops.area_supported(1280, 720, 640, 360) and ops.area_supported(1280, 720, 384, 216)
+    assert not ops.area_supported(1280, 720, 320, 180)  # 4:1: OpenCV's other whole-number path
+    assert not ops.area_supported(1280, 720, 640, 720)  # 2:1 x 1:1
+    assert not ops.area_supported(1280, 720, 1281, 720) and not ops.area_supported(1280, 720, 0, 720)
     with pytest.raises(ValueError, match="whole-number ratio"):
-        ops.area_resize(frame720, 640, 360)
+        ops.area_resize(frame720, 320, 180)
     with pytest.raises(ValueError, match="shrinks"):
         ops.area_resize(frame720, 1281, 700)
     with pytest.raises(ValueError, match="shrinks"):
@@ -86,9 +108,10 @@ def test_whole_ratios_and_bad_arguments(frame720: np.ndarray) -> None:
         ops.area_resize(frame720, 384.0, 216)
 
 
+@needs_opencv4
 def test_downscale_and_shot_thumbnails_unchanged(frame720: np.ndarray) -> None:
-    """The detector's downscale and the shot features give what OpenCV alone gave (the halvings by
-    OpenCV's fast path, the last step by either)."""
+    """The detector's downscale and the shot thumbnails, now all in the core, give what OpenCV 4.x
+    alone gave."""
     from mime_fast.detect.interface import _area, _downscale
 
     def opencv_downscale(frame, max_size):
@@ -125,7 +148,7 @@ def test_cuda_unavailable_is_a_clear_error(frame720: np.ndarray) -> None:
 def test_cuda_equals_cpu(frame720: np.ndarray, channels: int) -> None:
     f = np.ascontiguousarray(frame720[:, :, 0] if channels == 1 else
                              np.dstack([frame720, frame720[:, :, :1]])[:, :, :channels])
-    for dw, dh in [(384, 216), (383, 215), (1000, 700), (64, 36), (1, 1)]:
+    for dw, dh in [(384, 216), (383, 215), (1000, 700), (64, 36), (1, 1), (640, 360)]:
         assert_images_equal(ops.area_resize(f, dw, dh, device="cuda"), ops.area_resize(f, dw, dh), f"cuda {dw}x{dh}")
 
 

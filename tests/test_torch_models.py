@@ -406,8 +406,8 @@ def test_device_downscale_matches_cv2_area(tm, frames, device):
             got, s = tm.area_downscale(x, size)
             got = got[0].permute(1, 2, 0).cpu().numpy()
             assert s == s_ref and got.shape == ref.shape
-            d = np.abs(got - ref.astype(np.float32))
-            assert d.max() <= 1 and (d > 0).mean() <= 2e-3, (size, d.max(), (d > 0).mean())
+            # the same bytes: the last step is the core's area operator on both (its CUDA kernel there)
+            np.testing.assert_array_equal(got, ref.astype(np.float32), err_msg=f"{size} px")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../parallel.hpp"
+#include "../simd.hpp"
 
 namespace mf {
 
@@ -38,25 +39,26 @@ AreaTable area_table(int ssize, int dsize) {
     return t;
 }
 
-void check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height) {
+bool check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height) {
     if (channels < 1 || channels > 4) invalid("area_resize: 1 to 4 channels, got " + std::to_string(channels));
     if (dst_width < 1 || dst_height < 1 || dst_width > width || dst_height > height)
         invalid("area_resize shrinks: the destination " + std::to_string(dst_width) + "x" + std::to_string(dst_height) +
                 " must be non-empty and within the source " + std::to_string(width) + "x" + std::to_string(height));
     const double sx = 1.0 / (static_cast<double>(dst_width) / width);
     const double sy = 1.0 / (static_cast<double>(dst_height) / height);
+    if (2 * dst_width == width && 2 * dst_height == height) return true;
     const double ix = std::nearbyint(sx), iy = std::nearbyint(sy);
     if (std::abs(sx - ix) < DBL_EPSILON && std::abs(sy - iy) < DBL_EPSILON)
         invalid("area_resize: " + std::to_string(width) + "x" + std::to_string(height) + " -> " +
                 std::to_string(dst_width) + "x" + std::to_string(dst_height) +
-                " is a whole-number ratio in both axes, which OpenCV takes by another path (resizeAreaFast)");
+                " is a whole-number ratio in both axes other than 2:1, which OpenCV takes by another path "
+                "(resizeAreaFast)");
+    return false;
 }
 
 namespace {
 
 AreaAxis checked_tables(const ConstImageU8& src, const ImageU8& dst, AreaTable& tx, AreaTable& ty, AreaAxis& ys) {
-    check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
-    if (dst.channels != src.channels) invalid("area_resize: the destination must have the source's channels");
     tx = area_table(src.width, dst.width);
     ty = area_table(src.height, dst.height);
     ys = ty.view();
@@ -116,9 +118,82 @@ void reference_rows(const ConstImageU8& src, const ImageU8& dst, const AreaAxis&
             area_resize_pixel<C>(src.data, static_cast<long>(src.row_stride), xs, ys, dx, dy, dst.row(dy) + dx * C);
 }
 
+// One output row of the (s + 2) >> 2 halving: the two source rows summed in 16-bit lanes (a
+// contiguous, vectorised pass), then each pixel's pair of column sums.
+MF_TARGET_CLONES
+void halve_row_sums(const uint8_t* __restrict a, const uint8_t* __restrict b, uint16_t* __restrict v, int n) {
+    for (int i = 0; i < n; ++i) v[i] = static_cast<uint16_t>(a[i] + b[i]);
+}
+
+// Each pixel's pair of column sums: h[k] = v[k] + v[k + C] for every k (a contiguous, vectorised
+// pass), then every other pixel of h kept, (h + 2) >> 2.
+MF_TARGET_CLONES
+void halve_pairs(const uint16_t* __restrict v, uint16_t* __restrict h, int n, int C) {
+    for (int k = 0; k < n; ++k) h[k] = static_cast<uint16_t>(v[k] + v[k + C] + 2);
+}
+
+template <int C>
+void halve_row(const uint16_t* __restrict v, uint16_t* __restrict h, uint8_t* __restrict out, int n) {
+    halve_pairs(v, h, 2 * n * C - C, C);
+    for (int dx = 0; dx < n; ++dx)
+        for (int c = 0; c < C; ++c) out[dx * C + c] = static_cast<uint8_t>(h[2 * dx * C + c] >> 2);
+}
+
+template <int C>
+void halve_rows(const ConstImageU8& src, const ImageU8& dst, int y0, int y1) {
+    const long stride = static_cast<long>(src.row_stride);
+    std::vector<uint16_t> v(static_cast<size_t>(2 * dst.width * C)), h(v.size());
+    for (int dy = y0; dy < y1; ++dy) {
+        const uint8_t* a = src.row(2 * dy);
+        uint8_t* out = dst.row(dy);
+        const int n = dst.width;
+        if (C == 2) {  // OpenCV's scalar body: the shared one
+            for (int dx = 0; dx < n; ++dx) area_halve_pixel<C>(a, stride, dx, 0, out + dx * C);
+            continue;
+        }
+        halve_row_sums(a, a + stride, v.data(), 2 * n * C);
+        halve_row<C>(v.data(), h.data(), out, n);
+    }
+}
+
+template <int C>
+void halve_reference(const ConstImageU8& src, const ImageU8& dst) {
+    for (int dy = 0; dy < dst.height; ++dy)
+        for (int dx = 0; dx < dst.width; ++dx)
+            area_halve_pixel<C>(src.data, static_cast<long>(src.row_stride), dx, dy, dst.row(dy) + dx * C);
+}
+
+// Both halving paths: rows in parallel (fast) or the shared body serially (reference).
+void halve(const ConstImageU8& src, const ImageU8& dst, bool reference) {
+    if (reference) {
+        switch (src.channels) {
+            case 1: halve_reference<1>(src, dst); break;
+            case 2: halve_reference<2>(src, dst); break;
+            case 3: halve_reference<3>(src, dst); break;
+            default: halve_reference<4>(src, dst); break;
+        }
+        return;
+    }
+    parallel_for(dst.height, std::max(1, 16384 / std::max(1, dst.width)), [&](int y0, int y1) {
+        switch (src.channels) {
+            case 1: halve_rows<1>(src, dst, y0, y1); break;
+            case 2: halve_rows<2>(src, dst, y0, y1); break;
+            case 3: halve_rows<3>(src, dst, y0, y1); break;
+            default: halve_rows<4>(src, dst, y0, y1); break;
+        }
+    });
+}
+
+bool checked(const ConstImageU8& src, const ImageU8& dst) {
+    const bool half = check_area_resize_args(src.height, src.width, src.channels, dst.width, dst.height);
+    if (dst.channels != src.channels) invalid("area_resize: the destination must have the source's channels");
+    return half;
+}
+
 }  // namespace
 
 void area_resize_cpu(const ConstImageU8& src, const ImageU8& dst) {
+    if (checked(src, dst)) return halve(src, dst, false);
     AreaTable tx, ty;
     AreaAxis ys;
     const AreaAxis xs = checked_tables(src, dst, tx, ty, ys);
@@ -134,6 +209,7 @@ void area_resize_cpu(const ConstImageU8& src, const ImageU8& dst) {
 }
 
 void area_resize_reference(const ConstImageU8& src, const ImageU8& dst) {
+    if (checked(src, dst)) return halve(src, dst, true);
     AreaTable tx, ty;
     AreaAxis ys;
     const AreaAxis xs = checked_tables(src, dst, tx, ty, ys);

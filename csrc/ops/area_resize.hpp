@@ -22,8 +22,10 @@ struct AreaTable {
 AreaTable area_table(int ssize, int dsize);
 
 // Arguments both devices check: a 1 to 4 channel image, a destination no larger than the source in
-// either axis and not empty, and not a whole-number ratio in both axes (OpenCV's other path).
-void check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height);
+// either axis and not empty, and either exactly half the source in both axes or not a whole-number
+// ratio in both axes (OpenCV's fast path for 3:1, 4:1, 1:1 x 2:1, ...). Returns whether it is the
+// exact 2:1 shrink.
+bool check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height);
 
 // dst (dst.height x dst.width x src.channels, contiguous rows) = the area downscale of src.
 void area_resize_cpu(const ConstImageU8& src, const ImageU8& dst);

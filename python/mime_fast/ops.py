@@ -408,21 +408,28 @@ def warp_affine(frame: np.ndarray, Ms: np.ndarray, size: int, *, device: Device 
 __all__ += ["warp_affine"]
 
 
-def area_is_fast(width: int, height: int, dst_width: int, dst_height: int) -> bool:
-    """Whether OpenCV's ``INTER_AREA`` shrinks ``width x height`` to ``dst_width x dst_height`` by
-    its whole-number path (``resizeAreaFast``: both ratios whole numbers), which
-    :func:`area_resize` does not take; OpenCV's test, on ``1 / (dst / src)`` in float64."""
+def area_supported(width: int, height: int, dst_width: int, dst_height: int) -> bool:
+    """Whether :func:`area_resize` takes ``width x height`` to ``dst_width x dst_height``: a
+    shrink that is either exactly 2:1 in both axes or not a whole-number ratio in both axes
+    (OpenCV's test, on ``1 / (dst / src)`` in float64).  The others (3:1, 4:1, 1:1 x 2:1, ...)
+    are OpenCV's ``resizeAreaFast`` path, which the core does not reproduce; enlargements are not
+    area averaging."""
+    if not (1 <= dst_width <= width and 1 <= dst_height <= height):
+        return False
+    if 2 * dst_width == width and 2 * dst_height == height:
+        return True
     sx, sy = 1.0 / (dst_width / width), 1.0 / (dst_height / height)
     eps = float(np.finfo(np.float64).eps)
-    return abs(sx - round(sx)) < eps and abs(sy - round(sy)) < eps
+    return not (abs(sx - round(sx)) < eps and abs(sy - round(sy)) < eps)
 
 
 def area_resize(src: np.ndarray, width: int, height: int, *, device: Device = "cpu") -> np.ndarray:
     """``src`` shrunk to ``width x height`` by area averaging, bit-identical to OpenCV 4.x
-    ``cv2.resize(src, (width, height), interpolation=cv2.INTER_AREA)`` wherever OpenCV takes its
-    general path, i.e. unless both ratios are whole numbers (:func:`area_is_fast`; those raise
-    ``ValueError``: OpenCV's own fast path is the tool there).  Float weights per source cell and
-    float sums in OpenCV's order (formulas in ``kernels/area_resize.cuh``), on both devices.
+    ``cv2.resize(src, (width, height), interpolation=cv2.INTER_AREA)`` for the shrinks
+    :func:`area_supported` admits (others raise ``ValueError``): OpenCV's general path (float
+    weights per source cell and float sums in OpenCV's order) and its exact 2:1 path
+    (``(a + b + c + d + 2) >> 2``); formulas in ``kernels/area_resize.cuh``, the same on both
+    devices, and independent of the OpenCV installed (5.x shrinks differently).
 
     ``src`` is ``(H, W)`` or ``(H, W, C)`` uint8 (1 to 4 channels, C-contiguous); ``1 <= width <= W``,
     ``1 <= height <= H``.  Returns ``(height, width[, C])`` uint8.  The detector's input (the last,
@@ -432,4 +439,4 @@ def area_resize(src: np.ndarray, width: int, height: int, *, device: Device = "c
     return _core.area_resize(src, _check_int(width, "width"), _check_int(height, "height"), device)
 
 
-__all__ += ["area_is_fast", "area_resize"]
+__all__ += ["area_resize", "area_supported"]

@@ -21,6 +21,7 @@ float32 pixels of that frame, ``x`` right, ``y`` down):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -44,15 +45,13 @@ def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, flo
     """``frame`` shrunk (area averaging) so that its longer side is at most ``max_size``, and the
     scale applied (1.0 when it already fits or ``max_size`` is falsy).
 
-    OpenCV's INTER_AREA at a non-integer ratio takes its slow general path (3.5 ms for 720p to
-    384 px on one core), so the frame is first halved by exact 2x2 means (its fast path, 0.15 ms)
-    as long as the half is still at least the target size, then area-resized the rest of the way
-    (a last odd row / column is dropped before a halving: under half a target pixel).  That last
-    step is the core's :func:`mime_fast.ops.area_resize` (the same bytes as OpenCV's general path,
-    about twice as fast, and the same kernel on the GPU) unless both of its ratios are whole
-    numbers, which OpenCV's fast path takes."""
-    import cv2
-
+    Area averaging at a non-integer ratio is slow (OpenCV's general INTER_AREA path: 3.5 ms for
+    720p to 384 px on one core), so the frame is first halved by exact 2x2 means (0.15 ms) as long
+    as the half is still at least the target size, then area-resized the rest of the way (a last
+    odd row / column is dropped before a halving: under half a target pixel).  Every step gives the
+    bytes of OpenCV 4.x's INTER_AREA, whatever OpenCV is installed (5.x shrinks differently): the
+    core's :func:`mime_fast.ops.area_resize` (the same kernels on the GPU), or OpenCV 4.x itself
+    for the halvings (:func:`_area`)."""
     H, W = frame.shape[:2]
     if not max_size or max(H, W) <= max_size:
         return frame, 1.0
@@ -61,23 +60,33 @@ def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, flo
     img = frame
     while img.shape[1] // 2 >= tw and img.shape[0] // 2 >= th:
         h2, w2 = img.shape[0] // 2, img.shape[1] // 2
-        img = cv2.resize(img[: 2 * h2, : 2 * w2], (w2, h2), interpolation=cv2.INTER_AREA)
+        img = _area(img[: 2 * h2, : 2 * w2], w2, h2)
     if img.shape[:2] != (th, tw):
         img = _area(img, tw, th)
     return img, s
 
 
 def _area(img: np.ndarray, w: int, h: int) -> np.ndarray:
-    """``cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)``: by the core where OpenCV takes
-    its general area path (:func:`mime_fast.ops.area_resize`), else (a whole-number shrink, or
-    an enlargement) by OpenCV."""
+    """OpenCV 4.x's ``cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)``: by the core where
+    it reproduces it (:func:`mime_fast.ops.area_supported`: every shrink the detector and the shot
+    detector ask for), else by the OpenCV installed.  The exact 2:1 halvings go to OpenCV when it
+    is 4.x (the same bytes, its SIMD body about 1.5x the core's)."""
     import cv2
 
     img = np.ascontiguousarray(img)
     H, W = img.shape[:2]
-    if w > W or h > H or ops.area_is_fast(W, H, w, h):
+    if not ops.area_supported(W, H, w, h) or (2 * w == W and 2 * h == H and _opencv_4()):
         return cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
     return ops.area_resize(img, w, h)
+
+
+@functools.cache
+def _opencv_4() -> bool:
+    """Whether the OpenCV installed is 4.x, whose INTER_AREA the core reproduces (5.x shrinks
+    otherwise)."""
+    import cv2
+
+    return int(cv2.__version__.split(".")[0]) == 4
 
 
 def _f32(a, shape_tail: tuple[int, ...]) -> np.ndarray:

@@ -492,6 +492,27 @@ void download_nv12(const Nv12Device& f, const Yuv420Views& out) {
     }
 }
 
+void nv12_to_rgb_device(const Nv12Device& f, uint8_t* dst, long dst_stride, const YuvToRgbMatrix& m, void* stream) {
+    require();
+    check_nv12(f);
+    if (!dst) invalid("the output pointer must not be null");
+    if (dst_stride < 3L * f.width) invalid("nv12_to_rgb: output rows overlap (row stride below width x 3)");
+    Workspace& ws = Workspace::current();
+    if (stream) {  // the caller's stream may still be writing the frame or reading dst
+        thread_local cudaEvent_t ready = nullptr;
+        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
+    }
+    const int cw = (f.width + 1) / 2, ch = (f.height + 1) / 2;
+    const size_t chroma = static_cast<size_t>(cw) * ch;
+    uint8_t* d = ws.buffer(Workspace::kPlanes, 2 * chroma);
+    launch_nv12_split(f.uv, f.uv_pitch, Rect{0, 0, cw, ch}, d, d + chroma, cw, ws.stream());
+    const Yuv420ConstPlanes planes{f.y, d, d + chroma, f.y_pitch, cw, cw};
+    launch_yuv420_to_rgb(planes, Rect{0, 0, f.width, f.height}, dst, dst_stride, m, ws.stream());
+    ws.sync("nv12_to_rgb kernels");
+}
+
 namespace {
 
 // The inverse (crop -> frame) matrices on the device, through page-locked staging.

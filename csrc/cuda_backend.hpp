@@ -54,6 +54,11 @@ Rect blur_hull_nv12(const Nv12Device& f, const Hull& hull, const HullMaskParams&
                     const std::vector<Yuv420Views>& outs, const ColourMatrices& m);
 // The frame into host yuv420p planes (for the encoders).
 void download_nv12(const Nv12Device& f, const Yuv420Views& out);
+// The frame's RGB (yuv420_to_rgb's samples of its planes) into the device buffer dst (height x
+// width x 3, row stride dst_stride bytes), e.g. a torch tensor the face models read where it is:
+// the chroma split (nv12_split's kernel) and the conversion (yuv420_to_rgb's) on the workspace
+// stream, after the work queued on `stream`; complete on return.
+void nv12_to_rgb_device(const Nv12Device& f, uint8_t* dst, long dst_stride, const YuvToRgbMatrix& m, void* stream);
 
 // warp_affine_cpu's crops on the device: the host frame goes up, the crops (n x size x size x C,
 // contiguous host dst) come back.

@@ -44,6 +44,7 @@ void download_nv12(const Nv12Device&, const Yuv420Views&) { require(); }
 void warp_affine(const ConstImageU8&, const std::vector<Affine>&, int, uint8_t*) { require(); }
 void warp_affine_device(const DeviceImage&, const std::vector<Affine>&, int, uint8_t*, void*) { require(); }
 void area_resize(const ConstImageU8&, const ImageU8&) { require(); }
+void nv12_to_rgb_device(const Nv12Device&, uint8_t*, long, const YuvToRgbMatrix&, void*) { require(); }
 void area_resize_device(const DeviceImage&, uint8_t*, int, int, long, void*) { require(); }
 
 }  // namespace mf::cuda

@@ -228,7 +228,9 @@ def _clips() -> list[Path]:
     return clips
 
 
-def _track(path: Path, stack, frames: int, out: dict) -> None:
+def _track(path: Path, stack, frames: int, out: dict, wrap=None) -> None:
+    """The first ``frames`` frames of ``path`` tracked into ``out[name]`` (``wrap``: what the frames
+    are handed as, e.g. a DeviceFrame; default the numpy frame)."""
     from mime_fast.landmarks import SubjectDetection
     from mime_fast.media import iter_display_frames, probe
 
@@ -237,7 +239,7 @@ def _track(path: Path, stack, frames: int, out: dict) -> None:
     for i, _, rgb in iter_display_frames(path, info):
         if i >= frames:
             break
-        det.feed(rgb)
+        det.feed(rgb if wrap is None else wrap(rgb))
     res = det.result()
     out[path.name] = ([None if p is None else p.tobytes() for p in (res.points(i) for i in range(res.num_frames))],
                       res.stats)
@@ -300,6 +302,51 @@ def test_torch_stack_shared_by_real_clips_gives_each_its_own_result(device):
     for name in alone:
         assert together[name][0] == alone[name][0], name
         assert together[name][1] == alone[name][1], name
+    stats = shared.broker.stats()
+    for lane in ("detector", "landmarks", "embedder"):
+        assert stats[lane]["mixes"] and all(stats[lane]["mixes"].values()), (lane, stats[lane])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
+    """The GPU path's frames (torch_ops.DeviceFrame: NVDEC's RGB left on the device, the detector's
+    input shrunk there, crops cut there, regions downloaded for the host's histograms, thumbnails
+    and flow) give the torch stack's tracking of the numpy frames, bit for bit: alone, and three
+    real clips at once through one broker (whose probe turns device frames on the device)."""
+    if device not in _torch_devices():
+        pytest.skip("torch sees no CUDA device")
+    import torch
+
+    from mime_fast.detect.torch_models import load_torch_stack
+    from mime_fast.detect.torch_ops import DeviceFrame
+
+    clips = _clips()
+    st = load_torch_stack(device)
+    wrap = lambda rgb: DeviceFrame(torch.from_numpy(np.ascontiguousarray(rgb)).to(device))  # noqa: E731
+
+    def whole_frame_download(self, dtype=None, copy=None):
+        raise AssertionError("a whole device frame was copied to the host")
+
+    monkeypatch.setattr(DeviceFrame, "__array__", whole_frame_download)  # only regions may come back
+    numpy_frames: dict = {}  # under a broker the tracker detects on whole frames: the reference is brokered too
+    for c in clips:
+        _track(c, shared_stack(st), 24, numpy_frames)
+    plain: dict = {}
+    _track(clips[0], st, 24, plain)
+    alone: dict = {}
+    _track(clips[0], st, 24, alone, wrap)  # no broker: crop detection around the subject, on the device frame
+    assert alone[clips[0].name] == plain[clips[0].name]
+    shared = shared_stack(st, wait_s=0.05)
+    together: dict = {}
+    ts = [threading.Thread(target=_track, args=(c, shared, 24, together, wrap)) for c in clips]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for c in clips:
+        assert together[c.name][0] == numpy_frames[c.name][0], c.name
+        assert together[c.name][1] == numpy_frames[c.name][1], c.name
     stats = shared.broker.stats()
     for lane in ("detector", "landmarks", "embedder"):
         assert stats[lane]["mixes"] and all(stats[lane]["mixes"].values()), (lane, stats[lane])

@@ -126,6 +126,44 @@ def test_pipeline_nvdec_path_gives_the_cpu_bytes(tmp_path: Path, monkeypatch) ->
     assert sha256(off.outputs["FDM"]) == sha256(ref.outputs["FDM"])
 
 
+def test_pipeline_feeds_a_gpu_stack_the_frames_on_the_device(tmp_path: Path, monkeypatch) -> None:
+    """With NVDEC and a stack that reads frames on the GPU (the torch stack on CUDA), the subject
+    detection gets each frame's RGB made and kept on the device (DeviceFrame.of_nv12), never a
+    whole frame on the host, and the outputs are the bytes of the host-RGB path.  Here the torch
+    stack runs on the CPU, NVDEC and the device RGB are faked from the same planes."""
+    torch = pytest.importorskip("torch")
+    from mime_fast import landmarks
+    from mime_fast.detect.torch_models import load_torch_stack
+    from mime_fast.detect.torch_ops import DeviceFrame
+
+    clip = make_clip(tmp_path / "c.mp4", duration=1.0, fps=30, size=(640, 480), bframes=2)
+    st = load_torch_stack("cpu")
+    assert st.device_frames is False  # on the CPU: host frames
+    monkeypatch.setattr(landmarks, "default_stack", lambda device="cpu": st)
+    ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", subsets=SUBSETS, min_height=0)
+    assert ref.decoder == "pyav" and ref.tracking.detected > 0
+    calls: list = []
+    _fake_nvdec(monkeypatch, calls)
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    made: list = []
+
+    def of_nv12(cls, frame, matrix="bt601"):
+        made.append(matrix)
+        return cls(torch.from_numpy(ops.yuv420_to_rgb(*frame.planes(), matrix=matrix)))
+
+    def whole_frame_download(self, dtype=None, copy=None):
+        raise AssertionError("a whole device frame was copied to the host")
+
+    monkeypatch.setattr(DeviceFrame, "of_nv12", classmethod(of_nv12))
+    monkeypatch.setattr(DeviceFrame, "__array__", whole_frame_download)
+    st.device_frames = True
+    got = mime_fast.build_subsets(clip.path, tmp_path / "gpu", subsets=SUBSETS, min_height=0, device="cuda")
+    assert got.decoder == "nvdec" and calls and len(made) == got.source_frames
+    assert got.tracking == ref.tracking
+    for c in SUBSETS:
+        assert sha256(got.outputs[c]) == sha256(ref.outputs[c]), c
+
+
 def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch) -> None:
     clip = make_clip(tmp_path / "r.mp4", duration=0.6, fps=30, size=(320, 480), rotation=90)
     lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
@@ -189,6 +227,28 @@ def test_cuda_download_and_blur_from_nv12(rng: np.random.Generator) -> None:
         for o, c in zip(outs, cpu):
             for a, b in zip(o, c):
                 assert_images_equal(a, b, "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_nv12_to_rgb_on_the_device(rng: np.random.Generator) -> None:
+    """The RGB the face models read on the device equals the host's frame_rgb of the same planes
+    (both matrices, padded output rows, a caller's side stream)."""
+    torch = pytest.importorskip("torch")
+    assert torch.cuda.is_available()
+    for h, w in ((480, 640), (242, 322), (2, 2), (720, 1280)):
+        planes = (rng.integers(16, 236, (h, w), dtype=np.uint8), rng.integers(16, 241, (h // 2, w // 2), dtype=np.uint8),
+                  rng.integers(16, 241, (h // 2, w // 2), dtype=np.uint8))
+        dev = nvdec.nv12_of_planes(planes)
+        for matrix in ("bt601", "bt709"):
+            expected = ops.yuv420_to_rgb(*planes, matrix=matrix)
+            out = torch.zeros((h, w + 5, 3), dtype=torch.uint8, device="cuda")
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                out.fill_(7)
+                ops.nv12_to_rgb_device(dev, out.data_ptr(), out.stride(0), matrix=matrix, stream=stream.cuda_stream)
+            got = out.cpu().numpy()
+            assert_images_equal(got[:, :w], expected, "cuda")
+            assert (got[:, w:] == 7).all()  # the padding untouched
 
 
 @pytest.mark.cuda

@@ -42,6 +42,22 @@ void bind_nv12_split(py::module_& m) {
         py::arg("y"), py::arg("uv"), py::arg("y_pitch"), py::arg("uv_pitch"), py::arg("height"), py::arg("width"),
         py::arg("out_y"), py::arg("out_u"), py::arg("out_v"),
         "An NV12 frame in device memory (plane addresses as integers) into host yuv420p planes.");
+    m.def(
+        "cuda_nv12_to_rgb",
+        [](uintptr_t y, uintptr_t uv, long y_pitch, long uv_pitch, int height, int width, uintptr_t dst,
+           long dst_stride, const std::string& matrix, uintptr_t stream) {
+            if (matrix != "bt601" && matrix != "bt709")
+                throw py::value_error("matrix must be 'bt601' or 'bt709', got '" + matrix + "'");
+            const YuvToRgbMatrix mat = matrix == "bt709" ? kYuvToRgbBt709 : kYuvToRgbBt601;
+            const cuda::Nv12Device f = nv12_device(y, uv, y_pitch, uv_pitch, height, width);
+            py::gil_scoped_release release;
+            cuda::nv12_to_rgb_device(f, reinterpret_cast<uint8_t*>(dst), dst_stride, mat,
+                                     reinterpret_cast<void*>(stream));
+        },
+        py::arg("y"), py::arg("uv"), py::arg("y_pitch"), py::arg("uv_pitch"), py::arg("height"), py::arg("width"),
+        py::arg("dst"), py::arg("dst_stride"), py::arg("matrix") = "bt601", py::arg("stream") = 0,
+        "An NV12 frame in device memory into the RGB device buffer dst (height x width x 3, row stride dst_stride "
+        "bytes): yuv420_to_rgb's samples of its planes, complete on return.");
 }
 
 cuda::Nv12Device nv12_device_from(uintptr_t y, uintptr_t uv, long y_pitch, long uv_pitch, int height, int width) {

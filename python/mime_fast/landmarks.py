@@ -383,6 +383,9 @@ class SubjectDetection:
         stack = default_stack(device) if stack is None else stack
         #: the model stack's name ("paper", "offline" or, with device="cuda", "offline-torch")
         self.stack_name = getattr(stack, "name", type(stack).__name__)
+        #: whether the stack reads frames on the GPU (the torch stack on CUDA): a caller that
+        #: decodes on NVDEC feeds it the frames there (``torch_ops.DeviceFrame``), not host RGB
+        self.device_frames = bool(getattr(stack, "device_frames", False))
         self._tracker = SubjectTracker(stack, hold_frames=self.hold_frames,
                                        detect_size=detect_size, detect_every=detect_every, margin=margin,
                                        timers=timers)
@@ -397,7 +400,8 @@ class SubjectDetection:
                                        margin=margin, timers=self._timers)
 
     def feed(self, rgb: np.ndarray) -> None:
-        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation),
+        """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation: a
+        numpy array, or, where :attr:`device_frames`, a ``torch_ops.DeviceFrame`` on the GPU),
         camera shots detected on the way (:mod:`mime_fast.detect.shots`)."""
         t = time.perf_counter()
         cut = self._shots.feed(rgb)

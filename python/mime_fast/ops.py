@@ -377,7 +377,21 @@ def download_nv12(frame: DeviceNv12, planes: Planes) -> None:
     _core.cuda_download_nv12(y, uv, frame.pitch, frame.pitch, frame.height, frame.width, *planes)
 
 
-__all__ += ["blur_hull_nv12", "download_nv12", "nv12_split"]
+def nv12_to_rgb_device(frame: DeviceNv12, dst: int, dst_stride: int, *,
+                       matrix: Literal["bt601", "bt709"] = "bt601", stream: int = 0) -> None:
+    """The RGB of an NV12 frame in device memory into the device buffer at address ``dst``
+    (``height x width x 3`` uint8, rows ``dst_stride`` bytes apart; e.g. a CUDA torch tensor's
+    ``data_ptr()``), for the face models to read on the device: the samples
+    :func:`yuv420_to_rgb` gives on the frame's yuv420p planes (:func:`download_nv12`), by the same
+    kernels (:func:`nv12_split`'s and :func:`yuv420_to_rgb`'s).  Work queued on ``stream`` (a
+    ``cudaStream_t`` as an integer; 0: the legacy default stream) is finished first, and ``dst``
+    is complete on return.  Needs a CUDA build and device."""
+    y, uv = frame.pointers
+    _core.cuda_nv12_to_rgb(y, uv, frame.pitch, frame.pitch, frame.height, frame.width, _check_int(dst, "dst"),
+                           _check_int(dst_stride, "dst_stride"), matrix, _check_int(stream, "stream"))
+
+
+__all__ += ["blur_hull_nv12", "download_nv12", "nv12_split", "nv12_to_rgb_device"]
 
 
 def warp_affine(frame: np.ndarray, Ms: np.ndarray, size: int, *, device: Device = "cpu") -> np.ndarray:

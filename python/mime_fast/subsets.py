@@ -67,7 +67,7 @@ from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
 from .face_step import face_frames, face_frames_union
 from .fm_copy import copy_fault, fm_copy_reason, write_fm_copy
-from .frames import BLACK, yuv420_frame
+from .frames import BLACK, frame_matrix, yuv420_frame
 from .media import (
     ClipError,
     AacTrack,
@@ -315,7 +315,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     todo = result.plan = todo.copy_refused(why)
             copy_faults: list[str] | None = [] if todo.copied else None
 
-            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None) -> None:
+            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None, observe_device=False) -> None:
                 writers: dict[str, Mp4Writer] = {}
                 enc = st.encode
                 try:
@@ -330,7 +330,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                                matrix=info.matrix)
                     if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
-                                     progress, faults)
+                                     progress, faults, observe_device)
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
@@ -340,7 +340,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             if detection is None:
                 encode(list(todo.first_pass), provider, fsm_k, faults=copy_faults)
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
-                encode(list(todo.first_pass), None, None, detection.feed, copy_faults)
+                encode(list(todo.first_pass), None, None, detection.feed, copy_faults, detection.device_frames)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
                 fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
@@ -374,11 +374,13 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
 
 
 def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None,
-                 progress=None, copy_faults: list[str] | None = None):
+                 progress=None, copy_faults: list[str] | None = None, observe_device: bool = False):
     """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
-    frame in RGB first (the subject detection riding along the FM/VMM pass); ``progress(1)``, when
-    given, is called after each decoded source frame is processed.  ``copy_faults``, when given (FM
-    is a stream copy), gets the first frame that breaks the copy rule (:func:`mime_fast.fm_copy.copy_fault`)."""
+    frame in RGB first (the subject detection riding along the FM/VMM pass; ``observe_device``: on
+    NVDEC, the frame's RGB made and kept on the GPU, ``torch_ops.DeviceFrame``, for models that read
+    it there; else host RGB); ``progress(1)``, when given, is called after each decoded source frame
+    is processed.  ``copy_faults``, when given (FM is a stream copy), gets the first frame that
+    breaks the copy rule (:func:`mime_fast.fm_copy.copy_fault`)."""
     std = FrameStandardiser(info.start, fps, n_out)
     kcodes = [c for c in FACE_SUBSETS if c in writers]
     kernels = [{"fdm": fdm_k, "fsm": fsm_k}[spec(c).kernel] for c in kcodes]
@@ -428,9 +430,15 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
 
     n_src = 0
     why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
+    on_device = None
     if st.compute.device == "cuda" and why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""
-        frames = iter_nvdec_frames(src, info, rgb=observe is not None)
+        if observe is not None and observe_device:
+            from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
+
+            def on_device(decoded):
+                return DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))
+        frames = iter_nvdec_frames(src, info, rgb=observe is not None and on_device is None)
     else:
         result.decoder, result.decoder_reason = "pyav", why_not if st.compute.device == "cuda" else ""
         if result.decoder_reason:
@@ -439,7 +447,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     for src_i, t, rgb, decoded in prefetch(frames, st.encode.queue_size):
         n_src += 1
         if observe is not None:
-            observe(rgb)
+            observe(rgb if on_device is None else on_device(decoded))
         for out_i, item in std.push(t, (src_i, rgb, decoded)):
             emit(out_i, item)
         if progress is not None:

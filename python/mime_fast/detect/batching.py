@@ -61,6 +61,14 @@ class _Request:
         self.result, self.error, self.done = _UNSET, None, False
 
 
+def _turned(frame):
+    """Another input of ``frame``'s shape for the probe: the frame turned half a turn (a frame kept
+    on a device turns there, :meth:`mime_fast.detect.torch_ops.DeviceFrame.turned`)."""
+    if not isinstance(frame, np.ndarray) and hasattr(frame, "turned"):
+        return frame.turned()
+    return np.ascontiguousarray(frame[::-1, ::-1])
+
+
 def _equal(a, b) -> bool:
     """Bit-equal results (Faces, Landmarks, Persons, arrays)."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
@@ -184,7 +192,7 @@ class ModelBroker:
         batched = getattr(model, method + "_batch", None)
         if batched is None:
             return dict(call=lambda frames: [getattr(model, method)(f) for f in frames], variant=None)
-        return dict(call=batched, variant=lambda f: np.ascontiguousarray(f[::-1, ::-1]))
+        return dict(call=batched, variant=_turned)
 
     @staticmethod
     def _face_units(frame, faces: Faces) -> list:

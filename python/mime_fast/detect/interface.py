@@ -55,6 +55,8 @@ def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, flo
     H, W = frame.shape[:2]
     if not max_size or max(H, W) <= max_size:
         return frame, 1.0
+    if not isinstance(frame, np.ndarray) and hasattr(frame, "downscale"):
+        return frame.downscale(max_size)  # a frame kept on a device (torch_ops.DeviceFrame): shrunk there
     s = max_size / max(H, W)
     tw, th = max(1, round(W * s)), max(1, round(H * s))
     img = frame

@@ -234,4 +234,7 @@ def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = Tr
         except ModelNotAvailable:
             emb = DlibFaceEmbedder()
     per = TorchHogPersons(device=device) if persons else None
-    return OfflineStack(det, lmk, emb, per, name="offline-torch")  # type: ignore[arg-type]
+    stack = OfflineStack(det, lmk, emb, per, name="offline-torch")  # type: ignore[arg-type]
+    # the pipeline hands a CUDA stack NVDEC's frames on the GPU (torch_ops.DeviceFrame)
+    stack.device_frames = torch.device(device).type == "cuda"  # type: ignore[attr-defined]
+    return stack

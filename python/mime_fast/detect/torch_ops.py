@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from .. import _core, ops
 from .interface import _check_frame
 
-__all__ = ["area_downscale", "strict_fp32", "torch_cuda_available", "warp_affine_u8"]
+__all__ = ["DeviceFrame", "area_downscale", "strict_fp32", "torch_cuda_available", "warp_affine_u8"]
 
 
 def torch_cuda_available() -> bool:
@@ -132,12 +132,76 @@ def warp_affine_u8(buf: torch.Tensor, face_base, face_hw, face_org, Ms, size: in
     return out.permute(0, 3, 1, 2).float()
 
 
+class DeviceFrame:
+    """A decoded RGB frame left where it is: ``tensor``, an ``(H, W, 3)`` uint8 torch tensor (on the
+    GPU for NVDEC's frames, :meth:`of_nv12`).  The torch models read it there (the detector's input
+    shrunk on the device, :meth:`downscale`; the face crops cut there); host code that needs pixels
+    (a body's colour histogram, the shot thumbnail, the head's flow) indexes it like the numpy frame
+    and gets a numpy copy of that region only (positive steps); ``numpy.asarray`` gives the whole
+    frame (the CPU models' way in).  ``shape``, ``ndim``, ``dtype`` are the numpy frame's."""
+
+    ndim = 3
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, tensor: torch.Tensor):
+        if tensor.dtype != torch.uint8 or tensor.dim() != 3 or tensor.shape[2] != 3:
+            raise ValueError(f"expected a uint8 (H, W, 3) tensor, got {tensor.dtype} {tuple(tensor.shape)}")
+        self.tensor = tensor
+        self.shape = tuple(int(v) for v in tensor.shape)
+        self._host: np.ndarray | None = None
+
+    @classmethod
+    def of_nv12(cls, frame, matrix: str = "bt601") -> "DeviceFrame":
+        """The RGB of an NV12 frame in device memory (:class:`mime_fast.media.Nv12Frame`), made
+        on the device by the core's kernels (:func:`mime_fast.ops.nv12_to_rgb_device`: the samples
+        the host's ``frame_rgb`` gives on the same planes)."""
+        out = torch.empty((frame.height, frame.width, 3), dtype=torch.uint8, device=frame.tensor.device)
+        with torch.cuda.device(out.device):
+            ops.nv12_to_rgb_device(frame, out.data_ptr(), out.stride(0), matrix=matrix,
+                                   stream=torch.cuda.current_stream().cuda_stream)
+        return cls(out)
+
+    def __getitem__(self, key) -> np.ndarray:
+        if self._host is not None:
+            return self._host[key]
+        return self.tensor[key].cpu().numpy()
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        if self._host is None:
+            self._host = self.tensor.cpu().numpy()
+        return self._host if dtype is None else self._host.astype(dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def turned(self) -> "DeviceFrame":
+        """The frame turned half a turn, on its device (another input of its shape: the model
+        broker's batch-invariance probe)."""
+        return DeviceFrame(self.tensor.flip(0, 1).contiguous())
+
+    def downscale(self, max_size: int | None) -> tuple["DeviceFrame", float]:
+        """:func:`mime_fast.detect.interface._downscale` on the device (:func:`area_downscale`, the
+        same bytes): the frame shrunk so its longer side is at most ``max_size``, and the scale."""
+        x, s = area_downscale(self.tensor.permute(2, 0, 1)[None].float(), max_size)
+        if s == 1.0:
+            return self, s
+        return DeviceFrame(x[0].permute(1, 2, 0).round().to(torch.uint8).contiguous()), s
+
+
 def _as_frames(frames, device) -> list | torch.Tensor:
-    """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``."""
+    """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``; a list
+    of :class:`DeviceFrame` becomes a list of their tensors on ``device`` (one tensor when they
+    share a size)."""
     if isinstance(frames, torch.Tensor):
         if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[3] != 3:
             raise ValueError(f"expected a uint8 (N, H, W, 3) tensor, got {frames.dtype} {tuple(frames.shape)}")
         return frames.to(device)
+    frames = list(frames)
+    if frames and all(isinstance(f, DeviceFrame) for f in frames):
+        tensors = [f.tensor.to(device) for f in frames]
+        if len({t.shape for t in tensors}) == 1:
+            return torch.stack(tensors)
+        return tensors
     return [_check_frame(f) for f in frames]
 
 
@@ -150,6 +214,8 @@ def _size_batches(frames, device, max_size: int | None, cache: dict):
     for (H, W), idx in groups.items():
         if isinstance(frames, torch.Tensor):
             x = frames[idx]
+        elif isinstance(frames[idx[0]], torch.Tensor):
+            x = torch.stack([frames[i] for i in idx])
         else:
             x = torch.from_numpy(np.stack([frames[i] for i in idx])).to(device)
         x, scale = area_downscale(x.permute(0, 3, 1, 2).float(), max_size, cache)
@@ -163,6 +229,10 @@ def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
     tensor are cropped where they are by the core's CUDA kernel (CUDA builds), else by
     :func:`warp_affine_u8`.  All three give the same bytes."""
     n = sum(len(m) for m in Ms_per_frame)
+    if not isinstance(frames, torch.Tensor) and frames and isinstance(frames[0], torch.Tensor):
+        # device frames of several sizes (_as_frames): each frame's crops where it is
+        parts = [_crops(f[None], [mats], size, device) for f, mats in zip(frames, Ms_per_frame) if len(mats)]
+        return torch.cat(parts) if parts else torch.zeros((0, 3, size, size), device=device)
     if isinstance(frames, torch.Tensor):
         frames = frames.to(device)
         if frames.is_cuda and _core.cuda_built() and _core.cuda_available():

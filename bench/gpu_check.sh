@@ -53,13 +53,13 @@ if [ "$what" = sanitize ] || [ "$what" = all ]; then
     log "compute-sanitizer memcheck over the CUDA operator tests"
     compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
         python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py tests/test_blur_hull_yuv420.py \
-        tests/test_warp_affine.py 2>&1 |
+        tests/test_warp_affine.py tests/test_area_resize.py tests/test_nvdec.py 2>&1 |
         tail -6 | tee -a "$OUT/gpu_check.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
     log "benchmarks"
     (cd bench && for b in bench_blur_hull_yuv420.py bench_blur_in_mask.py bench_gaussian_blur.py \
-        bench_warp_affine.py; do
+        bench_warp_affine.py bench_area_resize.py; do
         python3 "$b" --device cuda --repeats 40 2>&1 | tail -4
     done) | tee -a "$OUT/gpu_check.log"
     cp bench/results/*-cuda.json "$OUT/" 2>/dev/null

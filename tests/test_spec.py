@@ -230,6 +230,7 @@ class _FakeDetection:
     "by detection" (with a tracking report)."""
 
     landmarks = None
+    device_frames = False  # host RGB frames, as a CPU stack reads them
 
     def __init__(self, info, **kw):
         self.fed = 0

@@ -623,12 +623,15 @@ void area_resize(const ConstImageU8& src, const ImageU8& dst) {
 }
 
 void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int dst_height, long dst_stride,
-                        void* stream) {
+                        void* stream, int count, long src_step, long dst_step) {
     require();
     if (!src.data || !dst) invalid("the image and output pointers must not be null");
     const bool half = check_area_resize_args(src.height, src.width, src.channels, dst_width, dst_height);
     if (src.stride < static_cast<long>(src.width) * src.channels || dst_stride < static_cast<long>(dst_width) * src.channels)
         invalid("area_resize: rows overlap (a row stride below width x channels)");
+    if (count < 1 || count > 65535) invalid("area_resize: 1 to 65535 images per call, got " + std::to_string(count));
+    if (count > 1 && (src_step < src.stride * src.height || dst_step < dst_stride * dst_height))
+        invalid("area_resize: images overlap (an image step below rows x row stride)");
     Workspace& ws = Workspace::current();
     if (stream) {  // the caller's stream may still be writing the image
         thread_local cudaEvent_t ready = nullptr;
@@ -637,12 +640,13 @@ void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int
         check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
     }
     if (half) {
-        launch_area_halve(src.data, src.channels, src.stride, dst_width, dst_height, dst, dst_stride, ws.stream());
+        launch_area_halve(src.data, src.channels, src.stride, dst_width, dst_height, dst, dst_stride, ws.stream(), count,
+                          src_step, dst_step);
     } else {
         const AreaTable tx = area_table(src.width, dst_width), ty = area_table(src.height, dst_height);
         const DeviceAreaAxes a = upload_area_tables(ws, tx, ty);
         launch_area_resize(src.data, src.channels, src.stride, a.x, a.y, dst_width, dst_height, dst, dst_stride,
-                           ws.stream());
+                           ws.stream(), count, src_step, dst_step);
     }
     ws.sync("area_resize kernel");  // complete before the caller's stream reads dst
 }

@@ -78,9 +78,10 @@ void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, i
 
 // area_resize_cpu on the device: the host image goes up, the downscale (contiguous rows) comes back.
 void area_resize(const ConstImageU8& src, const ImageU8& dst);
-// The area downscale of an image already in device memory into the device buffer dst (row stride
+// The area downscale of images already in device memory into the device buffer dst (row stride
 // dst_stride bytes), after the work queued on `stream`; complete on return (as warp_affine_device).
+// `count` images of src's size in one launch, image k at src.data + k src_step and dst + k dst_step.
 void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int dst_height, long dst_stride,
-                        void* stream);
+                        void* stream, int count = 1, long src_step = 0, long dst_step = 0);
 
 }  // namespace mf::cuda

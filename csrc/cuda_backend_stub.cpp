@@ -45,6 +45,6 @@ void warp_affine(const ConstImageU8&, const std::vector<Affine>&, int, uint8_t*)
 void warp_affine_device(const DeviceImage&, const std::vector<Affine>&, int, uint8_t*, void*) { require(); }
 void area_resize(const ConstImageU8&, const ImageU8&) { require(); }
 void nv12_to_rgb_device(const Nv12Device&, uint8_t*, long, const YuvToRgbMatrix&, void*) { require(); }
-void area_resize_device(const DeviceImage&, uint8_t*, int, int, long, void*) { require(); }
+void area_resize_device(const DeviceImage&, uint8_t*, int, int, long, void*, int, long, long) { require(); }
 
 }  // namespace mf::cuda

@@ -60,11 +60,14 @@ void launch_warp_affine(const uint8_t* src, int height, int width, int channels,
                         int n, int size, uint8_t* dst, void* stream);
 
 // dst (dh x dw x channels, row stride dst_stride bytes) = the area downscale of src (row stride
-// in bytes) through the axis tables xs (dw entries) and ys (dh entries), in device memory.
+// in bytes) through the axis tables xs (dw entries) and ys (dh entries), in device memory; `count`
+// images in one launch, image k at src + k src_step and dst + k dst_step (grid z, at most 65535).
 void launch_area_resize(const uint8_t* src, int channels, long stride, const AreaAxis& xs, const AreaAxis& ys, int dw,
-                        int dh, uint8_t* dst, long dst_stride, void* stream);
-// dst (dh x dw) = the exact 2:1 shrink of src (2 dh x 2 dw), OpenCV's (a + b + c + d + 2) >> 2.
+                        int dh, uint8_t* dst, long dst_stride, void* stream, int count = 1, long src_step = 0,
+                        long dst_step = 0);
+// dst (dh x dw) = the exact 2:1 shrink of src (2 dh x 2 dw), OpenCV's (a + b + c + d + 2) >> 2;
+// `count` images as launch_area_resize.
 void launch_area_halve(const uint8_t* src, int channels, long stride, int dw, int dh, uint8_t* dst, long dst_stride,
-                       void* stream);
+                       void* stream, int count = 1, long src_step = 0, long dst_step = 0);
 
 }  // namespace mf::cuda

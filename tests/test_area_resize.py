@@ -167,3 +167,12 @@ def test_cuda_device_pointers_equal_cpu(frame720: np.ndarray) -> None:
         _core.cuda_area_resize(big.data_ptr(), 720, 1280, 3, big.stride(0), out.data_ptr(), 384, 216, out.stride(0),
                                stream.cuda_stream)
     assert_images_equal(out[:, :384].cpu().numpy(), ops.area_resize(frame720, 384, 216), "cuda")
+    # a batch in one launch (the torch detector's input): three frames, each its own bytes
+    frames = torch.stack([frame, frame.flip(0), frame.flip(1)]).contiguous()
+    for dw, dh in ((384, 216), (640, 360)):
+        outs = torch.zeros((3, dh, dw, 3), dtype=torch.uint8, device="cuda")
+        _core.cuda_area_resize(frames.data_ptr(), 720, 1280, 3, 1280 * 3, outs.data_ptr(), dw, dh, dw * 3, 0, 3,
+                               720 * 1280 * 3, dh * dw * 3)
+        for k in range(3):
+            expected = ops.area_resize(np.ascontiguousarray(frames[k].cpu().numpy()), dw, dh)
+            assert_images_equal(outs[k].cpu().numpy(), expected, f"cuda batch {k} {dw}x{dh}")

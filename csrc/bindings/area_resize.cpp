@@ -23,11 +23,12 @@ py::array run_area_resize(const py::array& src, int width, int height, const std
 }
 
 void run_cuda_area_resize(uintptr_t src, int height, int width, int channels, long stride, uintptr_t dst,
-                          int dst_width, int dst_height, long dst_stride, uintptr_t stream) {
+                          int dst_width, int dst_height, long dst_stride, uintptr_t stream, int count, long src_step,
+                          long dst_step) {
     cuda::DeviceImage img{reinterpret_cast<const uint8_t*>(src), height, width, channels, stride};
     py::gil_scoped_release release;
     cuda::area_resize_device(img, reinterpret_cast<uint8_t*>(dst), dst_width, dst_height, dst_stride,
-                             reinterpret_cast<void*>(stream));
+                             reinterpret_cast<void*>(stream), count, src_step, dst_step);
 }
 
 }  // namespace
@@ -45,10 +46,12 @@ void bind_area_resize(py::module_& m) {
         py::arg("src"), py::arg("width"), py::arg("height"));
     m.def("cuda_area_resize", &run_cuda_area_resize, py::arg("src"), py::arg("height"), py::arg("width"),
           py::arg("channels"), py::arg("stride"), py::arg("dst"), py::arg("dst_width"), py::arg("dst_height"),
-          py::arg("dst_stride"), py::arg("stream") = 0,
-          "area_resize of an image in device memory (address src, row stride in bytes) into the device buffer dst "
-          "(row stride dst_stride bytes); work queued on `stream` (a cudaStream_t as an integer, 0: the legacy default "
-          "stream) is finished before the image is read, and dst is complete on return.");
+          py::arg("dst_stride"), py::arg("stream") = 0, py::arg("count") = 1, py::arg("src_step") = 0,
+          py::arg("dst_step") = 0,
+          "area_resize of images in device memory (address src, row stride in bytes) into the device buffer dst "
+          "(row stride dst_stride bytes); `count` images of one size in one launch, image k at src + k src_step and "
+          "dst + k dst_step; work queued on `stream` (a cudaStream_t as an integer, 0: the legacy default stream) is "
+          "finished before the images are read, and dst is complete on return.");
 }
 
 }  // namespace mf::bind

@@ -150,6 +150,17 @@ private:
     std::map<int, std::unique_ptr<DeviceBuffer>> weights_;
 };
 
+// The workspace stream waits for the work queued so far on the caller's `stream` (say torch's
+// current one, which may still be writing the input or reading the output); nullptr: nothing to
+// wait for (the workspace stream follows the legacy default stream anyway).
+void follow(Workspace& ws, void* stream) {
+    if (!stream) return;
+    thread_local cudaEvent_t ready = nullptr;
+    if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
+}
+
 size_t image_bytes(const ImageViewT<const uint8_t>& v) { return static_cast<size_t>(v.height) * v.width * v.channels; }
 
 // Host images given to the backend are C-contiguous (checked by the bindings).
@@ -498,12 +509,7 @@ void nv12_to_rgb_device(const Nv12Device& f, uint8_t* dst, long dst_stride, cons
     if (!dst) invalid("the output pointer must not be null");
     if (dst_stride < 3L * f.width) invalid("nv12_to_rgb: output rows overlap (row stride below width x 3)");
     Workspace& ws = Workspace::current();
-    if (stream) {  // the caller's stream may still be writing the frame or reading dst
-        thread_local cudaEvent_t ready = nullptr;
-        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
-    }
+    follow(ws, stream);
     const int cw = (f.width + 1) / 2, ch = (f.height + 1) / 2;
     const size_t chroma = static_cast<size_t>(cw) * ch;
     uint8_t* d = ws.buffer(Workspace::kPlanes, 2 * chroma);
@@ -557,12 +563,7 @@ void warp_affine_device(const DeviceImage& src, const std::vector<Affine>& Ms, i
     check_crop_count(Ms.size());
     if (Ms.empty()) return;
     Workspace& ws = Workspace::current();
-    if (stream) {  // the caller's stream (say torch's current one) may still be writing the frame
-        thread_local cudaEvent_t ready = nullptr;
-        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
-    }
+    follow(ws, stream);
     const Affine* d_inv = upload_inverses(ws, Ms);
     launch_warp_affine(src.data, src.height, src.width, src.channels, src.stride, d_inv, static_cast<int>(Ms.size()),
                        size, dst, ws.stream());
@@ -633,12 +634,7 @@ void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int
     if (count > 1 && (src_step < src.stride * src.height || dst_step < dst_stride * dst_height))
         invalid("area_resize: images overlap (an image step below rows x row stride)");
     Workspace& ws = Workspace::current();
-    if (stream) {  // the caller's stream may still be writing the image
-        thread_local cudaEvent_t ready = nullptr;
-        if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-        check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-        check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
-    }
+    follow(ws, stream);
     if (half) {
         launch_area_halve(src.data, src.channels, src.stride, dst_width, dst_height, dst, dst_stride, ws.stream(), count,
                           src_step, dst_step);

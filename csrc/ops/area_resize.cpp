@@ -69,16 +69,28 @@ AreaAxis checked_tables(const ConstImageU8& src, const ImageU8& dst, AreaTable& 
 // passes: a source row's horizontal sums b (which depend on the row and the destination column
 // only) once per row, then per destination row acc = beta_0 b_0, acc = acc + beta_j b_j. A source
 // row shared by two destination rows gives the same b to both, as it does in the per-pixel body.
+// The source row as floats (exact), then per destination column its sum in registers, entries in
+// order: b = 0, b = b + S[k] alpha_k.
+MF_TARGET_CLONES
+void row_to_float(const uint8_t* __restrict row, float* __restrict f, int n) {
+    for (int i = 0; i < n; ++i) f[i] = static_cast<float>(row[i]);
+}
+
 template <int C>
-void horizontal(const uint8_t* row, const AreaAxis& xs, const int* dst_of, int entries, int dw, float* out) {
-    // One flat pass over the entries (grouped by destination column, in order), as OpenCV's row
-    // buffer: out[d] starts at 0 and takes each entry's product in turn.
-    for (int i = 0; i < dw * C; ++i) out[i] = 0.0f;
-    for (int k = 0; k < entries; ++k) {
-        const uint8_t* p = row + static_cast<long>(xs.src[k]) * C;
-        float* o = out + dst_of[k] * C;
-        const float alpha = xs.weight[k];
-        for (int c = 0; c < C; ++c) o[c] = o[c] + static_cast<float>(p[c]) * alpha;
+void horizontal(const uint8_t* row, int sw, const AreaAxis& xs, int dw, float* f, float* out) {
+    row_to_float(row, f, sw * C);
+    for (int dx = 0; dx < dw; ++dx) {
+        const AreaSpan sp = xs.span[dx];
+        const int* s = xs.src + sp.start;
+        const float* w = xs.weight + sp.start;
+        float b[C];
+        for (int c = 0; c < C; ++c) b[c] = 0.0f;
+        for (int k = 0; k < sp.count; ++k) {
+            const float* p = f + s[k] * C;
+            const float alpha = w[k];
+            for (int c = 0; c < C; ++c) b[c] = b[c] + p[c] * alpha;
+        }
+        for (int c = 0; c < C; ++c) out[dx * C + c] = b[c];
     }
 }
 
@@ -88,13 +100,10 @@ void rows(const ConstImageU8& src, const ImageU8& dst, const AreaAxis& xs, const
     const int first = ys.src[ys.span[y0].start];
     const AreaSpan last_span = ys.span[y1 - 1];
     const int last = ys.src[last_span.start + last_span.count - 1];
-    const int entries = xs.span[dst.width - 1].start + xs.span[dst.width - 1].count;
-    std::vector<int> dst_of(static_cast<size_t>(entries));
-    for (int dx = 0; dx < dst.width; ++dx)
-        for (int k = 0; k < xs.span[dx].count; ++k) dst_of[static_cast<size_t>(xs.span[dx].start + k)] = dx;
-    std::vector<float> sums(static_cast<size_t>(last - first + 1) * n), acc(static_cast<size_t>(n));
+    std::vector<float> sums(static_cast<size_t>(last - first + 1) * n), acc(static_cast<size_t>(n)),
+        f(static_cast<size_t>(src.width) * C);
     for (int sy = first; sy <= last; ++sy)
-        horizontal<C>(src.row(sy), xs, dst_of.data(), entries, dst.width, sums.data() + static_cast<size_t>(sy - first) * n);
+        horizontal<C>(src.row(sy), src.width, xs, dst.width, f.data(), sums.data() + static_cast<size_t>(sy - first) * n);
     for (int dy = y0; dy < y1; ++dy) {
         const AreaSpan sp = ys.span[dy];
         for (int j = 0; j < sp.count; ++j) {

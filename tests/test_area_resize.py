@@ -13,7 +13,7 @@ from conftest import assert_images_equal
 from mime_fast import _core, ops
 
 OPENCV_4 = int(cv2.__version__.split(".")[0]) < 5
-needs_opencv4 = pytest.mark.skipif(not OPENCV_4, reason=f"OpenCV {cv2.__version__} shrinks differently; the op is 4.x's")
+needs_opencv4 = pytest.mark.skipif(not OPENCV_4, reason=f"OpenCV {cv2.__version__}: the op reproduces 4.x, the reference here")
 
 
 def cv_area(src: np.ndarray, w: int, h: int) -> np.ndarray:
@@ -134,6 +134,30 @@ def test_downscale_and_shot_thumbnails_unchanged(frame720: np.ndarray) -> None:
     sub = frame720[::7, ::7]  # the shot detector's strided view
     assert_images_equal(_area(sub, 64, 36), cv_area(np.ascontiguousarray(sub), 64, 36), "strided view")
     assert_images_equal(_area(frame720[:10, :10], 64, 36), cv_area(frame720[:10, :10].copy(), 64, 36), "enlargement")
+
+
+def test_halvings_use_opencv_only_where_it_halves_as_the_core(frame720: np.ndarray, monkeypatch) -> None:
+    """The probe behind _area's choice: true for this OpenCV 4.x; an OpenCV that halves otherwise
+    leaves every step to the core, with the same bytes."""
+    from mime_fast.detect import interface
+
+    expected = interface._downscale(frame720, 384)[0]
+    if OPENCV_4:
+        assert interface._opencv_halves_as_core()
+    real = cv2.resize
+
+    def otherwise(img, size, interpolation=None):  # an OpenCV whose 2:1 shrink rounds down
+        if interpolation == cv2.INTER_AREA and 2 * size[0] == img.shape[1]:
+            return (real(img, size, interpolation=cv2.INTER_AREA).astype(np.int16) - 1).clip(0, 255).astype(np.uint8)
+        return real(img, size, interpolation=interpolation)
+
+    monkeypatch.setattr(cv2, "resize", otherwise)
+    interface._opencv_halves_as_core.cache_clear()
+    try:
+        assert not interface._opencv_halves_as_core()
+        assert_images_equal(interface._downscale(frame720, 384)[0], expected, "core halvings")
+    finally:
+        interface._opencv_halves_as_core.cache_clear()
 
 
 def test_cuda_unavailable_is_a_clear_error(frame720: np.ndarray) -> None:

@@ -443,7 +443,8 @@ def area_resize(src: np.ndarray, width: int, height: int, *, device: Device = "c
     :func:`area_supported` admits (others raise ``ValueError``): OpenCV's general path (float
     weights per source cell and float sums in OpenCV's order) and its exact 2:1 path
     (``(a + b + c + d + 2) >> 2``); formulas in ``kernels/area_resize.cuh``, the same on both
-    devices, and independent of the OpenCV installed (5.x shrinks differently).
+    devices, and independent of the OpenCV installed (builds differ: the GPU machine's OpenCV 5 once
+    shrank otherwise; PyPI's 5.0.0 agrees).
 
     ``src`` is ``(H, W)`` or ``(H, W, C)`` uint8 (1 to 4 channels, C-contiguous); ``1 <= width <= W``,
     ``1 <= height <= H``.  Returns ``(height, width[, C])`` uint8.  The detector's input (the last,

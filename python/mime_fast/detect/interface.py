@@ -49,9 +49,9 @@ def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, flo
     720p to 384 px on one core), so the frame is first halved by exact 2x2 means (0.15 ms) as long
     as the half is still at least the target size, then area-resized the rest of the way (a last
     odd row / column is dropped before a halving: under half a target pixel).  Every step gives the
-    bytes of OpenCV 4.x's INTER_AREA, whatever OpenCV is installed (5.x shrinks differently): the
-    core's :func:`mime_fast.ops.area_resize` (the same kernels on the GPU), or OpenCV 4.x itself
-    for the halvings (:func:`_area`)."""
+    bytes of OpenCV 4.x's INTER_AREA whatever OpenCV is installed: the core's
+    :func:`mime_fast.ops.area_resize` (the same kernels on the GPU), or, for the halvings, the
+    installed OpenCV where it gives those bytes (:func:`_area`)."""
     H, W = frame.shape[:2]
     if not max_size or max(H, W) <= max_size:
         return frame, 1.0
@@ -71,24 +71,33 @@ def _downscale(frame: np.ndarray, max_size: int | None) -> tuple[np.ndarray, flo
 def _area(img: np.ndarray, w: int, h: int) -> np.ndarray:
     """OpenCV 4.x's ``cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)``: by the core where
     it reproduces it (:func:`mime_fast.ops.area_supported`: every shrink the detector and the shot
-    detector ask for), else by the OpenCV installed.  The exact 2:1 halvings go to OpenCV when it
-    is 4.x (the same bytes, its SIMD body about 1.5x the core's)."""
+    detector ask for), else by the OpenCV installed.  The exact 2:1 halvings go to the installed
+    OpenCV where it halves exactly as the core (:func:`_opencv_halves_as_core`: the same bytes, its
+    SIMD body about 1.5x the core's on a CPU)."""
     import cv2
 
     img = np.ascontiguousarray(img)
     H, W = img.shape[:2]
-    if not ops.area_supported(W, H, w, h) or (2 * w == W and 2 * h == H and _opencv_4()):
+    if not ops.area_supported(W, H, w, h) or (2 * w == W and 2 * h == H and _opencv_halves_as_core()):
         return cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA)
     return ops.area_resize(img, w, h)
 
 
 @functools.cache
-def _opencv_4() -> bool:
-    """Whether the OpenCV installed is 4.x, whose INTER_AREA the core reproduces (5.x shrinks
-    otherwise)."""
+def _opencv_halves_as_core() -> bool:
+    """Whether the installed OpenCV's 2:1 INTER_AREA gives the core's bytes, checked once on a
+    fixed image of 1 to 4 channels (OpenCV 4.x and PyPI's 5.0.0 do; builds differ, and the GPU
+    machine's OpenCV 5 once shrank otherwise)."""
     import cv2
 
-    return int(cv2.__version__.split(".")[0]) == 4
+    rng = np.random.default_rng(2026)
+    for c in (1, 2, 3, 4):
+        img = rng.integers(0, 256, (38, 54, c), dtype=np.uint8)
+        img[::3] = img[::3] // 64 * 64  # rounding ties
+        ref = cv2.resize(img, (27, 19), interpolation=cv2.INTER_AREA).reshape(19, 27, c)
+        if not np.array_equal(ref, ops.area_resize(img, 27, 19)):
+            return False
+    return True
 
 
 def _f32(a, shape_tail: tuple[int, ...]) -> np.ndarray:

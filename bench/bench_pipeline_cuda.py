@@ -32,6 +32,9 @@ Contenders, interleaved over ``--repeats``:
   pass per clip), and ``--gpu-workers`` clips at a time in worker processes started (models loaded)
   before the clock, each clip a ``build_subsets`` call (detection on the FM/VMM pass, then the
   FDM/FSM pass: what ``run_corpus`` does with several workers);
+* ``no_encode_host_frames`` (``device="cuda"`` only): ``no_encode`` with ``device_frames=False``,
+  the face models reading host RGB instead of the frames NVDEC left on the GPU
+  (``detect.torch_ops.DeviceFrame``): what keeping them there saves;
 * with ``--clips-per-process K``: ``gpu_shared`` (``run_corpus`` with ``clips_per_process=K``: K
   clips on threads of each process, sharing its GPU's models through the model broker,
   :mod:`mime_fast.detect.batching`) and ``no_encode_shared`` (the no-encode clips K at a time on
@@ -322,18 +325,18 @@ def run_encoders(clips: list[Clip], out: Path, workers: int) -> dict:
 
 
 def _no_encode_clip(job: tuple) -> dict:
-    path, out, name, device = job
-    r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE)
+    path, out, name, device, extra = job
+    r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE, **extra)
     return {"source_frames": r.source_frames, "stack": _WORKER["stack"],
             "tracking": getattr(r.tracking, "status", None)}
 
 
-def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str) -> dict:
+def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str, **extra) -> dict:
     if workers == 1:  # in this process, as `mime-fast build --workers 1`
         with no_encoding():
-            res = run_pipeline(clips, out, 1, device=device, **NO_ENCODE)
+            res = run_pipeline(clips, out, 1, device=device, **NO_ENCODE, **extra)
         return res
-    jobs = [(c.path, out, c.name, device) for c in clips]
+    jobs = [(c.path, out, c.name, device, extra) for c in clips]
     with _pool(workers, device, warm=True) as pool:
         t = time.perf_counter()
         done = list(pool.map(_no_encode_clip, jobs))
@@ -360,7 +363,7 @@ def run_no_encode_shared(clips: list[Clip], out: Path, workers: int, per_process
     """No-encode with ``per_process`` clips on threads of each of ``workers / per_process``
     processes (run_corpus's ``clips_per_process``), clips dealt out round-robin."""
     procs = -(-workers // per_process)
-    jobs = [(c.path, out, c.name, device) for c in clips]
+    jobs = [(c.path, out, c.name, device, {}) for c in clips]
     with _pool(procs, device, warm=True) as pool:
         t = time.perf_counter()
         parts = list(pool.map(_no_encode_clips, [jobs[p::procs] for p in range(procs)], [per_process] * procs))
@@ -420,6 +423,9 @@ def main() -> None:
     contenders["encoders"] = (gw, None, lambda out: run_encoders(clips, out, gw))
     contenders["no_encode_1"] = (1, dev, lambda out: run_no_encode(clips, out, 1, dev))
     contenders["no_encode"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev))
+    if dev == "cuda":  # the same with the models reading host RGB (device_frames=False): what DeviceFrame saves
+        contenders["no_encode_host_frames"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev,
+                                                                                  device_frames=False))
     k = args.clips_per_process
     if k > 0:
         if dev == "cuda":
@@ -465,6 +471,7 @@ def main() -> None:
         "ratio_vs_encoders_alone": gpu_fps / enc_fps if gpu_fps and enc_fps else None,
         f"{no_key}_no_encode_fps": fps("no_encode"),
         f"{no_key}_no_encode_single_process_fps": fps("no_encode_1"),
+        "gpu_no_encode_host_frames_fps": fps("no_encode_host_frames"),
         "clips_per_process": args.clips_per_process or None,
         "gpu_shared_corpus_fps": fps("gpu_shared"),
         f"{no_key}_no_encode_shared_fps": fps("no_encode_shared"),
@@ -491,6 +498,7 @@ def main() -> None:
     labels = {"cpu": "cpu pipeline (run_corpus)", "gpu": "gpu pipeline (run_corpus)",
               "encoders": "libx264 alone (same encodes)", "no_encode_1": f"{dev} no-encode, 1 process",
               "no_encode": f"{dev} no-encode, workers",
+              "no_encode_host_frames": f"{dev} no-encode, host RGB frames",
               "gpu_shared": f"gpu pipeline, {args.clips_per_process} clips/process",
               "no_encode_shared": f"{dev} no-encode, {args.clips_per_process} clips/process"}
     for name, (workers, _, _) in contenders.items():

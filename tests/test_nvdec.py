@@ -162,6 +162,11 @@ def test_pipeline_feeds_a_gpu_stack_the_frames_on_the_device(tmp_path: Path, mon
     assert got.tracking == ref.tracking
     for c in SUBSETS:
         assert sha256(got.outputs[c]) == sha256(ref.outputs[c]), c
+    made.clear()  # device_frames=False: host RGB for the same stack, the same bytes
+    off = mime_fast.build_subsets(clip.path, tmp_path / "off", subsets=["FDM"], min_height=0, device="cuda",
+                                  device_frames=False)
+    assert off.decoder == "nvdec" and not made
+    assert sha256(off.outputs["FDM"]) == sha256(ref.outputs["FDM"])
 
 
 def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch) -> None:

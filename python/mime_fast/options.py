@@ -268,18 +268,24 @@ class DeviceOptions:
     device, the face models (:func:`mime_fast.landmarks.default_stack`; the same subject within
     measured tolerances).  ``nvdec``: with ``"cuda"``, decode on the GPU's video engine
     (:mod:`mime_fast.media.nvdec`) where it can, PyAV elsewhere (the same frames either way; the decoder
-    used and why PyAV was are in ``ClipResult.decoder`` / ``decoder_reason``).  libx264 encodes on
-    the CPU either way."""
+    used and why PyAV was are in ``ClipResult.decoder`` / ``decoder_reason``).  ``device_frames``:
+    with NVDEC and the face models on the GPU, the models read each frame there
+    (``detect.torch_ops.DeviceFrame``), else from host RGB (the same bytes either way).  libx264
+    encodes on the CPU either way."""
 
     TITLE: ClassVar[str] = "device"
     device: Device = _opt("cpu", "cuda: NVDEC decoding, the face models, masks and blur on the GPU; "
                                  "libx264 encodes on the CPU either way, and the outputs are the same bytes")
     nvdec: bool = _opt(True, "with --device cuda: decode on the GPU's video engine where it can (the same frames "
                              "either way)")
+    device_frames: bool = _opt(True, "with --device cuda and NVDEC: the face models read each frame on the GPU, its "
+                                     "RGB made there (off: host RGB, as on the CPU path; the same subject either way)")
 
     def __post_init__(self):
         _check(self.device in get_args(Device), "device", f'must be "cpu" or "cuda", got {self.device!r}')
         _check(isinstance(self.nvdec, bool), "nvdec", f"must be True or False, got {self.nvdec!r}")
+        _check(isinstance(self.device_frames, bool), "device_frames",
+               f"must be True or False, got {self.device_frames!r}")
         if self.device == "cuda":
             # lazy: the package root sits above every module (it re-exports the pipeline); its
             # cuda_available is looked up when a setting asks for CUDA

@@ -340,7 +340,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             if detection is None:
                 encode(list(todo.first_pass), provider, fsm_k, faults=copy_faults)
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
-                encode(list(todo.first_pass), None, None, detection.feed, copy_faults, detection.device_frames)
+                encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
+                       detection.device_frames and st.compute.device_frames)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
                 fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)

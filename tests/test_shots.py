@@ -473,3 +473,21 @@ def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack,
                 seen += 1
                 assert d[y:y + h, x:x + w].mean() >= 3.0, (x, y, w, h)
     assert seen >= 40
+
+
+def test_shot_features_of_a_frame_kept_on_the_device(cut_clips):
+    """The shot detector's thumbnail and histogram of a frame on a device (torch_ops.DeviceFrame,
+    shrunk there, only the thumbnail copied back) equal the numpy frame's; and so do the cuts."""
+    torch = pytest.importorskip("torch")
+    from mime_fast.detect.shots import _features
+    from mime_fast.detect.torch_ops import DeviceFrame
+
+    rng = np.random.default_rng(4)
+    frames = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in ((1080, 1920), (720, 1280), (256, 340),
+                                                                           (20, 30), (144, 256))]
+    for f in frames:
+        a, b = _features(f), _features(DeviceFrame(torch.from_numpy(f)))
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), f.shape
+    frames = list(_rgb_frames(cut_clips["dissolve8"].path))  # a cut sequence with a dissolve
+    host = _boundaries(frames, 25)
+    assert _boundaries([DeviceFrame(torch.from_numpy(f)) for f in frames], 25) == host and len(host[1]) > 1

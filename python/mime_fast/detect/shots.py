@@ -76,7 +76,10 @@ def _features(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w, h = SMALL_SIZE
     # every k-th pixel down to about 4x the size, then area means of 4 x 4 of them: 0.2 ms at 1080p
     k = max(1, min(rgb.shape[0] // (4 * h), rgb.shape[1] // (4 * w)))
-    small = _area(rgb[::k, ::k], w, h)
+    if not isinstance(rgb, np.ndarray) and hasattr(rgb, "thumbnail"):  # a frame kept on a device
+        small = rgb.thumbnail(k, w, h)
+    else:
+        small = _area(rgb[::k, ::k], w, h)
     hsv = cv2.cvtColor(small, cv2.COLOR_RGB2HSV)
     hist = cv2.calcHist([hsv], [0, 1, 2], None, [8, 4, 4], [0, 180, 0, 256, 0, 256]).ravel()
     return small.astype(np.int16), (hist / max(float(hist.sum()), 1.0)).astype(np.float32)

@@ -179,6 +179,18 @@ class DeviceFrame:
         broker's batch-invariance probe)."""
         return DeviceFrame(self.tensor.flip(0, 1).contiguous())
 
+    def thumbnail(self, step: int, width: int, height: int) -> np.ndarray:
+        """``interface._area(frame[::step, ::step], width, height)`` (the shot detector's thumbnail),
+        shrunk on the device where the core's area operator takes the size (the same bytes), and
+        only the thumbnail copied to the host."""
+        sub = self.tensor[::step, ::step]
+        x = _core_area(sub.permute(2, 0, 1)[None].float(), height, width)
+        if x is None:
+            from .interface import _area
+
+            return _area(sub.cpu().numpy(), width, height)
+        return np.ascontiguousarray(x[0].permute(1, 2, 0).to(torch.uint8).cpu().numpy())
+
     def downscale(self, max_size: int | None) -> tuple["DeviceFrame", float]:
         """:func:`mime_fast.detect.interface._downscale` on the device (:func:`area_downscale`, the
         same bytes): the frame shrunk so its longer side is at most ``max_size``, and the scale."""
@@ -190,18 +202,15 @@ class DeviceFrame:
 
 def _as_frames(frames, device) -> list | torch.Tensor:
     """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``; a list
-    of :class:`DeviceFrame` becomes a list of their tensors on ``device`` (one tensor when they
-    share a size)."""
+    of :class:`DeviceFrame` becomes the list of their tensors on ``device`` (not stacked: the crops
+    are cut from each where it is; :func:`_size_batches` stacks the detector's small inputs)."""
     if isinstance(frames, torch.Tensor):
         if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[3] != 3:
             raise ValueError(f"expected a uint8 (N, H, W, 3) tensor, got {frames.dtype} {tuple(frames.shape)}")
         return frames.to(device)
     frames = list(frames)
     if frames and all(isinstance(f, DeviceFrame) for f in frames):
-        tensors = [f.tensor.to(device) for f in frames]
-        if len({t.shape for t in tensors}) == 1:
-            return torch.stack(tensors)
-        return tensors
+        return [f.tensor.to(device) for f in frames]
     return [_check_frame(f) for f in frames]
 
 
@@ -230,7 +239,7 @@ def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
     :func:`warp_affine_u8`.  All three give the same bytes."""
     n = sum(len(m) for m in Ms_per_frame)
     if not isinstance(frames, torch.Tensor) and frames and isinstance(frames[0], torch.Tensor):
-        # device frames of several sizes (_as_frames): each frame's crops where it is
+        # device frames (_as_frames): each frame's crops where it is
         parts = [_crops(f[None], [mats], size, device) for f, mats in zip(frames, Ms_per_frame) if len(mats)]
         return torch.cat(parts) if parts else torch.zeros((0, 3, size, size), device=device)
     if isinstance(frames, torch.Tensor):

@@ -44,6 +44,8 @@ void bind_area_resize(py::module_& m) {
         "area_resize_reference",
         [](const py::array& src, int width, int height) { return run_area_resize(src, width, height, "cpu", true); },
         py::arg("src"), py::arg("width"), py::arg("height"));
+    m.def("area_resize_supported", &area_resize_supported, py::arg("height"), py::arg("width"), py::arg("dst_width"),
+          py::arg("dst_height"));
     m.def("cuda_area_resize", &run_cuda_area_resize, py::arg("src"), py::arg("height"), py::arg("width"),
           py::arg("channels"), py::arg("stride"), py::arg("dst"), py::arg("dst_width"), py::arg("dst_height"),
           py::arg("dst_stride"), py::arg("stream") = 0, py::arg("count") = 1, py::arg("src_step") = 0,

@@ -39,16 +39,24 @@ AreaTable area_table(int ssize, int dsize) {
     return t;
 }
 
+bool area_whole_ratio(int height, int width, int dst_width, int dst_height) {
+    const double sx = 1.0 / (static_cast<double>(dst_width) / width);
+    const double sy = 1.0 / (static_cast<double>(dst_height) / height);
+    return std::abs(sx - std::nearbyint(sx)) < DBL_EPSILON && std::abs(sy - std::nearbyint(sy)) < DBL_EPSILON;
+}
+
+bool area_resize_supported(int height, int width, int dst_width, int dst_height) {
+    if (dst_width < 1 || dst_height < 1 || dst_width > width || dst_height > height) return false;
+    return (2 * dst_width == width && 2 * dst_height == height) || !area_whole_ratio(height, width, dst_width, dst_height);
+}
+
 bool check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height) {
     if (channels < 1 || channels > 4) invalid("area_resize: 1 to 4 channels, got " + std::to_string(channels));
     if (dst_width < 1 || dst_height < 1 || dst_width > width || dst_height > height)
         invalid("area_resize shrinks: the destination " + std::to_string(dst_width) + "x" + std::to_string(dst_height) +
                 " must be non-empty and within the source " + std::to_string(width) + "x" + std::to_string(height));
-    const double sx = 1.0 / (static_cast<double>(dst_width) / width);
-    const double sy = 1.0 / (static_cast<double>(dst_height) / height);
     if (2 * dst_width == width && 2 * dst_height == height) return true;
-    const double ix = std::nearbyint(sx), iy = std::nearbyint(sy);
-    if (std::abs(sx - ix) < DBL_EPSILON && std::abs(sy - iy) < DBL_EPSILON)
+    if (area_whole_ratio(height, width, dst_width, dst_height))
         invalid("area_resize: " + std::to_string(width) + "x" + std::to_string(height) + " -> " +
                 std::to_string(dst_width) + "x" + std::to_string(dst_height) +
                 " is a whole-number ratio in both axes other than 2:1, which OpenCV takes by another path "

@@ -27,6 +27,9 @@ AreaTable area_table(int ssize, int dsize);
 // exact 2:1 shrink.
 bool check_area_resize_args(int height, int width, int channels, int dst_width, int dst_height);
 
+// Whether the shrink is one the operator takes (check_area_resize_args's rule, without raising).
+bool area_resize_supported(int height, int width, int dst_width, int dst_height);
+
 // dst (dst.height x dst.width x src.channels, contiguous rows) = the area downscale of src.
 void area_resize_cpu(const ConstImageU8& src, const ImageU8& dst);
 

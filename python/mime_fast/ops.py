@@ -428,13 +428,8 @@ def area_supported(width: int, height: int, dst_width: int, dst_height: int) -> 
     (OpenCV's test, on ``1 / (dst / src)`` in float64).  The others (3:1, 4:1, 1:1 x 2:1, ...)
     are OpenCV's ``resizeAreaFast`` path, which the core does not reproduce; enlargements are not
     area averaging."""
-    if not (1 <= dst_width <= width and 1 <= dst_height <= height):
-        return False
-    if 2 * dst_width == width and 2 * dst_height == height:
-        return True
-    sx, sy = 1.0 / (dst_width / width), 1.0 / (dst_height / height)
-    eps = float(np.finfo(np.float64).eps)
-    return not (abs(sx - round(sx)) < eps and abs(sy - round(sy)) < eps)
+    return bool(_core.area_resize_supported(_check_int(height, "height"), _check_int(width, "width"),
+                                            _check_int(dst_width, "dst_width"), _check_int(dst_height, "dst_height")))
 
 
 def area_resize(src: np.ndarray, width: int, height: int, *, device: Device = "cpu") -> np.ndarray:

@@ -320,7 +320,13 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
             time.sleep(0.05)  # a clip takes seconds: the build is caught with a clip done and one in progress
         assert proc.poll() is None, "the build ended before it could be interrupted"
         os.killpg(proc.pid, signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=300)
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:  # hung: every process's threads' stacks, for the report
+            os.killpg(proc.pid, signal.SIGUSR1)
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("the build did not stop within 300 s of Ctrl-C; its stacks:\n" + proc.communicate()[1][-20000:])
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -31,6 +31,7 @@ from . import coe
 from .audit import audit, clip_ids
 from .coe.runner import SUBSETS as COE_SUBSETS
 from .corpus import check_settings, find_inputs, run_corpus
+from .corpus.interrupts import stacks_on_sigusr1
 from .demo import run as run_demo
 from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
 from .devices import auto_workers, report as device_report
@@ -564,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     named = next((a for a in argv if not a.startswith("-")), None)  # for errors raised while parsing
     command = f"mime-fast {named}" if named in COMMANDS else "mime-fast"
     verbose = "--verbose" in argv or "-v" in argv
+    stacks_on_sigusr1()  # kill -USR1: every thread's stack on stderr (a hung run)
     try:
         args = parser().parse_args(argv)
         args.argv = argv  # the flags as given, for messages (_as_option)

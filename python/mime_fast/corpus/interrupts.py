@@ -4,6 +4,7 @@ rewritten, blocked while worker processes start (main thread, Python's default h
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import signal
 import sys
 import threading
@@ -81,3 +82,11 @@ def _sigint_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def stacks_on_sigusr1() -> None:
+    """``kill -USR1`` (to the run's process group) then prints every thread's stack of each process
+    to stderr and the run goes on: how a run that hangs is looked into (the CLI and the corpus
+    worker processes register it; the Ctrl-C tests send it before giving up on a build)."""
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        faulthandler.register(signal.SIGUSR1, all_threads=True)

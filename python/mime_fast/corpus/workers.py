@@ -20,7 +20,7 @@ from ..progress import Monitor
 from ..subsets import locate_subject
 from .clip import Progress, _detects, _process_clip
 from .inputs import ClipSpec
-from .interrupts import _sigint_blocked
+from .interrupts import _sigint_blocked, stacks_on_sigusr1
 
 __all__ = ["worker_threads", "share_cores"]
 
@@ -122,6 +122,7 @@ def share_cores(threads: int) -> None:
 
 def _init_worker(stop, frames, counter=None, gpus: int = 0, threads: int = 0, tasks=None, results=None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the worker started: _sigint_blocked)
+    stacks_on_sigusr1()
     _WORKER.update(stop=stop, frames=frames, tasks=tasks, results=results)
     if threads:
         share_cores(threads)

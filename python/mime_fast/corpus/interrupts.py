@@ -88,5 +88,7 @@ def stacks_on_sigusr1() -> None:
     """``kill -USR1`` (to the run's process group) then prints every thread's stack of each process
     to stderr and the run goes on: how a run that hangs is looked into (the CLI and the corpus
     worker processes register it; the Ctrl-C tests send it before giving up on a build)."""
-    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if not hasattr(signal, "SIGUSR1") or threading.current_thread() is not threading.main_thread():
+        return
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # no real stderr (captured, closed)
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)

@@ -280,13 +280,12 @@ def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: 
     from mime_fast.corpus import run as run_mod
 
     modes = []
-    for name in ("_process_pool_results", "_shared_process_results"):
-        real = getattr(run_mod, name)
-        monkeypatch.setattr(run_mod, name, lambda *a, _r=real, _n=name, **k: modes.append(_n) or _r(*a, **k))
+    real = run_mod.worker_process_results
+    monkeypatch.setattr(run_mod, "worker_process_results", lambda *a: modes.append(a[5:7]) or real(*a))
     one, two = tmp_path / "one", tmp_path / "two"
     assert main(["build", str(corpus), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1
     assert main(["build", str(corpus), "--out", str(two), "--subsets", "FM,FSM", *extra, *SMALL]) == 1
-    assert modes == ["_shared_process_results" if "--clips-per-process" in extra else "_process_pool_results"]
+    assert modes == [(3, 2) if "--clips-per-process" in extra else (2, 1)]  # (workers, clips per process)
 
     def comparable(out: Path) -> dict:
         return {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
@@ -339,3 +338,80 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
         runs[ahead] = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
     assert runs[True] == runs[False]
     assert runs[True][("c1", "FDM")]["tracking_status"] == "ok" and runs[True][("c3", "FDM")]["sha256"]
+
+
+# Loaded by every Python process started with SITE on PYTHONPATH (site imports ``sitecustomize``):
+# the worker processes of a run build clip "crash*" by dying of SIGKILL mid-clip (its temporaries
+# written), as the out-of-memory killer or a crash in a native library ends a process, and clip
+# "exit*" by raising SystemExit, which no clip's own error handling catches.
+SITECUSTOMIZE = """
+import os, signal
+
+from mime_fast.corpus import pool
+
+_real = pool._process_clip
+
+
+def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=None):
+    if spec.clip_id.startswith("exit"):
+        raise SystemExit(3)
+    if spec.clip_id.startswith("crash"):
+        def progress(n, _seen=[0]):
+            _seen[0] += n
+            if _seen[0] >= 5:
+                os.kill(os.getpid(), signal.SIGKILL)
+    return _real(spec, out_dir, codes, settings, run, located, progress)
+
+
+pool._process_clip = _process_clip
+"""
+
+
+@pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
+                         ids=["processes", "clips-on-threads-of-processes"])
+def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path, extra: list[str],
+                                                        monkeypatch) -> None:
+    # One clip kills its worker process mid-clip, one raises SystemExit there: each gets a failed row
+    # saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
+    # one that killed its process is built again), no temporary is left, and a rerun builds the rest.
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("a/happy01.mp4", "b/sad02.mp4", "noface.mp4", "noface.npz", "corrupt.mp4"):
+        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
+    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    (root / "exit04.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    one, many = tmp_path / "one", tmp_path / "many"
+    assert main(["build", str(root), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1  # (corrupt)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", *extra, *SMALL]) == 1
+
+    rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(many)}
+    crash, exit_ = rows.pop(("crash03", None)), rows.pop(("exit04", None))
+    assert crash["status"] == "failed" and crash["detail"] == "worker died"
+    assert crash["reason"] == "the worker process building this clip died (killed by SIGKILL - out of memory?)"
+    assert exit_["status"] == "failed" and exit_["reason"] == "SystemExit: 3"
+    expected = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(one)
+                if r["clip_id"] not in ("crash03", "exit04")}
+    assert rows == expected
+    assert not [p for p in many.rglob(".*")]  # the dead worker's temporaries are gone
+    # the rerun tries the failed clips again (here without the fault: in this process)
+    monkeypatch.delenv("PYTHONPATH")
+    assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", *SMALL]) == 1
+    done = {r["clip_id"] for r in read_rows(many) if r["status"] == "ok"}
+    assert done == {"happy01", "sad02", "noface", "crash03", "exit04"}
+
+
+def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("from mime_fast.corpus import pool\n"
+                                           "def _broken(*a, **k):\n    raise OSError('no cores for you')\n"
+                                           "pool._worker_setup = _broken\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    assert main(["build", str(corpus), "--out", str(tmp_path / "out"), "--workers", "2", *SMALL]) == 1
+    err = capsys.readouterr().err
+    assert "a worker process could not start: OSError: no cores for you" in err

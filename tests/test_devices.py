@@ -3,13 +3,12 @@ worker processes, and what ``mime-fast info`` says."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 
 import pytest
 
 from mime_fast import devices
-from mime_fast.corpus import workers
+from mime_fast.corpus import pool, workers
 
 
 def test_auto_workers() -> None:
@@ -23,20 +22,18 @@ def test_auto_workers() -> None:
 
 @pytest.mark.parametrize("visible", [None, "3,5"])
 def test_workers_are_spread_over_the_gpus(monkeypatch, visible) -> None:
-    ctx = multiprocessing.get_context("spawn")
-    counter = ctx.Value("i", 0)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(pool.signal, "signal", lambda *a: None)
     seen = []
-    for _ in range(5):
+    for index in range(5):
         if visible is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = visible
         else:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        workers._init_worker(None, None, counter, 2)
+        pool._worker_setup(index, 2)
         seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
     ids = ["0", "1"] if visible is None else ["3", "5"]
     assert seen == [ids[i % 2] for i in range(5)]
@@ -44,8 +41,8 @@ def test_workers_are_spread_over_the_gpus(monkeypatch, visible) -> None:
 
 def test_one_gpu_leaves_the_environment_alone(monkeypatch) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
-    workers._init_worker(None, None, multiprocessing.get_context("spawn").Value("i", 0), 1)
+    monkeypatch.setattr(pool.signal, "signal", lambda *a: None)
+    pool._worker_setup(0, 1)
     assert "CUDA_VISIBLE_DEVICES" not in os.environ
 
 
@@ -67,10 +64,10 @@ def test_workers_share_the_cores(monkeypatch) -> None:
 
     for name in workers._THREAD_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(workers.signal, "signal", lambda *a: None)
+    monkeypatch.setattr(pool.signal, "signal", lambda *a: None)
     before = mime_fast.num_threads()
     try:
-        workers._init_worker(None, None, None, 0, 3)
+        pool._worker_setup(0, 0, 3)
         assert all(os.environ[name] == "3" for name in workers._THREAD_ENV)
         assert mime_fast.num_threads() == 3
     finally:

@@ -15,7 +15,8 @@ Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the man
 
 Safety: a clip that cannot be used (missing or unreadable file, duplicate clip id, unknown emotion,
 corrupt video, no usable landmarks, …) gets manifest rows with status ``"failed"`` and the reason,
-and the batch goes on. Outputs are written under temporary names and renamed when the clip is
+and the batch goes on; so does a clip whose worker process dies building it (``--workers``: killed
+by the out-of-memory killer, a crash in a native library). Outputs are written under temporary names and renamed when the clip is
 complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
 and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
 rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
@@ -29,8 +30,8 @@ The package, one concept per module, one way: :mod:`~mime_fast.corpus.inputs` (c
 validated) -> :mod:`~mime_fast.corpus.resume` (complete clips, stale temporaries) ->
 :mod:`~mime_fast.corpus.clip` (one clip built, its manifest rows) ->
 :mod:`~mime_fast.corpus.interrupts` (Ctrl-C) -> :mod:`~mime_fast.corpus.workers` (clips in this
-thread, detected ahead, in worker processes or on Ray) -> :mod:`~mime_fast.corpus.run`
-(:func:`run_corpus`).
+thread, detected ahead, or on Ray) and :mod:`~mime_fast.corpus.pool` (in worker processes, a
+worker that dies costing its clip, not the run) -> :mod:`~mime_fast.corpus.run` (:func:`run_corpus`).
 """
 
 from __future__ import annotations

@@ -65,6 +65,11 @@ def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None
             "detail": detail, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
+def _failed(spec: ClipSpec, reason: str, run: str, detail: str | None = None) -> tuple[list[dict[str, Any]], str, int]:
+    """A clip's result when it failed: its one failed row, the reason, no frames."""
+    return [_failed_row(spec, reason, run, detail)], reason, 0
+
+
 Progress = Callable[[int], None]
 
 
@@ -75,18 +80,18 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
     ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
     started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
-        return [_failed_row(spec, spec.error, run)], spec.error, 0
+        return _failed(spec, spec.error, run)
     try:
         landmarks = _wait(located, progress) if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
                                progress=progress, settings=settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
         _raise_if_interrupted(exc)
-        return [_failed_row(spec, exc.reason, run, exc.detail)], exc.reason, 0
+        return _failed(spec, exc.reason, run, exc.detail)
     except Exception as exc:  # one bad clip never stops the batch
         _raise_if_interrupted(exc)
         reason = str(exc) or type(exc).__name__
-        return [_failed_row(spec, reason, run, type(exc).__name__)], reason, 0
+        return _failed(spec, reason, run, type(exc).__name__)
     return _rows_for(spec, result, out_dir, run), None, result.source_frames
 
 

@@ -20,13 +20,8 @@ from .clip import _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
 from .resume import _complete, clean_stale_temporaries
-from .workers import (
-    _detect_ahead_results,
-    _process_pool_results,
-    _ray_results,
-    _sequential_results,
-    _shared_process_results,
-)
+from .pool import worker_process_results
+from .workers import _detect_ahead_results, _ray_results, _sequential_results
 
 __all__ = ["CorpusSummary", "check_settings", "run_corpus"]
 
@@ -96,7 +91,9 @@ def run_corpus(
     libx264 encoder also runs its own threads); ``clips_per_process > 1`` puts that many of them in
     each process, on threads: with ``device="cuda"`` the clips of a process share its GPU's models
     and their model calls are batched across them (one process per GPU: ``clips_per_process`` =
-    ``workers`` / GPUs).  The bytes are the same either way.
+    ``workers`` / GPUs).  The bytes are the same either way.  A worker process that dies (out of memory,
+    a crash in a native library) costs the clip it was building a failed row naming how it died,
+    not the run (:mod:`~mime_fast.corpus.pool`).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -145,12 +142,9 @@ def run_corpus(
         monitor.start(pending, passes)
         if use_ray:
             results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
-        elif pool_mode and clips_per_process > 1:
-            results = _shared_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
-                                              monitor, detecting, interrupt)
         elif pool_mode:
-            results = _process_pool_results(pending, out_dir, codes, settings, run, workers, monitor, detecting,
-                                            interrupt)
+            results = worker_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
+                                             monitor, detecting, interrupt)
         elif ahead:
             results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
         else:

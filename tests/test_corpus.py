@@ -16,6 +16,7 @@ import pytest
 
 from mime_fast import samples
 from mime_fast.cli import main
+from mime_fast.corpus import pool
 from mime_fast.manifest import COLUMNS, read_rows
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
@@ -202,6 +203,9 @@ def test_kill_and_resume(corpus: Path, tmp_path: Path) -> None:
                           stderr=subprocess.PIPE, text=True, timeout=600)
     assert proc.returncode == -signal.SIGKILL, f"the build was not killed mid-clip: {proc.returncode} {proc.stderr}"
     assert any(".tmp-" in p.name for p in out.rglob(".*"))  # the kill left temporaries behind
+    # ... and the clips it was building (the rerun builds them in a worker process of their own)
+    journals = list(out.glob(".in-progress-*.json"))
+    assert len(journals) == 1 and json.loads(journals[0].read_text())
     before = read_rows(out)
     assert len({r["clip_id"] for r in before if r["status"] == "ok"}) == 1  # one clip finished before
     assert main(args) == 1  # corrupt/empty still fail
@@ -341,13 +345,14 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
 
 
 # Loaded by every Python process started with SITE on PYTHONPATH (site imports ``sitecustomize``):
-# the worker processes of a run build clip "crash*" by dying of SIGKILL mid-clip (its temporaries
-# written), as the out-of-memory killer or a crash in a native library ends a process, and clip
-# "exit*" by raising SystemExit, which no clip's own error handling catches.
+# a process of a run (a worker, or the command itself where it builds clips) builds clip "crash*" by
+# dying of SIGKILL mid-clip (its temporaries written), as the out-of-memory killer or a crash in a
+# native library ends a process, and clip "exit*" by raising SystemExit, which no clip's own error
+# handling catches.
 SITECUSTOMIZE = """
 import os, signal
 
-from mime_fast.corpus import pool
+from mime_fast.corpus import pool, workers
 
 _real = pool._process_clip
 
@@ -363,7 +368,7 @@ def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=No
     return _real(spec, out_dir, codes, settings, run, located, progress)
 
 
-pool._process_clip = _process_clip
+pool._process_clip = workers._process_clip = _process_clip
 """
 
 
@@ -390,7 +395,7 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
 
     rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(many)}
     crash, exit_ = rows.pop(("crash03", None)), rows.pop(("exit04", None))
-    assert crash["status"] == "failed" and crash["detail"] == "worker died"
+    assert crash["status"] == "failed" and crash["detail"] == pool.WORKER_DIED
     assert crash["reason"] == "the worker process building this clip died (killed by SIGKILL - out of memory?)"
     assert exit_["status"] == "failed" and exit_["reason"] == "SystemExit: 3"
     expected = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(one)
@@ -415,3 +420,36 @@ def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tm
     assert main(["build", str(corpus), "--out", str(tmp_path / "out"), "--workers", "2", *SMALL]) == 1
     err = capsys.readouterr().err
     assert "a worker process could not start: OSError: no cores for you" in err
+
+
+def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:
+    # One worker (the default): clips are built in the command's own process, and a clip that kills
+    # its process ends the run. The rerun builds that clip in a worker process of its own, where it
+    # only fails itself; the rerun after that again (its row says its worker died): the corpus
+    # completes whatever the order of the clips, instead of every run dying on the same clip.
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("a/happy01.mp4", "b/sad02.mp4"):
+        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
+    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out, clean = tmp_path / "out", tmp_path / "clean"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
+           *SMALL]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    journal = json.loads(next(out.glob(".in-progress-*.json")).read_text())
+    assert "crash03" in journal
+    for _ in range(2):
+        again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 1, again.stderr
+        assert "crash03: failed: the worker process building this clip died (killed by SIGKILL" in again.stderr
+        rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+        assert rows.pop(("crash03", None))["detail"] == pool.WORKER_DIED
+        assert not [p for p in out.rglob(".*")]  # no temporary, no list of clips in progress
+    assert main(["build", str(root), "--out", str(clean), "--subsets", "FM,FSM", *SMALL]) == 0  # no fault here
+    assert rows == {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(clean)
+                    if r["clip_id"] != "crash03"}

@@ -45,8 +45,10 @@ from .interrupts import _sigint_blocked, stacks_on_sigusr1
 from .resume import clean_stale_temporaries
 from .workers import _load_models, share_cores, worker_threads
 
-__all__ = ["worker_process_results", "exit_description"]
+__all__ = ["worker_process_results", "exit_description", "WORKER_DIED"]
 
+#: The ``detail`` of the failed row of a clip whose worker process died building it.
+WORKER_DIED = "worker died"
 #: How long the driver waits for its workers to stop (their clips stop at the next frame) before it
 #: terminates them.
 STOP_TIMEOUT_S = 120.0
@@ -279,7 +281,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 when = "while they start" if not w.ready else "before any clip has finished"
                 raise RuntimeError(f"worker processes die {when} ({how})")
         if len(lost) == 1:
-            yield failed(lost[0], f"the worker process building this clip died ({how})", "worker died")
+            yield failed(lost[0], f"the worker process building this clip died ({how})", WORKER_DIED)
             suspects.discard(lost[0])
         elif lost:
             suspects.update(lost)

@@ -1,9 +1,11 @@
 """Resuming a corpus run: which clips are complete on disk (the manifest's rows, sizes and
-SHA-256 checked) and the temporaries a killed run left behind."""
+SHA-256 checked), the temporaries a killed run left behind, and the clips a run that built them in
+its own process was building when it died (:class:`InProgress`)."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any, Iterable
 
 from ..spec import SUBSETS
 
-__all__ = ["sha256_file", "clean_stale_temporaries"]
+__all__ = ["sha256_file", "clean_stale_temporaries", "InProgress", "clips_of_dead_runs"]
 
 
 def sha256_file(path: Path) -> str:
@@ -45,6 +47,64 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str],
 _TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")
 
 
+def _runs(pid: int) -> bool:
+    """Whether process ``pid`` exists (signal 0 only asks)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+class InProgress:
+    """The clips this process is building in ``out_dir``, in ``.in-progress-<pid>.json`` (rewritten
+    whole, atomically, when they change; removed by :meth:`close` at the end of the run, also an
+    interrupted one).  A run that builds clips in its own process leaves the file behind only when
+    the process dies -- ``kill -9``, the out-of-memory killer, a crash in a native decoder or model
+    library -- and the next run builds those clips in a worker process of their own
+    (:func:`clips_of_dead_runs`): a clip that crashes whatever builds it then costs itself a failed
+    row instead of ending every run that reaches it."""
+
+    def __init__(self, out_dir: Path):
+        self.path = out_dir / f".in-progress-{os.getpid()}.json"
+        self._ids: list[str] = []
+
+    def set(self, clip_ids: Iterable[str]) -> None:
+        ids = list(clip_ids)
+        if ids == self._ids:
+            return
+        tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(ids))
+        os.replace(tmp, self.path)
+        self._ids = ids
+
+    def close(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self._ids = []
+
+
+_IN_PROGRESS = re.compile(r"^\.in-progress-(\d+)\.json$")
+
+
+def clips_of_dead_runs(out_dir: Path) -> set[str]:
+    """The clips that runs which died were building (:class:`InProgress`); their files are removed."""
+    ids: set[str] = set()
+    if not out_dir.exists():
+        return ids
+    for p in out_dir.glob(".in-progress-*.json"):
+        m = _IN_PROGRESS.match(p.name)
+        if not m or _runs(int(m.group(1))):
+            continue
+        try:
+            ids.update(str(i) for i in json.loads(p.read_text()))
+        except (OSError, ValueError, TypeError):  # half-written by a run killed in the middle: none known
+            pass
+        p.unlink(missing_ok=True)
+    return ids
+
+
 def clean_stale_temporaries(out_dir: Path, *, mine: bool = False) -> list[Path]:
     """Remove temporaries (``.<name>.tmp-<pid>…``, ``….scratch-<pid>…``) of processes that no longer
     run: what a killed run leaves behind; with ``mine``, also this process's (once it writes no
@@ -57,14 +117,7 @@ def clean_stale_temporaries(out_dir: Path, *, mine: bool = False) -> list[Path]:
         if not m or not p.is_file():
             continue
         pid = int(m.group(1))
-        try:
-            os.kill(pid, 0)  # signal 0: only asks whether the process exists
-            alive = not (mine and pid == os.getpid())
-        except ProcessLookupError:
-            alive = False
-        except PermissionError:  # exists, owned by someone else
-            alive = True
-        if not alive:
+        if not _runs(pid) or (mine and pid == os.getpid()):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed

@@ -19,9 +19,9 @@ from ..subsets import _codes
 from .clip import _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
-from .resume import _complete, clean_stale_temporaries
-from .pool import worker_process_results
-from .workers import _detect_ahead_results, _ray_results, _sequential_results
+from .pool import WORKER_DIED, worker_process_results
+from .resume import InProgress, _complete, clean_stale_temporaries, clips_of_dead_runs
+from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results
 
 __all__ = ["CorpusSummary", "check_settings", "run_corpus"]
 
@@ -93,7 +93,9 @@ def run_corpus(
     and their model calls are batched across them (one process per GPU: ``clips_per_process`` =
     ``workers`` / GPUs).  The bytes are the same either way.  A worker process that dies (out of memory,
     a crash in a native library) costs the clip it was building a failed row naming how it died,
-    not the run (:mod:`~mime_fast.corpus.pool`).
+    not the run (:mod:`~mime_fast.corpus.pool`); with one worker such a crash ends the run, and
+    the next builds the clip that was in progress in a worker process of its own
+    (:class:`~mime_fast.corpus.resume.InProgress`).
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -117,6 +119,7 @@ def run_corpus(
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
+    crashed = clips_of_dead_runs(out_dir)  # (before the temporaries: a dead run's are told by its pid)
     clean_stale_temporaries(out_dir)
     prev_by_clip: dict[str, list[dict[str, Any]]] = {}
     for r in compact(read_rows(out_dir)):
@@ -132,10 +135,18 @@ def run_corpus(
         else:
             pending.append(spec)
     pool_mode = not use_ray and workers > 1 and len(pending) > 1
-    ahead = detect_ahead and not use_ray and not pool_mode
+    local = not use_ray and not pool_mode  # clips built in this process
+    # A clip that a run building clips in its own process was building when that process died, or
+    # whose worker process died building it, is built in a worker process of its own: if it kills
+    # whatever builds it, it costs itself a failed row, not this run too (resume.InProgress).
+    crashed |= {c for c, rows in prev_by_clip.items() if any(r.get("detail") == WORKER_DIED for r in rows)}
+    isolated = [s for s in pending if local and not s.error and s.clip_id in crashed]
+    here = [s for s in pending if all(s is not t for t in isolated)]
+    ahead = detect_ahead and local
     detecting = any(_detects(s, codes) for s in pending)
     # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass
-    passes = [0 if s.error else 2 if _detects(s, codes) and not ahead else 1 for s in pending]
+    passes = [0 if s.error else 2 if _detects(s, codes) and not (ahead and s not in isolated) else 1 for s in pending]
+    in_progress = InProgress(out_dir)
     t0 = time.perf_counter()
     interrupted, interrupt = False, threading.Event()
     with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt, raise_now=use_ray):
@@ -145,10 +156,12 @@ def run_corpus(
         elif pool_mode:
             results = worker_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
                                              monitor, detecting, interrupt)
-        elif ahead:
-            results = _detect_ahead_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
         else:
-            results = _sequential_results(pending, out_dir, codes, settings, run, monitor, detecting, interrupt)
+            results = (_detect_ahead_results if ahead else _sequential_results)(
+                here, out_dir, codes, settings, run, monitor, detecting, interrupt, in_progress)
+            if isolated:
+                results = _chained(worker_process_results(isolated, out_dir, codes, settings, run, 1, 1, monitor,
+                                                          detecting, interrupt), results)
         try:
             for rows, reason, frames in results:
                 clip_id = rows[0]["clip_id"]
@@ -169,6 +182,7 @@ def run_corpus(
             interrupted = True
         finally:
             results.close()  # stops worker processes and threads (on an interrupt: clips in progress)
+            in_progress.close()
             monitor.close()
     with _sigint_deferred():  # the manifest is rewritten whole, even on a second Ctrl-C
         write_compacted(out_dir, compact(read_rows(out_dir)))

@@ -18,6 +18,7 @@ from ..progress import Monitor
 from ..subsets import locate_subject
 from .clip import Progress, _detects, _process_clip
 from .inputs import ClipSpec
+from .resume import InProgress
 
 __all__ = ["worker_threads", "share_cores"]
 
@@ -47,24 +48,29 @@ def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Pr
 
 
 def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
-                        run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
-    """Yield _process_clip results clip by clip, in this thread."""
-    if detecting:
+                        run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event,
+                        in_progress: InProgress) -> Iterator[tuple]:
+    """Yield _process_clip results clip by clip, in this thread (each clip in ``in_progress`` while
+    it is built)."""
+    if detecting and pending:
         _load_models(monitor, device=settings.compute.device)
     for spec in pending:
+        in_progress.set([spec.clip_id])
         yield _process_clip(spec, out_dir, codes, settings, run,
                             progress=_frames_to(monitor, spec.clip_id, interrupt))
 
 
 def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
-                          run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event) -> Iterator[tuple]:
+                          run: str, monitor: Monitor, detecting: bool, interrupt: threading.Event,
+                          in_progress: InProgress) -> Iterator[tuple]:
     """Yield _process_clip results in order, clip by clip, while one thread detects the subject of
-    the next clip (clips with given landmarks or a known error need no detection)."""
+    the next clip (clips with given landmarks or a known error need no detection); both clips are
+    in ``in_progress`` meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mime-fast-detect")
     try:
-        if detecting:
+        if detecting and pending:
             _load_models(monitor, pool, settings.compute.device)
 
         def start(i: int):
@@ -72,8 +78,13 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
                 return None
             return pool.submit(locate_subject, pending[i].path, settings=settings)
 
+        def detected_next(i: int) -> list[str]:  # (in_progress before its detection starts)
+            return [pending[i].clip_id] if i < len(pending) and _detects(pending[i], codes) else []
+
+        in_progress.set(detected_next(0))
         ahead = start(0)
         for i, spec in enumerate(pending):
+            in_progress.set([spec.clip_id, *detected_next(i + 1)])
             located, ahead = ahead, start(i + 1)
             if located is not None and not located.done():
                 monitor.status(f"finding the subject of {spec.clip_id}…")
@@ -109,6 +120,16 @@ def share_cores(threads: int) -> None:
         import cv2
 
         cv2.setNumThreads(int(os.environ["MIME_FAST_MODEL_THREADS"]))
+
+
+def _chained(*parts: Iterator[tuple]) -> Iterator[tuple]:
+    """The results of ``parts``, one after the other; closing it closes them all."""
+    try:
+        for part in parts:
+            yield from part
+    finally:
+        for part in parts:
+            part.close()
 
 
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,

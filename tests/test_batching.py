@@ -79,14 +79,32 @@ def _same(a, b) -> bool:
     return _equal(a, b)
 
 
+_WARMED: dict[int, dict] = {}
+
+
+def _counted(stack) -> dict:
+    """The broker's stats of a :func:`_hammer` run, without its warm-up calls."""
+    now, warm = stack.broker.stats(), _WARMED[id(stack)]
+    return {n: dict(v, forwards=v["forwards"] - warm[n]["forwards"], items=v["items"] - warm[n]["items"])
+            for n, v in now.items()}
+
+
 def _hammer(stack, threads: int, calls: int) -> list[list]:
     """Each thread makes ``calls`` calls of every model (its own inputs); returns each thread's
     results in call order."""
     out: list[list] = [[] for _ in range(threads)]
     errors: list = []
+    # Each thread first makes one call of every model (not counted: the broker's stats are taken
+    # again once all have), and only then do they start: a thread is waited for once it has made a
+    # call, and on a busy machine the first thread to run would otherwise make dozens of calls alone
+    # before the others are scheduled at all.
+    warm = _frame(200), _faces(1, 0.0)
+    start = threading.Barrier(threads, action=lambda: _WARMED.__setitem__(id(stack), stack.broker.stats()))
 
     def work(t: int) -> None:
         try:
+            stack.detector.detect(warm[0]), stack.landmarks.landmarks(*warm), stack.embedder.embed(*warm)
+            start.wait()
             for i in range(calls):
                 f = _frame(10 * t + i % 7)
                 fc = _faces(1 + (t + i) % 3, float(t + i))
@@ -117,14 +135,15 @@ def test_calls_from_many_threads_share_forwards_and_get_their_own_results():
             fc = _faces(1 + (t + i) % 3, float(t + i))
             assert _same(faces, ref.detector.detect(f)) and _same(lmk, ref.landmarks.landmarks(f, fc))
             assert _same(emb, ref.embedder.embed(f, fc))
-    st = stack.broker.stats()
+    st = _counted(stack)
     # every forward at the fixed size; the threads' calls met (a thread waits for the others, wait_s is long)
     assert set(model.sizes) == {8}
     assert st["detector"]["mixes"] == {str((24, 32, 3)): True}
-    # four threads waiting on three models: the one run has at least two of them (on a quiet
-    # machine nearly all four); 2 forwards of the probe
-    assert st["detector"]["items"] == 120 and st["detector"]["forwards"] <= 2 + 120 / 1.5
-    assert st["landmarks"]["forwards"] <= 2 + st["landmarks"]["items"] / 1.5 / 2
+    # four threads waiting on three models: a forward holds the calls of nearly all four on a quiet
+    # machine; on a busy one (a thread kept from running for over idle_s is not waited for) still
+    # 1.25 on average
+    assert st["detector"]["items"] == 120 and st["detector"]["forwards"] <= 120 / 1.25
+    assert st["landmarks"]["forwards"] <= st["landmarks"]["items"] / 1.25 / 2
 
 
 def test_a_model_whose_results_depend_on_the_batch_never_mixes_calls():

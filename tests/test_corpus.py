@@ -347,10 +347,11 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
 # Loaded by every Python process started with SITE on PYTHONPATH (site imports ``sitecustomize``):
 # a process of a run (a worker, or the command itself where it builds clips) builds clip "crash*" by
 # dying of SIGKILL mid-clip (its temporaries written), as the out-of-memory killer or a crash in a
-# native library ends a process, and clip "exit*" by raising SystemExit, which no clip's own error
-# handling catches.
+# native library ends a process, clip "exit*" by raising SystemExit, which no clip's own error
+# handling catches, and clip "hang*" by hanging after a few frames, as a decoder stuck in a loop or
+# a read from a hung network filesystem does.
 SITECUSTOMIZE = """
-import os, signal
+import os, signal, time
 
 from mime_fast.corpus import pool, workers
 
@@ -365,6 +366,12 @@ def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=No
             _seen[0] += n
             if _seen[0] >= 5:
                 os.kill(os.getpid(), signal.SIGKILL)
+    if spec.clip_id.startswith("hang"):
+        def progress(n, _seen=[0], _progress=progress):
+            _seen[0] += n
+            if _seen[0] >= 5:
+                time.sleep(3600)
+            _progress(n)
     return _real(spec, out_dir, codes, settings, run, located, progress)
 
 
@@ -376,8 +383,8 @@ pool._process_clip = workers._process_clip = _process_clip
                          ids=["processes", "clips-on-threads-of-processes"])
 def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path, extra: list[str],
                                                         monkeypatch) -> None:
-    # One clip kills its worker process mid-clip, one raises SystemExit there: each gets a failed row
-    # saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
+    # One clip kills its worker process mid-clip, one raises SystemExit there, one hangs: each gets a
+    # failed row saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
     # one that killed its process is built again), no temporary is left, and a rerun builds the rest.
     root = tmp_path / "in"
     root.mkdir()
@@ -385,28 +392,31 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
         (root / Path(name).name).write_bytes((corpus / name).read_bytes())
     (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
     (root / "exit04.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    (root / "hang05.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
     one, many = tmp_path / "one", tmp_path / "many"
     assert main(["build", str(root), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1  # (corrupt)
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", *extra, *SMALL]) == 1
+    assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", "--clip-timeout", "15", *extra,
+                 *SMALL]) == 1
 
     rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(many)}
-    crash, exit_ = rows.pop(("crash03", None)), rows.pop(("exit04", None))
+    crash, exit_, hang = rows.pop(("crash03", None)), rows.pop(("exit04", None)), rows.pop(("hang05", None))
+    assert hang["reason"] == "no progress for 15 s: stopped" and hang["detail"] == pool.STALLED
     assert crash["status"] == "failed" and crash["detail"] == pool.WORKER_DIED
     assert crash["reason"] == "the worker process building this clip died (killed by SIGKILL - out of memory?)"
     assert exit_["status"] == "failed" and exit_["reason"] == "SystemExit: 3"
     expected = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(one)
-                if r["clip_id"] not in ("crash03", "exit04")}
+                if r["clip_id"] not in ("crash03", "exit04", "hang05")}
     assert rows == expected
     assert not [p for p in many.rglob(".*")]  # the dead worker's temporaries are gone
     # the rerun tries the failed clips again (here without the fault: in this process)
     monkeypatch.delenv("PYTHONPATH")
     assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", *SMALL]) == 1
     done = {r["clip_id"] for r in read_rows(many) if r["status"] == "ok"}
-    assert done == {"happy01", "sad02", "noface", "crash03", "exit04"}
+    assert done == {"happy01", "sad02", "noface", "crash03", "exit04", "hang05"}
 
 
 def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tmp_path: Path, monkeypatch,
@@ -453,3 +463,32 @@ def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp
     assert main(["build", str(root), "--out", str(clean), "--subsets", "FM,FSM", *SMALL]) == 0  # no fault here
     assert rows == {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(clean)
                     if r["clip_id"] != "crash03"}
+
+
+def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:
+    # One worker: a clip that hangs in the command's own process cannot be stopped there; after
+    # --clip-timeout without progress the run ends (exit status 3) naming it, and the rerun builds it
+    # in a worker process of its own, killed after the same timeout: the clip fails, the rest is built.
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("a/happy01.mp4", "b/sad02.mp4"):
+        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
+    (root / "hang05.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())  # (built first: sorted)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
+           "--clip-timeout", "8", *SMALL]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 3, first.stderr
+    said = first.stderr.strip().splitlines()[-1]  # (happy01, detected ahead meanwhile, is named too)
+    assert said.startswith("hang05, ") and ": no progress for 8 s: the run stops here; rerun to go on" in said
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1, again.stderr
+    rows = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    hang = rows.pop(("hang05", None))
+    assert hang["reason"] == "no progress for 8 s: stopped" and hang["detail"] == pool.STALLED
+    assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
+    assert not [p for p in out.rglob(".*")]

@@ -147,7 +147,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 #: Options of a run that are not settings, as their flags appear in messages.
-_RUN_OPTIONS = ("workers", "clips_per_process", "ray_cpus_per_clip")
+_RUN_OPTIONS = ("workers", "clips_per_process", "ray_cpus_per_clip", "clip_timeout")
 
 
 def _as_option(message: str, argv: list[str]) -> str:
@@ -177,7 +177,8 @@ def _build(args: argparse.Namespace) -> int:
         args.workers = auto_workers(args.device)
     try:
         settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip,
-                                  clips_per_process=args.clips_per_process, **_options(args))
+                                  clips_per_process=args.clips_per_process, clip_timeout=args.clip_timeout,
+                                  **_options(args))
     except (ValueError, TypeError) as exc:
         raise UsageError(_as_option(str(exc), getattr(args, "argv", []))) from None
     except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable
@@ -206,7 +207,8 @@ def _build(args: argparse.Namespace) -> int:
         monitor = LineMonitor()
     summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
                          clips_per_process=args.clips_per_process, use_ray=args.ray, detect_ahead=args.detect_ahead,
-                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip, settings=settings)
+                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
+                         clip_timeout=args.clip_timeout, settings=settings)
     if not args.quiet:
         print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
               f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "
@@ -246,6 +248,10 @@ def _add_build(sub, common: argparse.ArgumentParser) -> None:
                     help="clips of --workers built on threads of one process (default 1); with --device cuda "
                          "they share the GPU's models, their calls batched across them (--workers / GPUs: one "
                          "process per GPU)")
+    ap.add_argument("--clip-timeout", type=float, default=600.0, metavar="S",
+                    help="a clip that makes no progress for S seconds (a hung decoder or filesystem) is stopped: "
+                         "with --workers its worker process is killed and the clip fails; with one worker the run "
+                         "ends (exit status 3) and the rerun builds that clip apart (default 600; 0: never)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster address (default: ray.init()'s choice)")

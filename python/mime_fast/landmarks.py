@@ -45,7 +45,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -426,8 +426,10 @@ class SubjectDetection:
 
 def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                    detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
-                   device: str = "cpu", faces: str = _D.faces) -> DetectedLandmarks:
+                   device: str = "cpu", faces: str = _D.faces,
+                   progress: Callable[[int], None] | None = None) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
+    ``progress(1)``, when given, is called after each source frame.
 
     ``stack``: model stack (default :func:`default_stack` for ``device``); ``hold_s``: how long (seconds of source
     video, rounded up to frames) a subject that is present but not detected stays masked on each
@@ -456,4 +458,6 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, det
     # decoding and RGB conversion run on their own thread, beside the models
     for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
         det.feed(rgb)
+        if progress is not None:
+            progress(1)
     return det.result()

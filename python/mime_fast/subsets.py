@@ -486,16 +486,18 @@ def _detection(st: Settings) -> dict:
                 device=st.compute.device, faces=d.faces)
 
 
-def locate_subject(src, *, settings: Settings | None = None, **options) -> MaskProvider:
+def locate_subject(src, *, settings: Settings | None = None, progress: Callable[[int], None] | None = None,
+                   **options) -> MaskProvider:
     """The subject detection :func:`build_subsets` runs when no ``landmarks=`` are given, as a pass
     of its own: probe ``src``, apply the quality gate and detect + track the subject
     (:func:`mime_fast.landmarks.detect_subject`).  The result can be passed as ``landmarks=`` to
     :func:`build_subsets` with the same settings, e.g. computed for the next clip on another thread
     while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Settings as in
-    :func:`build_subsets`.  Raises :class:`ClipError` like :func:`build_subsets`."""
+    :func:`build_subsets`; ``progress(1)``, when given, is called after each source frame.  Raises
+    :class:`ClipError` like :func:`build_subsets`."""
     st = Settings.resolve(settings, **options)
     src, info, _ = _prepare(src, None, st)
-    provider = detect_subject(src, info, **_detection(st))
+    provider = detect_subject(src, info, progress=progress, **_detection(st))
     _check_frame_count(src, provider, info)
     return provider
 

@@ -13,6 +13,9 @@ library).  So a dying worker costs the run one clip, not the batch:
   memory?``), its temporaries are removed and a new process takes the dead one's place (and GPU);
 - with several clips in flight (``slots > 1``) the culprit is unknown: each of them is built again
   alone in a process, and only the one that kills its process again fails;
+- a clip that makes no progress (no source frame) for ``clip_timeout`` seconds -- a decoder or a
+  filesystem that hangs -- has its process killed and gets a failed row saying so; the other clips
+  in flight in that process are built again;
 - an exception that escapes a clip's build in the worker (one that is not an ``Exception``:
   ``SystemExit``, …) is that clip's failed row;
 - processes that die before they are ready, or on their clip while no clip of the run has finished
@@ -45,10 +48,12 @@ from .interrupts import _sigint_blocked, stacks_on_sigusr1
 from .resume import clean_stale_temporaries
 from .workers import _load_models, share_cores, worker_threads
 
-__all__ = ["worker_process_results", "exit_description", "WORKER_DIED"]
+__all__ = ["worker_process_results", "exit_description", "WORKER_DIED", "STALLED"]
 
-#: The ``detail`` of the failed row of a clip whose worker process died building it.
+#: The ``detail`` of the failed row of a clip whose worker process died building it, and of one
+#: that was stopped for making no progress.
 WORKER_DIED = "worker died"
+STALLED = "stalled"
 #: How long the driver waits for its workers to stop (their clips stop at the next frame) before it
 #: terminates them.
 STOP_TIMEOUT_S = 120.0
@@ -112,7 +117,7 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
             i, args = item
             try:
                 try:
-                    message = ("done", i, _clip_in_worker(*args, stop=stop, send=send))
+                    message = ("done", i, _clip_in_worker(i, *args, stop=stop, send=send))
                 except KeyboardInterrupt:  # told to stop: its temporaries are gone
                     message = ("stopped", i)
                 except BaseException as exc:  # noqa: BLE001 - escaped the clip's own handling: its failed row
@@ -144,7 +149,7 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
             t.join()
 
 
-def _clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str, *,
+def _clip_in_worker(i: int, spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str, *,
                     stop: threading.Event, send) -> tuple[list[dict[str, Any]], str | None, int]:
     """:func:`~mime_fast.corpus.clip._process_clip` in a worker: frame counts sent every 0.1 s (the
     last before the result), stopped at the next frame once ``stop`` is set."""
@@ -158,14 +163,14 @@ def _clip_in_worker(spec: ClipSpec, out_dir: Path, codes: list[str], settings: S
             raise KeyboardInterrupt  # aborts the clip: its temporaries are removed
         unsent += n
         if time.monotonic() - last >= 0.1:
-            send("frames", spec.clip_id, unsent)
+            send("frames", i, spec.clip_id, unsent)
             unsent, last = 0, time.monotonic()
 
     try:
         return _process_clip(spec, out_dir, codes, settings, run, progress=progress)
     finally:
         if unsent:
-            send("frames", spec.clip_id, unsent)
+            send("frames", i, spec.clip_id, unsent)
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -176,17 +181,20 @@ class _Worker:
     process: Any
     conn: connection.Connection
     clips: set[int] = field(default_factory=set)  # in flight
+    moved: dict[int, float] = field(default_factory=dict)  # clip in flight -> when it last made progress
+    stalled: int | None = None  # the clip it was killed for
     ready: bool = False  # set up: clips are handed to it from then on
     ended: bool = False  # told "end": it exits once its clips are done
 
 
 def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                            workers: int, per_process: int, monitor: Monitor, detecting: bool,
-                           interrupt: threading.Event) -> Iterator[tuple]:
+                           interrupt: threading.Event, clip_timeout: float | None = None) -> Iterator[tuple]:
     """Yield :func:`~mime_fast.corpus.clip._process_clip` results from worker processes that each
     build ``per_process`` clips at once on threads (``workers`` clips at once in all), as clips
     complete, relaying their frame counts to ``monitor``.  With ``device="cuda"`` worker i uses GPU
-    i mod n.  A worker that dies costs its clip a failed row, not the run (the module's text)."""
+    i mod n.  A worker that dies costs its clip a failed row, not the run, and so does a clip that
+    makes no progress for ``clip_timeout`` seconds (the module's text)."""
     if detecting:  # each worker loads its own; loaded here first, a missing model stops the run now
         _load_models(monitor)
     # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
@@ -229,6 +237,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 return
             todo.remove(i)
             w.clips.add(i)
+            w.moved[i] = time.monotonic()
         if (stopping or not todo) and not w.clips and not w.ended:
             w.ended = send(w, "end")
 
@@ -249,12 +258,15 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             if kind == "ready":
                 w.ready = True
             elif kind == "frames":
-                monitor.frames(message[1], message[2])
+                if message[1] in w.clips:
+                    w.moved[message[1]] = time.monotonic()
+                monitor.frames(message[2], message[3])
             elif kind == "fatal":
                 raise RuntimeError(f"a worker process could not start: {message[1].strip().splitlines()[-1]}")
             else:
                 i = message[1]
                 w.clips.discard(i)
+                w.moved.pop(i, None)
                 suspects.discard(i)
                 finished = True
                 if kind == "done":
@@ -275,7 +287,13 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             clean_stale_temporaries(out_dir)  # the dead process's (its pid no longer runs)
         if stopping or (w.ended and not lost):
             return
-        if not w.ready or not finished:
+        if w.stalled is not None:  # killed for that clip: the others are built again
+            if w.stalled in lost:
+                lost.remove(w.stalled)
+                yield failed(w.stalled, f"no progress for {clip_timeout:g} s: stopped", STALLED)
+            todo.extendleft(reversed(lost))
+            lost = []
+        elif not w.ready or not finished:
             deaths += 1
             if deaths >= START_FAILURES:
                 when = "while they start" if not w.ready else "before any clip has finished"
@@ -289,6 +307,14 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
         if todo:
             start(w.index)
 
+    def watch(w: _Worker) -> None:
+        """Kill ``w``'s process if a clip of it has made no progress for ``clip_timeout``."""
+        now = time.monotonic()
+        for i in w.clips:
+            if clip_timeout and w.stalled is None and now - w.moved.get(i, now) > clip_timeout:
+                w.stalled = i
+                w.process.kill()  # (its end is dealt with by reap, as any process's)
+
     def pump(timeout: float) -> Iterator[tuple]:
         """Wait up to ``timeout`` for any message or process end, and deal with all there are."""
         connection.wait([*live, *(w.process.sentinel for w in live.values())], timeout=timeout)
@@ -296,6 +322,8 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             if w.process.is_alive():
                 yield from receive(w)
                 hand_out(w)
+                if not stopping:
+                    watch(w)
             else:
                 yield from reap(w)
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -69,20 +70,25 @@ class InProgress:
 
     def __init__(self, out_dir: Path):
         self.path = out_dir / f".in-progress-{os.getpid()}.json"
-        self._ids: list[str] = []
+        self.ids: tuple[str, ...] = ()
+        self.last_moved = time.monotonic()  # when they last made progress (or changed)
+
+    def moved(self) -> None:
+        """The clips in progress made progress (a source frame)."""
+        self.last_moved = time.monotonic()
 
     def set(self, clip_ids: Iterable[str]) -> None:
-        ids = list(clip_ids)
-        if ids == self._ids:
+        ids = tuple(clip_ids)
+        if ids == self.ids:
             return
         tmp = self.path.with_name(f"{self.path.name}.tmp-{os.getpid()}")
         tmp.write_text(json.dumps(ids))
         os.replace(tmp, self.path)
-        self._ids = ids
+        self.ids, self.last_moved = ids, time.monotonic()
 
     def close(self) -> None:
         self.path.unlink(missing_ok=True)
-        self._ids = []
+        self.ids = ()
 
 
 _IN_PROGRESS = re.compile(r"^\.in-progress-(\d+)\.json$")

@@ -19,9 +19,9 @@ from ..subsets import _codes
 from .clip import _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
-from .pool import WORKER_DIED, worker_process_results
+from .pool import STALLED, WORKER_DIED, worker_process_results
 from .resume import InProgress, _complete, clean_stale_temporaries, clips_of_dead_runs
-from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results
+from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results, exit_when_stalled
 
 __all__ = ["CorpusSummary", "check_settings", "run_corpus"]
 
@@ -41,7 +41,7 @@ class CorpusSummary:
 
 
 def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_per_process: int = 1,
-                   settings: Settings | None = None, **options: Any) -> Settings:
+                   clip_timeout: float | None = None, settings: Settings | None = None, **options: Any) -> Settings:
     """The settings of a :func:`run_corpus` (``settings`` changed by ``options``:
     :meth:`mime_fast.options.Settings.resolve`), checked before anything runs: ``ValueError`` or
     ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used."""
@@ -51,6 +51,8 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
         raise ValueError(f"clips_per_process must be >= 1, got {clips_per_process}")
     if not float(ray_cpus_per_clip) > 0:
         raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
+    if clip_timeout is not None and not float(clip_timeout) >= 0:
+        raise ValueError(f"clip_timeout must be >= 0 seconds (0: none), got {clip_timeout}")
     return Settings.resolve(settings, **options)
 
 
@@ -74,6 +76,7 @@ def run_corpus(
     ray_address: str | None = None,
     ray_cpus_per_clip: float = 1.0,
     detect_ahead: bool = True,
+    clip_timeout: float | None = None,
     settings: Settings | None = None,
     **options: Any,
 ) -> CorpusSummary:
@@ -95,7 +98,11 @@ def run_corpus(
     a crash in a native library) costs the clip it was building a failed row naming how it died,
     not the run (:mod:`~mime_fast.corpus.pool`); with one worker such a crash ends the run, and
     the next builds the clip that was in progress in a worker process of its own
-    (:class:`~mime_fast.corpus.resume.InProgress`).
+    (:class:`~mime_fast.corpus.resume.InProgress`).  ``clip_timeout`` (seconds; ``None`` or 0:
+    none): a clip that makes no progress (no source frame) that long -- a hung decoder or
+    filesystem -- gets a failed row in a worker process, whose process is killed; in this process
+    (one worker) the run ends with exit status 3 (:func:`~mime_fast.corpus.workers.exit_when_stalled`)
+    and the rerun builds that clip in a worker process of its own.
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -114,7 +121,8 @@ def run_corpus(
     out_dir = Path(out_dir)
     codes = _codes(subsets)
     settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip,
-                              clips_per_process=clips_per_process, settings=settings, **options)  # before the first clip
+                              clips_per_process=clips_per_process, clip_timeout=clip_timeout, settings=settings,
+                              **options)  # before the first clip
     monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
@@ -139,7 +147,7 @@ def run_corpus(
     # A clip that a run building clips in its own process was building when that process died, or
     # whose worker process died building it, is built in a worker process of its own: if it kills
     # whatever builds it, it costs itself a failed row, not this run too (resume.InProgress).
-    crashed |= {c for c, rows in prev_by_clip.items() if any(r.get("detail") == WORKER_DIED for r in rows)}
+    crashed |= {c for c, rows in prev_by_clip.items() if any(r.get("detail") in (WORKER_DIED, STALLED) for r in rows)}
     isolated = [s for s in pending if local and not s.error and s.clip_id in crashed]
     here = [s for s in pending if all(s is not t for t in isolated)]
     ahead = detect_ahead and local
@@ -149,19 +157,20 @@ def run_corpus(
     in_progress = InProgress(out_dir)
     t0 = time.perf_counter()
     interrupted, interrupt = False, threading.Event()
-    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt, raise_now=use_ray):
+    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt, raise_now=use_ray), \
+            exit_when_stalled(in_progress, clip_timeout if local else None):
         monitor.start(pending, passes)
         if use_ray:
             results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
         elif pool_mode:
             results = worker_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
-                                             monitor, detecting, interrupt)
+                                             monitor, detecting, interrupt, clip_timeout)
         else:
             results = (_detect_ahead_results if ahead else _sequential_results)(
                 here, out_dir, codes, settings, run, monitor, detecting, interrupt, in_progress)
             if isolated:
                 results = _chained(worker_process_results(isolated, out_dir, codes, settings, run, 1, 1, monitor,
-                                                          detecting, interrupt), results)
+                                                          detecting, interrupt, clip_timeout), results)
         try:
             for rows, reason, frames in results:
                 clip_id = rows[0]["clip_id"]

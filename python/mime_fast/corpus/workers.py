@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -37,14 +38,49 @@ def _load_models(monitor: Monitor, pool=None, device: str = "cpu") -> None:
     monitor.status(None)
 
 
-def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event) -> Progress:
+def _frames_to(monitor: Monitor, clip_id: str, interrupt: threading.Event, in_progress: InProgress) -> Progress:
     def progress(n: int) -> None:
         if interrupt.is_set():
             raise KeyboardInterrupt  # a Ctrl-C, raised here, between two frames (_sigint_flagged)
         if n:  # (0: only asked whether to stop)
             monitor.frames(clip_id, n)
+            in_progress.moved()
 
     return progress
+
+
+#: Exit status of a run that ended because the clips it was building in its own process made no
+#: progress for its ``clip_timeout`` (:func:`exit_when_stalled`).
+STALLED_EXIT = 3
+
+
+@contextlib.contextmanager
+def exit_when_stalled(in_progress: InProgress, timeout: float | None) -> Iterator[None]:
+    """While the block runs: when the clips in ``in_progress`` make no progress (no source frame)
+    for ``timeout`` seconds, say which on stderr and end this process, exit status
+    :data:`STALLED_EXIT`.  A thread stuck in a native decoder or in a hung filesystem call cannot be
+    stopped from Python; the process ends as with ``kill -9``, which a run survives: the rerun
+    builds those clips in a worker process of their own, where the same timeout stops them alone
+    (:mod:`~mime_fast.corpus.pool`).  ``None`` or 0: no watch."""
+    if not timeout:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(min(1.0, timeout / 4)):
+            if in_progress.ids and time.monotonic() - in_progress.last_moved > timeout:
+                os.write(2, (f"{', '.join(in_progress.ids)}: no progress for {timeout:g} s: the run stops here; "
+                             f"rerun to go on (then built in a worker process of their own)\n").encode())
+                os._exit(STALLED_EXIT)
+
+    thread = threading.Thread(target=watch, name="mime-fast-stall-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
@@ -57,7 +93,7 @@ def _sequential_results(pending: list[ClipSpec], out_dir: Path, codes: list[str]
     for spec in pending:
         in_progress.set([spec.clip_id])
         yield _process_clip(spec, out_dir, codes, settings, run,
-                            progress=_frames_to(monitor, spec.clip_id, interrupt))
+                            progress=_frames_to(monitor, spec.clip_id, interrupt, in_progress))
 
 
 def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings,
@@ -76,7 +112,8 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
         def start(i: int):
             if i >= len(pending) or not _detects(pending[i], codes):
                 return None
-            return pool.submit(locate_subject, pending[i].path, settings=settings)
+            return pool.submit(locate_subject, pending[i].path, settings=settings,
+                               progress=lambda n: in_progress.moved())
 
         def detected_next(i: int) -> list[str]:  # (in_progress before its detection starts)
             return [pending[i].clip_id] if i < len(pending) and _detects(pending[i], codes) else []
@@ -89,7 +126,7 @@ def _detect_ahead_results(pending: list[ClipSpec], out_dir: Path, codes: list[st
             if located is not None and not located.done():
                 monitor.status(f"finding the subject of {spec.clip_id}…")
             yield _process_clip(spec, out_dir, codes, settings, run, located,
-                                _frames_to(monitor, spec.clip_id, interrupt))
+                                _frames_to(monitor, spec.clip_id, interrupt, in_progress))
     finally:
         # a detection running for the next clip writes nothing: it is waited for, not stopped
         pool.shutdown(wait=True, cancel_futures=True)

@@ -84,6 +84,17 @@ def test_the_run_bar_counts_frames_and_its_total_comes_from_the_clips(two_clips:
     m.close()
     text = m.file.getvalue()
     assert "[1/3] long: ok" in text and "[3/3] odd: failed: corrupt" in text and "clips 3/3" in text
+    # a clip built again from its start (its worker process died) counts its frames once
+    m = TqdmMonitor(file=io.StringIO())
+    m.start(specs[:1], [1])
+    m._estimator.join(timeout=60)
+    m.frames("long", 15)
+    m.clip_restarted("long")
+    assert m.overall.n == 0 and m._bars["long"].n == 0
+    m.frames("long", 20)
+    m.clip_done("long", None, 20)
+    assert (m.overall.n, m.overall.total) == (20, 20)
+    m.close()
 
 
 class Recorder(TqdmMonitor):

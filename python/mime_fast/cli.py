@@ -2,8 +2,10 @@
 
 Exit status: 0 success; 1 a clip failed, or the run could not go on (its environment: an output
 folder that cannot be written, CUDA or a model missing, …); 2 a usage error (an unknown option or
-subset, a bad setting, an input that does not exist, …), reported before any clip starts; 130
-interrupted (Ctrl-C; ``build`` resumes where it stopped when rerun). Errors are one line on stderr;
+subset, a bad setting, an input that does not exist, …), reported before any clip starts; 3 a
+``build`` with one worker stopped because a clip made no progress for ``--clip-timeout`` (the
+rerun builds that clip in a worker process of its own); 130 interrupted (Ctrl-C; ``build`` resumes
+where it stopped when rerun). Errors are one line on stderr;
 ``--verbose`` adds the traceback.
 
 Over 400 lines: one parser for eight commands, most of it argparse declarations and help text; each

@@ -54,6 +54,10 @@ class Monitor:
     def clip_done(self, clip_id: str, reason: str | None, frames: int) -> None:
         """``clip_id`` finished: ``reason`` is None on success; ``frames``: its source frames."""
 
+    def clip_restarted(self, clip_id: str) -> None:
+        """``clip_id`` is built again from its start (its worker process died, or was stopped for
+        another clip's sake): the frames reported for it so far no longer count."""
+
     def close(self) -> None:
         """The run is over (finished or interrupted)."""
 
@@ -213,6 +217,15 @@ class TqdmMonitor(LineMonitor):
                 self.overall.set_description_str(self._desc(), refresh=False)
                 self._retotal()
         super().clip_done(clip_id, reason, frames)
+
+    def clip_restarted(self, clip_id: str) -> None:
+        with self._lock:
+            got = self._received.pop(clip_id, 0)
+            if self.overall is not None and got:
+                self.overall.update(-got)
+            bar = self._bars.get(clip_id)
+            if bar is not None:
+                bar.reset(total=bar.total)
 
     def _rates(self) -> str:
         return ""  # the run's bar shows the rate and the ETA

@@ -274,6 +274,12 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 elif kind == "error":
                     yield failed(i, message[2], "worker")
 
+    def again(clips: list[int]) -> None:
+        """``clips`` (in flight in a process that ended) are built again, first."""
+        todo.extendleft(reversed(clips))
+        for i in clips:
+            monitor.clip_restarted(pending[i].clip_id)
+
     def reap(w: _Worker) -> Iterator[tuple]:
         """``w``'s process has ended: its last messages, then its clips in flight dealt with."""
         nonlocal deaths
@@ -291,7 +297,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             if w.stalled in lost:
                 lost.remove(w.stalled)
                 yield failed(w.stalled, f"no progress for {clip_timeout:g} s: stopped", STALLED)
-            todo.extendleft(reversed(lost))
+            again(lost)
             lost = []
         elif not w.ready or not finished:
             deaths += 1
@@ -303,7 +309,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             suspects.discard(lost[0])
         elif lost:
             suspects.update(lost)
-            todo.extendleft(reversed(lost))
+            again(lost)
         if todo:
             start(w.index)
 

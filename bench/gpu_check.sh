@@ -2,7 +2,8 @@
 # On a GPU machine, from the repository root: build the compiled core with the CUDA kernels, run
 # the test suite with CUDA required, and the GPU benchmarks. Results and logs go to $OUT (default
 # /tmp/gpu-out). Wheels that the machine lacks (PyAV, PyNvVideoCodec) may come unpacked in
-# .gpu/site.tar.xz, the real clips in .gpu/media/ and model files in .gpu/models/.
+# .gpu/site.tar.xz, the real clips in .gpu/media/ and model files in .gpu/models/: all made here by
+# bench/make_gpu_bundle.sh (carry ".gpu").
 #
 #   bash bench/gpu_check.sh [tests|bench|all] [pytest args...]
 set -uo pipefail

@@ -353,7 +353,7 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
 SITECUSTOMIZE = """
 import os, signal, time
 
-from mime_fast.corpus import pool, workers
+from mime_fast.corpus import clip, pool, workers
 
 _real = pool._process_clip
 
@@ -375,7 +375,7 @@ def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=No
     return _real(spec, out_dir, codes, settings, run, located, progress)
 
 
-pool._process_clip = workers._process_clip = _process_clip
+pool._process_clip = workers._process_clip = clip._process_clip = _process_clip
 """
 
 
@@ -492,3 +492,31 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     assert hang["reason"] == "no progress for 8 s: stopped" and hang["detail"] == pool.STALLED
     assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
     assert not [p for p in out.rglob(".*")]
+
+
+def test_a_clip_that_kills_its_ray_worker_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    # Ray Data retries a task whose worker died forever by default: a clip that crashes whatever
+    # builds it would keep the run going for good. Its task is run twice, then the clip gets a failed
+    # row and the run ends with the others built.
+    ray = pytest.importorskip("ray")
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("a/happy01.mp4", "b/sad02.mp4"):
+        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
+    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = tmp_path / "out"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # (its workers see PYTHONPATH)
+    try:
+        assert main(["build", str(root), "--out", str(out), "--subsets", "FM,FSM", "--ray", *SMALL]) == 1
+    finally:
+        ray.shutdown()
+    rows = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    crash = rows.pop(("crash03", None))
+    assert crash["detail"] == pool.WORKER_DIED and crash["reason"].startswith("its Ray task failed 2 times")
+    assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
+    assert ray.data.DataContext.get_current().max_errored_blocks == 0  # the caller's setting again

@@ -65,6 +65,12 @@ def _failed_row(spec: ClipSpec, reason: str, run: str, detail: str | None = None
             "detail": detail, "label": spec.label, "dataset": spec.dataset, "source": str(spec.path), "run": run}
 
 
+#: The ``detail`` of the failed row of a clip whose worker process died building it (a crash, the
+#: out-of-memory killer), and of one stopped for making no progress (``clip_timeout``).
+WORKER_DIED = "worker died"
+STALLED = "stalled"
+
+
 def _failed(spec: ClipSpec, reason: str, run: str, detail: str | None = None) -> tuple[list[dict[str, Any]], str, int]:
     """A clip's result when it failed: its one failed row, the reason, no frames."""
     return [_failed_row(spec, reason, run, detail)], reason, 0

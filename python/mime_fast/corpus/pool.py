@@ -42,7 +42,7 @@ from typing import Any, Iterator
 from ..devices import gpu_count
 from ..options import Settings
 from ..progress import Monitor
-from .clip import _failed, _process_clip
+from .clip import STALLED, WORKER_DIED, _failed, _process_clip
 from .inputs import ClipSpec
 from .interrupts import _sigint_blocked, stacks_on_sigusr1
 from .resume import clean_stale_temporaries
@@ -50,10 +50,6 @@ from .workers import _load_models, share_cores, worker_threads
 
 __all__ = ["worker_process_results", "exit_description", "WORKER_DIED", "STALLED"]
 
-#: The ``detail`` of the failed row of a clip whose worker process died building it, and of one
-#: that was stopped for making no progress.
-WORKER_DIED = "worker died"
-STALLED = "stalled"
 #: How long the driver waits for its workers to stop (their clips stop at the next frame) before it
 #: terminates them.
 STOP_TIMEOUT_S = 120.0

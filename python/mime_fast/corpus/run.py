@@ -16,10 +16,10 @@ from ..manifest import ManifestWriter, compact, read_rows, write_compacted
 from ..options import Settings
 from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
-from .clip import _detects
+from .clip import STALLED, WORKER_DIED, _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
-from .pool import STALLED, WORKER_DIED, worker_process_results
+from .pool import worker_process_results
 from .resume import InProgress, _complete, clean_stale_temporaries, clips_of_dead_runs
 from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results, exit_when_stalled
 

@@ -6,10 +6,12 @@ and cores shared out: :func:`worker_threads`, :func:`share_cores`) they are buil
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +19,7 @@ from ..landmarks import default_stack
 from ..options import Settings
 from ..progress import Monitor
 from ..subsets import locate_subject
-from .clip import Progress, _detects, _process_clip
+from .clip import WORKER_DIED, Progress, _detects, _failed, _process_clip
 from .inputs import ClipSpec
 from .resume import InProgress
 
@@ -169,9 +171,17 @@ def _chained(*parts: Iterator[tuple]) -> Iterator[tuple]:
             part.close()
 
 
+#: Times Ray runs a clip's task again after its worker process died (a node lost, a crash, the
+#: out-of-memory killer); Ray Data's default is forever, which a clip that crashes whatever builds it
+#: turns into a run that never ends.
+RAY_TASK_RETRIES = 1
+
+
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                  address: str | None, cpus_per_clip: float):
-    """Yield _process_clip results computed by Ray Data tasks, as they complete."""
+    """Yield _process_clip results computed by Ray Data tasks, as they complete.  A clip whose task
+    fails every time Ray runs it (its worker process died, or an error escaped the clip's own
+    handling) gets a failed row and the run goes on, as with worker processes on one machine."""
     try:
         import ray
     except ImportError as exc:
@@ -180,9 +190,10 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
         return
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    items = [{"spec": json.dumps({"clip_id": s.clip_id, "path": str(s.path), "label": s.label, "dataset": s.dataset,
-                                  "landmarks": str(s.landmarks) if s.landmarks else None, "error": s.error})}
-             for s in pending]
+    items = [{"i": i, "spec": json.dumps({"clip_id": s.clip_id, "path": str(s.path), "label": s.label,
+                                          "dataset": s.dataset, "landmarks": str(s.landmarks) if s.landmarks else None,
+                                          "error": s.error})}
+             for i, s in enumerate(pending)]
     out = str(out_dir.resolve())
 
     def task(item: dict[str, Any]) -> dict[str, Any]:
@@ -190,10 +201,29 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
         spec = ClipSpec(d["clip_id"], Path(d["path"]), d["label"], d["dataset"],
                         Path(d["landmarks"]) if d["landmarks"] else None, d["error"])
         rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run)
-        return {"rows": json.dumps(rows), "reason": reason or "", "frames": frames}
+        return {"i": item["i"], "rows": json.dumps(rows), "reason": reason or "", "frames": frames}
 
     import ray.data
 
-    ds = ray.data.from_items(items, override_num_blocks=len(items)).map(task, num_cpus=cpus_per_clip)
-    for r in ds.iter_rows():
-        yield json.loads(r["rows"]), (r["reason"] or None), int(r["frames"])
+    # One clip per block; a block whose task failed is dropped, not the run (its clip's row is made
+    # below); the context is the caller's again afterwards.
+    context = ray.data.DataContext.get_current()
+    errored, context.max_errored_blocks = context.max_errored_blocks, -1
+    came: set[int] = set()
+    try:
+        ds = ray.data.from_items(items, override_num_blocks=len(items))
+        if "max_retries" in inspect.signature(ds.map).parameters:  # a named parameter in newer Rays
+            ds = ds.map(task, num_cpus=cpus_per_clip, max_retries=RAY_TASK_RETRIES)
+        else:
+            with warnings.catch_warnings():  # Ray >= 2.60 has it as a remote argument, no longer documented
+                warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+                ds = ds.map(task, num_cpus=cpus_per_clip, max_retries=RAY_TASK_RETRIES)
+        for r in ds.iter_rows():
+            came.add(int(r["i"]))
+            yield json.loads(r["rows"]), (r["reason"] or None), int(r["frames"])
+    finally:
+        context.max_errored_blocks = errored
+    for i, spec in enumerate(pending):
+        if i not in came:
+            yield _failed(spec, f"its Ray task failed {1 + RAY_TASK_RETRIES} times (the worker process building "
+                                f"it died, or an error escaped the clip's handling)", run, WORKER_DIED)

@@ -361,6 +361,8 @@ _real = pool._process_clip
 def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=None):
     if spec.clip_id.startswith("exit"):
         raise SystemExit(3)
+    if spec.clip_id.startswith("unsent"):  # a result that cannot be pickled
+        return [{"clip_id": spec.clip_id, "subset": None, "status": "ok", "odd": lambda: 0}], None, 0
     if spec.clip_id.startswith("crash"):
         def progress(n, _seen=[0]):
             _seen[0] += n
@@ -383,8 +385,8 @@ pool._process_clip = workers._process_clip = clip._process_clip = _process_clip
                          ids=["processes", "clips-on-threads-of-processes"])
 def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path, extra: list[str],
                                                         monkeypatch) -> None:
-    # One clip kills its worker process mid-clip, one raises SystemExit there, one hangs: each gets a
-    # failed row saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
+    # One clip kills its worker process mid-clip, one raises SystemExit there, one hangs, one's
+    # result cannot be sent back: each gets a failed row saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
     # one that killed its process is built again), no temporary is left, and a rerun builds the rest.
     root = tmp_path / "in"
     root.mkdir()
@@ -393,6 +395,7 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
     (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
     (root / "exit04.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
     (root / "hang05.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    (root / "unsent06.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
     one, many = tmp_path / "one", tmp_path / "many"
     assert main(["build", str(root), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1  # (corrupt)
     site = tmp_path / "site"
@@ -404,19 +407,22 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
 
     rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(many)}
     crash, exit_, hang = rows.pop(("crash03", None)), rows.pop(("exit04", None)), rows.pop(("hang05", None))
+    unsent = rows.pop(("unsent06", None))
+    assert unsent["status"] == "failed"
+    assert unsent["reason"].startswith("its result could not be sent to the driver: ")
     assert hang["reason"] == "no progress for 15 s: stopped" and hang["detail"] == pool.STALLED
     assert crash["status"] == "failed" and crash["detail"] == pool.WORKER_DIED
     assert crash["reason"] == "the worker process building this clip died (killed by SIGKILL - out of memory?)"
     assert exit_["status"] == "failed" and exit_["reason"] == "SystemExit: 3"
     expected = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(one)
-                if r["clip_id"] not in ("crash03", "exit04", "hang05")}
+                if r["clip_id"] not in ("crash03", "exit04", "hang05", "unsent06")}
     assert rows == expected
     assert not [p for p in many.rglob(".*")]  # the dead worker's temporaries are gone
     # the rerun tries the failed clips again (here without the fault: in this process)
     monkeypatch.delenv("PYTHONPATH")
     assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", *SMALL]) == 1
     done = {r["clip_id"] for r in read_rows(many) if r["status"] == "ok"}
-    assert done == {"happy01", "sad02", "noface", "crash03", "exit04", "hang05"}
+    assert done == {"happy01", "sad02", "noface", "crash03", "exit04", "hang05", "unsent06"}
 
 
 def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tmp_path: Path, monkeypatch,

@@ -117,8 +117,13 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
                 except KeyboardInterrupt:  # told to stop: its temporaries are gone
                     message = ("stopped", i)
                 except BaseException as exc:  # noqa: BLE001 - escaped the clip's own handling: its failed row
-                    message = ("error", i, f"{type(exc).__name__}: {exc}".rstrip(": "))
-                send(*message)
+                    message = ("error", i, _said(exc))
+                try:
+                    send(*message)
+                except OSError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a result that cannot be sent still ends its clip
+                    send("error", i, f"its result could not be sent to the driver: {_said(exc)}")
             except OSError:  # the driver is gone: nothing more to do
                 stop.set()
 
@@ -143,6 +148,10 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
             clips.put(None)
         for t in workers:
             t.join()
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".rstrip(": ")
 
 
 def _clip_in_worker(i: int, spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str, *,

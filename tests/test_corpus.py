@@ -348,8 +348,9 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
 # a process of a run (a worker, or the command itself where it builds clips) builds clip "crash*" by
 # dying of SIGKILL mid-clip (its temporaries written), as the out-of-memory killer or a crash in a
 # native library ends a process, clip "exit*" by raising SystemExit, which no clip's own error
-# handling catches, and clip "hang*" by hanging after a few frames, as a decoder stuck in a loop or
-# a read from a hung network filesystem does.
+# handling catches, clip "hang*" by hanging after a few frames, as a decoder stuck in a loop or a
+# read from a hung network filesystem does, clip "unsent*" with a result that cannot be pickled, and
+# clip "full*" by finding the output disk full (ENOSPC).
 SITECUSTOMIZE = """
 import os, signal, time
 
@@ -378,6 +379,17 @@ def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=No
 
 
 pool._process_clip = workers._process_clip = clip._process_clip = _process_clip
+_build_subsets = clip.build_subsets
+
+
+def build_subsets(src, out_dir, **options):
+    if options.get("clip_id", "").startswith("full"):  # the output disk fills up
+        import errno
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out_dir / "FM" / (options["clip_id"] + ".mp4")))
+    return _build_subsets(src, out_dir, **options)
+
+
+clip.build_subsets = build_subsets
 """
 
 
@@ -526,3 +538,32 @@ def test_a_clip_that_kills_its_ray_worker_costs_its_clip_not_the_run(corpus: Pat
     assert crash["detail"] == pool.WORKER_DIED and crash["reason"].startswith("its Ray task failed 2 times")
     assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
     assert ray.data.DataContext.get_current().max_errored_blocks == 0  # the caller's setting again
+
+
+@pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "processes"])
+def test_a_full_output_disk_stops_the_run_instead_of_failing_every_clip(corpus: Path, tmp_path: Path,
+                                                                         extra: list[str]) -> None:
+    # ENOSPC (or a quota, a read-only output) would fail every clip after it too: the run stops with
+    # one line naming the file and the reason, the clip gets no failed row, and the rerun resumes.
+    root = tmp_path / "in"
+    root.mkdir()
+    for name in ("a/happy01.mp4", "b/sad02.mp4"):
+        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
+    (root / "full02.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())  # (between the two)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
+           *extra, *SMALL]
+    full = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert full.returncode == 1, full.stderr
+    line = full.stderr.strip().splitlines()[-1]
+    assert line == (f"mime-fast build: error: {out / 'FM' / 'full02.mp4'}: No space left on device: the run stops here "
+                    "(make room or fix the output folder, then rerun: it resumes)"), full.stderr
+    assert "full02" not in {r["clip_id"] for r in read_rows(out)}  # no failed row: the clip is not at fault
+    assert not [p for p in out.rglob(".*") if ".tmp-" in p.name or ".scratch-" in p.name]
+    again = subprocess.run(cmd[:-len(SMALL)] + SMALL, capture_output=True, text=True, timeout=600)  # room again
+    assert again.returncode == 0, again.stderr
+    assert {r["clip_id"] for r in read_rows(out) if r["status"] == "ok"} == {"happy01", "sad02", "full02"}

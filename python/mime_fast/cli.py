@@ -32,7 +32,7 @@ import mime_fast
 from . import coe
 from .audit import audit, clip_ids
 from .coe.runner import SUBSETS as COE_SUBSETS
-from .corpus import check_settings, find_inputs, run_corpus
+from .corpus import RunStopped, check_settings, find_inputs, run_corpus
 from .corpus.interrupts import stacks_on_sigusr1
 from .demo import run as run_demo
 from .detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
@@ -74,7 +74,7 @@ def _one_line(text: str) -> str:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
-    if isinstance(exc, (UsageError, RunError, OSError, ImportError)):
+    if isinstance(exc, (UsageError, RunError, RunStopped, OSError, ImportError)):
         return str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -593,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the run's environment, or a bug: one line (--verbose: traceback)
         if verbose:
             traceback.print_exc()
-        expected = isinstance(exc, (RunError, OSError, ImportError))
+        expected = isinstance(exc, (RunError, RunStopped, OSError, ImportError))
         hint = "" if verbose or expected else " (--verbose shows the traceback)"
         print(f"{command}: error: {_one_line(_describe(exc))}{hint}", file=sys.stderr)
         return 1

@@ -41,12 +41,12 @@ from __future__ import annotations
 from ..spec import CODES
 from .inputs import VIDEO_EXTENSIONS, ClipSpec, Inputs, discover, find_inputs
 from .resume import clean_stale_temporaries, sha256_file
-from .clip import Progress
+from .clip import Progress, RunStopped
 from .workers import share_cores, worker_threads
 from .run import CorpusSummary, check_settings, run_corpus
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
-           "run_corpus", "clean_stale_temporaries", "sha256_file", "worker_threads", "share_cores", "Progress",
+           "run_corpus", "clean_stale_temporaries", "sha256_file", "worker_threads", "share_cores", "Progress", "RunStopped",
            "ALL_SUBSETS"]
 
 ALL_SUBSETS = CODES

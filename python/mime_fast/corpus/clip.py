@@ -3,7 +3,9 @@ bad clip, and the manifest rows it gets (one per output, or one failed row with 
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -16,7 +18,7 @@ from ..subsets import build_subsets
 from .inputs import ClipSpec
 from .resume import sha256_file
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "RunStopped"]
 
 
 def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str, Any]]:
@@ -76,13 +78,35 @@ def _failed(spec: ClipSpec, reason: str, run: str, detail: str | None = None) ->
     return [_failed_row(spec, reason, run, detail)], reason, 0
 
 
+class RunStopped(RuntimeError):
+    """An error of the run's surroundings met while building a clip -- the output disk full, a
+    quota reached, the output made read-only -- that every clip after it would meet too: the run
+    stops with the reason instead of failing every clip that is left; a rerun resumes."""
+
+
+#: errno values that name the output's surroundings, not the clip (:class:`RunStopped`).
+ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def _raise_if_environment(exc: BaseException, out_dir: Path) -> None:
+    """``RunStopped`` where ``exc`` (or an error in its chain of causes) is one of
+    :data:`ENVIRONMENT_ERRNOS`."""
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
+            raise RunStopped(f"{e.filename or out_dir}: {os.strerror(e.errno)}: the run stops here "
+                             f"(make room or fix the output folder, then rerun: it resumes)") from exc
+        e = e.__cause__ or e.__context__
+
+
 Progress = Callable[[int], None]
 
 
 def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str,
                   located=None, progress: Progress | None = None) -> tuple[list[dict[str, Any]], str | None, int]:
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
-    bad clip (``KeyboardInterrupt`` propagates). Runs in the driver (local runs) or in a worker.
+    bad clip (``KeyboardInterrupt`` propagates, and :class:`RunStopped` for a full output disk). Runs in the driver (local runs) or in a worker.
     ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
     started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:
@@ -93,9 +117,11 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
                                progress=progress, settings=settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart
         _raise_if_interrupted(exc)
+        _raise_if_environment(exc, out_dir)
         return _failed(spec, exc.reason, run, exc.detail)
-    except Exception as exc:  # one bad clip never stops the batch
+    except Exception as exc:  # one bad clip never stops the batch (a full disk does: RunStopped)
         _raise_if_interrupted(exc)
+        _raise_if_environment(exc, out_dir)
         reason = str(exc) or type(exc).__name__
         return _failed(spec, reason, run, type(exc).__name__)
     return _rows_for(spec, result, out_dir, run), None, result.source_frames

@@ -42,7 +42,7 @@ from typing import Any, Iterator
 from ..devices import gpu_count
 from ..options import Settings
 from ..progress import Monitor
-from .clip import STALLED, WORKER_DIED, _failed, _process_clip
+from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
 from .inputs import ClipSpec
 from .interrupts import _sigint_blocked, stacks_on_sigusr1
 from .resume import clean_stale_temporaries
@@ -116,6 +116,8 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
                     message = ("done", i, _clip_in_worker(i, *args, stop=stop, send=send))
                 except KeyboardInterrupt:  # told to stop: its temporaries are gone
                     message = ("stopped", i)
+                except RunStopped as exc:  # the output disk is full, ...: the driver stops the run
+                    message = ("halt", i, str(exc))
                 except BaseException as exc:  # noqa: BLE001 - escaped the clip's own handling: its failed row
                     message = ("error", i, _said(exc))
                 try:
@@ -268,6 +270,9 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 monitor.frames(message[2], message[3])
             elif kind == "fatal":
                 raise RuntimeError(f"a worker process could not start: {message[1].strip().splitlines()[-1]}")
+            elif kind == "halt":
+                w.clips.discard(message[1])
+                raise RunStopped(message[2])
             else:
                 i = message[1]
                 w.clips.discard(i)

@@ -19,7 +19,7 @@ from ..landmarks import default_stack
 from ..options import Settings
 from ..progress import Monitor
 from ..subsets import locate_subject
-from .clip import WORKER_DIED, Progress, _detects, _failed, _process_clip
+from .clip import WORKER_DIED, Progress, RunStopped, _detects, _failed, _process_clip
 from .inputs import ClipSpec
 from .resume import InProgress
 
@@ -200,8 +200,11 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
         d = json.loads(item["spec"])
         spec = ClipSpec(d["clip_id"], Path(d["path"]), d["label"], d["dataset"],
                         Path(d["landmarks"]) if d["landmarks"] else None, d["error"])
-        rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run)
-        return {"i": item["i"], "rows": json.dumps(rows), "reason": reason or "", "frames": frames}
+        try:
+            rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run)
+        except RunStopped as exc:  # the output disk is full, ...: the driver stops the run
+            return {"i": item["i"], "rows": "[]", "reason": "", "frames": 0, "halt": str(exc)}
+        return {"i": item["i"], "rows": json.dumps(rows), "reason": reason or "", "frames": frames, "halt": ""}
 
     import ray.data
 
@@ -219,6 +222,8 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
                 warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
                 ds = ds.map(task, num_cpus=cpus_per_clip, max_retries=RAY_TASK_RETRIES)
         for r in ds.iter_rows():
+            if r["halt"]:
+                raise RunStopped(r["halt"])
             came.add(int(r["i"]))
             yield json.loads(r["rows"]), (r["reason"] or None), int(r["frames"])
     finally:

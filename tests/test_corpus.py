@@ -393,6 +393,24 @@ clip.build_subsets = build_subsets
 """
 
 
+def _clips(tmp_path: Path, corpus: Path, **copies: str) -> Path:
+    """A folder ``tmp_path/in`` holding ``<name>.mp4`` copies of the corpus's clips (name=its path
+    in the corpus)."""
+    root = tmp_path / "in"
+    root.mkdir()
+    for name, source in copies.items():
+        (root / f"{name}.mp4").write_bytes((corpus / source).read_bytes())
+    return root
+
+
+def _faults(tmp_path: Path) -> str:
+    """A PYTHONPATH under which every new Python process loads SITECUSTOMIZE's faults."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
                          ids=["processes", "clips-on-threads-of-processes"])
 def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path, extra: list[str],
@@ -400,20 +418,13 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
     # One clip kills its worker process mid-clip, one raises SystemExit there, one hangs, one's
     # result cannot be sent back: each gets a failed row saying so, every other clip is built as a one-worker run builds it (a clip in flight beside the
     # one that killed its process is built again), no temporary is left, and a rerun builds the rest.
-    root = tmp_path / "in"
-    root.mkdir()
-    for name in ("a/happy01.mp4", "b/sad02.mp4", "noface.mp4", "noface.npz", "corrupt.mp4"):
-        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
-    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
-    (root / "exit04.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
-    (root / "hang05.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
-    (root / "unsent06.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", noface="noface.mp4",
+                  corrupt="corrupt.mp4", crash03="a/happy01.mp4", exit04="b/sad02.mp4", hang05="b/sad02.mp4",
+                  unsent06="b/sad02.mp4")
+    (root / "noface.npz").write_bytes((corpus / "noface.npz").read_bytes())
     one, many = tmp_path / "one", tmp_path / "many"
     assert main(["build", str(root), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1  # (corrupt)
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    monkeypatch.setenv("PYTHONPATH", _faults(tmp_path))
     assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", "--clip-timeout", "15", *extra,
                  *SMALL]) == 1
 
@@ -455,15 +466,8 @@ def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp
     # its process ends the run. The rerun builds that clip in a worker process of its own, where it
     # only fails itself; the rerun after that again (its row says its worker died): the corpus
     # completes whatever the order of the clips, instead of every run dying on the same clip.
-    root = tmp_path / "in"
-    root.mkdir()
-    for name in ("a/happy01.mp4", "b/sad02.mp4"):
-        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
-    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", crash03="a/happy01.mp4")
+    env = dict(os.environ, PYTHONPATH=_faults(tmp_path))
     out, clean = tmp_path / "out", tmp_path / "clean"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
            *SMALL]
@@ -487,15 +491,8 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     # One worker: a clip that hangs in the command's own process cannot be stopped there; after
     # --clip-timeout without progress the run ends (exit status 3) naming it, and the rerun builds it
     # in a worker process of its own, killed after the same timeout: the clip fails, the rest is built.
-    root = tmp_path / "in"
-    root.mkdir()
-    for name in ("a/happy01.mp4", "b/sad02.mp4"):
-        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
-    (root / "hang05.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())  # (built first: sorted)
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", hang05="b/sad02.mp4")  # (built first: sorted)
+    env = dict(os.environ, PYTHONPATH=_faults(tmp_path))
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
            "--clip-timeout", "8", *SMALL]
@@ -518,15 +515,8 @@ def test_a_clip_that_kills_its_ray_worker_costs_its_clip_not_the_run(corpus: Pat
     # builds it would keep the run going for good. Its task is run twice, then the clip gets a failed
     # row and the run ends with the others built.
     ray = pytest.importorskip("ray")
-    root = tmp_path / "in"
-    root.mkdir()
-    for name in ("a/happy01.mp4", "b/sad02.mp4"):
-        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
-    (root / "crash03.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", crash03="a/happy01.mp4")
+    monkeypatch.setenv("PYTHONPATH", _faults(tmp_path))
     out = tmp_path / "out"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # (its workers see PYTHONPATH)
     try:
@@ -545,15 +535,8 @@ def test_a_full_output_disk_stops_the_run_instead_of_failing_every_clip(corpus: 
                                                                          extra: list[str]) -> None:
     # ENOSPC (or a quota, a read-only output) would fail every clip after it too: the run stops with
     # one line naming the file and the reason, the clip gets no failed row, and the rerun resumes.
-    root = tmp_path / "in"
-    root.mkdir()
-    for name in ("a/happy01.mp4", "b/sad02.mp4"):
-        (root / Path(name).name).write_bytes((corpus / name).read_bytes())
-    (root / "full02.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())  # (between the two)
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", full02="a/happy01.mp4")  # (between the two)
+    env = dict(os.environ, PYTHONPATH=_faults(tmp_path))
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
            *extra, *SMALL]

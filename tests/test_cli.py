@@ -91,6 +91,7 @@ def test_top_level_help_is_plain_text(capsys) -> None:
     (["--device", "gpu"], '--device must be "cpu" or "cuda"'),
     (["--workers", "0"], "--workers must be >= 1"),
     (["--clips-per-process", "0"], "--clips-per-process must be >= 1"),
+    (["--clip-timeout", "-1"], "--clip-timeout must be >= 0 seconds"),
     (["--fdm-kernel", "x"], "invalid int value"),
     (["--no-such-option"], "unrecognized arguments: --no-such-option"),
 ])

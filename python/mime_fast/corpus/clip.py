@@ -8,7 +8,7 @@ import json
 import os
 from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..manifest import BLUR_LEVEL, CLEAR_VERSION
 from ..media import ClipError
@@ -91,13 +91,10 @@ ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 def _raise_if_environment(exc: BaseException, out_dir: Path) -> None:
     """``RunStopped`` where ``exc`` (or an error in its chain of causes) is one of
     :data:`ENVIRONMENT_ERRNOS`."""
-    seen, e = set(), exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
+    for e in _causes(exc):
         if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
             raise RunStopped(f"{e.filename or out_dir}: {os.strerror(e.errno)}: the run stops here "
                              f"(make room or fix the output folder, then rerun: it resumes)") from exc
-        e = e.__cause__ or e.__context__
 
 
 Progress = Callable[[int], None]
@@ -143,11 +140,17 @@ def _raise_if_interrupted(exc: BaseException) -> None:
     chain of causes) is the interrupt, not a failure of the clip: it must not get a failed row."""
     import av
 
+    for e in _causes(exc):
+        if isinstance(e, (KeyboardInterrupt, av.error.ExitError)):
+            raise KeyboardInterrupt from exc
+
+
+def _causes(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the errors behind it (``__cause__``, else ``__context__``), each once."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, (KeyboardInterrupt, av.error.ExitError)):
-            raise KeyboardInterrupt from exc
+        yield exc
         exc = exc.__cause__ or exc.__context__
 
 

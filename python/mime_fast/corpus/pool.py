@@ -170,14 +170,14 @@ def _clip_in_worker(i: int, spec: ClipSpec, out_dir: Path, codes: list[str], set
             raise KeyboardInterrupt  # aborts the clip: its temporaries are removed
         unsent += n
         if time.monotonic() - last >= 0.1:
-            send("frames", i, spec.clip_id, unsent)
+            send("frames", i, unsent)
             unsent, last = 0, time.monotonic()
 
     try:
         return _process_clip(spec, out_dir, codes, settings, run, progress=progress)
     finally:
         if unsent:
-            send("frames", i, spec.clip_id, unsent)
+            send("frames", i, unsent)
 
 
 # -- the driver --------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             elif kind == "frames":
                 if message[1] in w.clips:
                     w.moved[message[1]] = time.monotonic()
-                monitor.frames(message[2], message[3])
+                monitor.frames(pending[message[1]].clip_id, message[2])
             elif kind == "fatal":
                 raise RuntimeError(f"a worker process could not start: {message[1].strip().splitlines()[-1]}")
             elif kind == "halt":
@@ -345,9 +345,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
 
     try:
         for k in range(min(procs, len(pending))):
-            start(k)
-        for w in list(live.values()):
-            hand_out(w)
+            start(k)  # (clips are handed out once it says it is ready)
         try:
             while live:
                 if interrupt.is_set():

@@ -105,7 +105,7 @@ def clips_of_dead_runs(out_dir: Path) -> set[str]:
             continue
         try:
             ids.update(str(i) for i in json.loads(p.read_text()))
-        except (OSError, ValueError, TypeError):  # half-written by a run killed in the middle: none known
+        except (OSError, ValueError, TypeError):  # unreadable: no clip known
             pass
         p.unlink(missing_ok=True)
     return ids

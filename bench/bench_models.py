@@ -10,6 +10,9 @@ frame (detector) and per face (face mesh, SFace), medians of interleaved repeats
 * face mesh / SFace: B faces of one frame (the crowd frame's faces repeated to B) in one call; the
   CPU models run them one by one (mesh) or in one onnxruntime batch (SFace), the torch ones in one
   forward with the crops made on the device.
+* on CUDA, ``torch`` replays each face network's forward from a CUDA graph
+  (:mod:`mime_fast.detect.cuda_graphs`; captured in the warm-up) and ``torch_eager`` is the same
+  model launching its forward op by op (``graphs=False``).
 * persons (batches 1 and 8 only): the HOG people detector at its default 640 px on B 1080p frames;
   CPU: ``HogPersonDetector`` (cv2.HOGDescriptor, OpenCV 4.x) per frame; torch:
   ``TorchHogPersons.detect_batch`` (one pyramid for the B frames), numpy frames and on-device tensor.
@@ -66,6 +69,10 @@ def main() -> None:
             print(f"CPU {name} not available ({e}): torch only")
     tor = {"detector": TorchRetinaFace(device=dev, max_size=384), "mesh": TorchFaceMesh(device=dev),
            "sface": TorchSFace(device=dev), "persons": TorchHogPersons(device=dev)}
+    eager = {}  # on CUDA: the face models without CUDA graphs
+    if dev == "cuda":
+        eager = {"detector": TorchRetinaFace(device=dev, max_size=384, graphs=False),
+                 "mesh": TorchFaceMesh(device=dev, graphs=False), "sface": TorchSFace(device=dev, graphs=False)}
     if "persons" in cpu and cpu["persons"].backend != "opencv":  # OpenCV 5: it would be the torch port
         del cpu["persons"]
 
@@ -94,12 +101,16 @@ def main() -> None:
                         "torch": lambda: (tor["persons"].detect_batch(fr), sync()),
                         "torch_on_device": lambda: (tor["persons"].detect_batch(on_dev), sync())},
         }
+        if eager:
+            contenders["detector"]["torch_eager"] = lambda: (eager["detector"].detect_batch(fr), sync())
+            contenders["mesh"]["torch_eager"] = lambda: (eager["mesh"].landmarks(frames[0], faces), sync())
+            contenders["sface"]["torch_eager"] = lambda: (eager["sface"].embed(frames[0], faces), sync())
         if B > PERSON_BATCH_MAX:
             del contenders["persons"]
         for m, fns in contenders.items():
             if m not in cpu:
                 fns.pop("cpu_stack")
-            r = compare(fns, args.repeats, warmup=1)
+            r = compare(fns, args.repeats, warmup=4)  # (a CUDA graph is captured at a shape's third call)
             results[m][str(B)] = {k: {**v, unit[m]: v["median_ms"] / B} for k, v in r.items()}
         line = "  ".join(f"{m} {results[m][str(B)].get('cpu_stack', {}).get(unit[m], float('nan')):.2f}"
                          f" -> {results[m][str(B)]['torch'][unit[m]]:.2f}" for m in results if str(B) in results[m])
@@ -108,7 +119,11 @@ def main() -> None:
     meta = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "frames": source,
             "frame_size": list(frames[0].shape[:2]), "faces_in_frame": len(faces0), "batches": list(BATCHES)}
     if dev == "cuda":
+        from mime_fast.detect.cuda_graphs import GraphedNet
+
         meta["gpu"] = torch.cuda.get_device_name(0)
+        meta["cuda_graphs"] = {m: tor[m].net.stats() for m in ("detector", "mesh", "sface")
+                               if isinstance(tor[m].net, GraphedNet)}
     path = save("models", {"setup": meta, "results": results}, device=dev)
     print(f"wrote {path}")
 

@@ -35,6 +35,10 @@ Contenders, interleaved over ``--repeats``:
 * ``no_encode_host_frames`` (``device="cuda"`` only): ``no_encode`` with ``device_frames=False``,
   the face models reading host RGB instead of the frames NVDEC left on the GPU
   (``detect.torch_ops.DeviceFrame``): what keeping them there saves;
+* ``no_encode_eager`` (``device="cuda"`` only): ``no_encode`` with ``MIME_FAST_CUDA_GRAPHS=0`` in
+  its workers, every forward of the face networks launched op by op instead of replayed from a
+  CUDA graph (:mod:`mime_fast.detect.cuda_graphs`): what the graphs save.  ``cuda_graphs``
+  records the graphs of one ``no_encode`` worker (captures, replays, shapes left eager and why);
 * with ``--clips-per-process K``: ``gpu_shared`` (``run_corpus`` with ``clips_per_process=K``: K
   clips on threads of each process, sharing its GPU's models through the model broker,
   :mod:`mime_fast.detect.batching`) and ``no_encode_shared`` (the no-encode clips K at a time on
@@ -257,11 +261,12 @@ def run_pipeline(clips: list[Clip], out: Path, workers: int, **kw) -> dict:
 _WORKER: dict = {}
 
 
-def _init_worker(barrier, device: str | None, threads: int) -> None:
+def _init_worker(barrier, device: str | None, threads: int, env: dict) -> None:
     """A worker of the encoders-alone (``device`` None) or no-encode pool, with its share of the
-    cores as run_corpus's workers have (``mime_fast.corpus.share_cores``)."""
+    cores as run_corpus's workers have (``mime_fast.corpus.share_cores``) and ``env`` set."""
     from mime_fast.corpus import share_cores
 
+    os.environ.update(env)
     share_cores(threads)
     _WORKER["barrier"] = barrier
     if device is not None:
@@ -277,11 +282,11 @@ def _ready(_) -> int:
 
 
 @contextlib.contextmanager
-def _pool(workers: int, device: str | None = None, warm: bool = False):
+def _pool(workers: int, device: str | None = None, warm: bool = False, env: dict | None = None):
     ctx = multiprocessing.get_context("spawn")  # as run_corpus: never a fork of a process with threads
     barrier = ctx.Barrier(workers) if warm else None
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(barrier, device, worker_threads(workers)))
+                               initargs=(barrier, device, worker_threads(workers), env or {}))
     try:
         if warm:
             assert len(set(pool.map(_ready, range(workers)))) == workers
@@ -326,18 +331,22 @@ def run_encoders(clips: list[Clip], out: Path, workers: int) -> dict:
 
 def _no_encode_clip(job: tuple) -> dict:
     path, out, name, device, extra = job
+    from mime_fast.detect.cuda_graphs import graph_stats
+    from mime_fast.landmarks import default_stack
+
     r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE, **extra)
-    return {"source_frames": r.source_frames, "stack": _WORKER["stack"],
+    return {"source_frames": r.source_frames, "stack": _WORKER["stack"], "graphs": graph_stats(default_stack(device)),
             "tracking": getattr(r.tracking, "status", None)}
 
 
-def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str, **extra) -> dict:
+def run_no_encode(clips: list[Clip], out: Path, workers: int, device: str, env: dict | None = None,
+                  **extra) -> dict:
     if workers == 1:  # in this process, as `mime-fast build --workers 1`
         with no_encoding():
             res = run_pipeline(clips, out, 1, device=device, **NO_ENCODE, **extra)
         return res
     jobs = [(c.path, out, c.name, device, extra) for c in clips]
-    with _pool(workers, device, warm=True) as pool:
+    with _pool(workers, device, warm=True, env=env) as pool:
         t = time.perf_counter()
         done = list(pool.map(_no_encode_clip, jobs))
         wall = time.perf_counter() - t
@@ -426,6 +435,9 @@ def main() -> None:
     if dev == "cuda":  # the same with the models reading host RGB (device_frames=False): what DeviceFrame saves
         contenders["no_encode_host_frames"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev,
                                                                                   device_frames=False))
+        # ... and with the face networks launched op by op (no CUDA graphs): what the graphs save
+        contenders["no_encode_eager"] = (gw, dev, lambda out: run_no_encode(clips, out, gw, dev,
+                                                                            env={"MIME_FAST_CUDA_GRAPHS": "0"}))
     k = args.clips_per_process
     if k > 0:
         if dev == "cuda":
@@ -472,6 +484,9 @@ def main() -> None:
         f"{no_key}_no_encode_fps": fps("no_encode"),
         f"{no_key}_no_encode_single_process_fps": fps("no_encode_1"),
         "gpu_no_encode_host_frames_fps": fps("no_encode_host_frames"),
+        "gpu_no_encode_eager_fps": fps("no_encode_eager"),
+        "cuda_graphs": next((c["graphs"] for c in runs["no_encode"][-1].get("clips", {}).values()
+                             if isinstance(c, dict) and c.get("graphs")), None),
         "clips_per_process": args.clips_per_process or None,
         "gpu_shared_corpus_fps": fps("gpu_shared"),
         f"{no_key}_no_encode_shared_fps": fps("no_encode_shared"),
@@ -499,6 +514,7 @@ def main() -> None:
               "encoders": "libx264 alone (same encodes)", "no_encode_1": f"{dev} no-encode, 1 process",
               "no_encode": f"{dev} no-encode, workers",
               "no_encode_host_frames": f"{dev} no-encode, host RGB frames",
+              "no_encode_eager": f"{dev} no-encode, no CUDA graphs",
               "gpu_shared": f"gpu pipeline, {args.clips_per_process} clips/process",
               "no_encode_shared": f"{dev} no-encode, {args.clips_per_process} clips/process"}
     for name, (workers, _, _) in contenders.items():

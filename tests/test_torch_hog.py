@@ -282,6 +282,6 @@ def test_load_torch_stack_uses_torch_hog(monkeypatch):
     from mime_fast.detect import torch_models as tm
 
     for name in ("TorchRetinaFace", "TorchFaceMesh", "TorchSFace"):
-        monkeypatch.setattr(tm, name, lambda device="cpu": object())
+        monkeypatch.setattr(tm, name, lambda device="cpu", graphs=None: object())
     st = tm.load_torch_stack("cpu")
     assert isinstance(st.persons, TorchHogPersons) and st.persons.device.type == "cpu"

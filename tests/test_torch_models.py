@@ -410,6 +410,26 @@ def test_device_downscale_matches_cv2_area(tm, frames, device):
             np.testing.assert_array_equal(got, ref.astype(np.float32), err_msg=f"{size} px")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_results_come_back_in_one_copy_with_their_bits(device):
+    import torch
+
+    from mime_fast.detect import torch_ops
+
+    _check_device(device)
+    g = torch.Generator().manual_seed(3)
+    ts = [torch.randint(0, 9, (5,), generator=g), torch.randn(5, 4, generator=g),
+          torch.randn(3, 468, 3, generator=g)[:, :, :2],  # not contiguous (the mesh's x, y)
+          torch.zeros(0, 5, 2), torch.randn(7, generator=g).double(), torch.tensor([True, False, True])]
+    want = [t.numpy().copy() for t in ts]
+    on = [t.to(device) for t in ts]
+    # the packing itself (what a device takes) also runs on CPU tensors here
+    for got in (torch_ops.to_host(*on), torch_ops._one_copy(on)):
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        got[1][0, 0] = 7.0  # writable, as the callers' clipping needs
+
+
 # --------------------------------------------------------------------------------------------------
 # The models against the CPU stack (live and / or golden)
 

@@ -45,6 +45,7 @@ from .torch_ops import (
     _size_batches,
     area_downscale,
     strict_fp32,
+    to_host,
     torch_cuda_available,
     warp_affine_u8,
 )
@@ -122,9 +123,7 @@ class TorchRetinaFace:
         if _tv_batched_nms is not None:
             sel = _tv_batched_nms(boxes, sc, img, self.nms_threshold)
             img, boxes, sc, kps = img[sel], boxes[sel], sc[sel], kps[sel]
-            img, boxes, sc, kps = (t.cpu().numpy() for t in (img, boxes, sc, kps))
-        else:
-            img, boxes, sc, kps = (t.cpu().numpy() for t in (img, boxes, sc, kps))
+        img, boxes, sc, kps = to_host(img, boxes, sc, kps)
         out = []
         for i in range(loc.shape[0]):
             m = img == i
@@ -175,8 +174,9 @@ class TorchFaceMesh:
             return [Landmarks(np.zeros((0, self.num_points, 2), np.float32), np.zeros(0, np.float32)) for _ in Ms]
         crops = _crops(frames, Ms, self._SIZE, self.device) * (1.0 / 255.0)
         outs = self.net(crops)
-        mesh = outs[self._mesh].reshape(total, self.num_points, 3)[:, :, :2].double().cpu().numpy()
-        logit = outs[self._flag].reshape(total).cpu().numpy().astype(np.float64)
+        mesh, logit = to_host(outs[self._mesh].reshape(total, self.num_points, 3)[:, :, :2],
+                              outs[self._flag].reshape(total))
+        mesh, logit = mesh.astype(np.float64), logit.astype(np.float64)
         q_all = 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
         k = 0
         for mats in Ms:

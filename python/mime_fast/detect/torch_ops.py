@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from .. import _core, ops
 from .interface import _check_frame
 
-__all__ = ["DeviceFrame", "area_downscale", "strict_fp32", "torch_cuda_available", "warp_affine_u8"]
+__all__ = ["DeviceFrame", "area_downscale", "strict_fp32", "to_host", "torch_cuda_available", "warp_affine_u8"]
 
 
 def torch_cuda_available() -> bool:
@@ -198,6 +198,32 @@ class DeviceFrame:
         if s == 1.0:
             return self, s
         return DeviceFrame(x[0].permute(1, 2, 0).round().to(torch.uint8).contiguous()), s
+
+
+def to_host(*tensors: torch.Tensor) -> list[np.ndarray]:
+    """``tensors`` as numpy arrays (same dtypes, shapes and bits) through one device-to-host copy:
+    each ``.cpu()`` of a CUDA tensor is a copy and a wait for the device, so a call's results come
+    back together.  CPU tensors are their own memory (no copy)."""
+    if all(t.device.type == "cpu" for t in tensors):
+        return [t.numpy() for t in tensors]
+    return _one_copy(tensors)
+
+
+def _one_copy(tensors) -> list[np.ndarray]:
+    """:func:`to_host`'s copy: the tensors' bytes concatenated on their device, copied once."""
+    parts, spans, off = [], [], 0
+    for t in tensors:
+        b = t.contiguous().reshape(-1).view(torch.uint8)
+        pad = -b.numel() % 8  # every array starts 8-byte aligned in the host buffer
+        parts.append(b)
+        if pad:
+            parts.append(b.new_zeros(pad))
+        spans.append((off, b.numel()))
+        off += b.numel() + pad
+    host = torch.cat(parts).cpu().numpy()
+    dt = {torch.float32: np.float32, torch.float64: np.float64, torch.int64: np.int64, torch.int32: np.int32,
+          torch.uint8: np.uint8, torch.bool: np.bool_, torch.float16: np.float16}
+    return [host[o:o + n].view(dt[t.dtype]).reshape(tuple(t.shape)) for t, (o, n) in zip(tensors, spans)]
 
 
 def _as_frames(frames, device) -> list | torch.Tensor:

@@ -265,7 +265,7 @@ def test_progress_bars_on_a_terminal_lines_otherwise_nothing_with_quiet(clips: P
     err = capsys.readouterr().err
     assert "[1/2] a: ok" in err and "[2/2] b: ok" in err and "\r" not in err
     # a terminal: bars counted in frames, redrawn in place
-    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(cli.build, "stderr_is_terminal", lambda: True)
     assert main(["build", str(clips), "--out", str(tmp_path / "bars"), *args]) == 0
     err = capsys.readouterr().err
     assert "\r" in err and "frame/s" in err and "clips 2/2" in err and "20/20" in err  # 2 clips x 10 frames

@@ -50,7 +50,7 @@ def flag_args(values: dict) -> list[str]:
 
 def cli_settings(args: list[str]) -> Settings:
     ns = cli.parser().parse_args(["build", "in", "--out", "out", *args])
-    return Settings(**cli._options(ns))
+    return Settings(**cli.flags.options(ns))
 
 
 # ------------------------------------------------------------------------------------ the groups

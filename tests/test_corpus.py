@@ -509,25 +509,44 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     assert not [p for p in out.rglob(".*")]
 
 
-def test_a_clip_that_kills_its_ray_worker_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path,
-                                                                     monkeypatch) -> None:
+def test_a_clip_that_kills_or_hangs_its_ray_worker_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path,
+                                                                              monkeypatch) -> None:
     # Ray Data retries a task whose worker died forever by default: a clip that crashes whatever
     # builds it would keep the run going for good. Its task is run twice, then the clip gets a failed
-    # row and the run ends with the others built.
+    # row and the run ends with the others built. A clip that hangs ends its worker process after
+    # --clip-timeout; the task's second run finds the marker and fails the clip at once.
     ray = pytest.importorskip("ray")
-    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", crash03="a/happy01.mp4")
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", crash03="a/happy01.mp4",
+                  hang05="b/sad02.mp4")
     monkeypatch.setenv("PYTHONPATH", _faults(tmp_path))
     out = tmp_path / "out"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # (its workers see PYTHONPATH)
     try:
-        assert main(["build", str(root), "--out", str(out), "--subsets", "FM,FSM", "--ray", *SMALL]) == 1
+        assert main(["build", str(root), "--out", str(out), "--subsets", "FM,FSM", "--ray", "--clip-timeout", "8",
+                     *SMALL]) == 1
     finally:
         ray.shutdown()
     rows = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
     crash = rows.pop(("crash03", None))
     assert crash["detail"] == pool.WORKER_DIED and crash["reason"].startswith("its Ray task failed 2 times")
+    hang = rows.pop(("hang05", None))
+    assert hang["reason"] == "no progress for 8 s: stopped" and hang["detail"] == pool.STALLED
     assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
     assert ray.data.DataContext.get_current().max_errored_blocks == 0  # the caller's setting again
+    # the hung clip's temporaries and the stall markers are gone (the crashed one's go with the next run)
+    assert not [p for p in out.rglob(".*") if p.name.startswith((".hang05.", ".ray-stalled-"))]
+
+
+def test_a_clips_temporaries_are_told_by_name_and_pid(tmp_path: Path) -> None:
+    from mime_fast.corpus.resume import clip_temporaries
+
+    names = [".c1.tmp-41.mp4", ".c1.FDM.scratch-41.mp4", ".c1.scratch-41.wav",  # c1's, process 41
+             ".c1.tmp-42.mp4", ".c10.tmp-41.mp4", ".c1.mp4", "c1.mp4", ".x.c1.tmp-41.mp4"]  # not
+    for i, n in enumerate(names):
+        (tmp_path / ("FM" if i % 2 else "audio")).mkdir(exist_ok=True)
+        (tmp_path / ("FM" if i % 2 else "audio") / n).write_bytes(b"")
+    assert sorted(p.name for p in clip_temporaries(tmp_path, "c1", 41)) == sorted(names[:3])
+    assert clip_temporaries(tmp_path / "none", "c1", 41) == []
 
 
 @pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "processes"])

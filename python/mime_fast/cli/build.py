@@ -105,8 +105,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                          "process per GPU)")
     ap.add_argument("--clip-timeout", type=float, default=600.0, metavar="S",
                     help="a clip that makes no progress for S seconds (a hung decoder or filesystem) is stopped: "
-                         "with --workers its worker process is killed and the clip fails; with one worker the run "
-                         "ends (exit status 3) and the rerun builds that clip apart (default 600; 0: never)")
+                         "with --workers (or --ray) its worker process is killed and the clip fails; with one worker "
+                         "the run ends (exit status 3) and the rerun builds that clip apart (default 600; 0: never)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster address (default: ray.init()'s choice)")

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from ..spec import SUBSETS
 
-__all__ = ["sha256_file", "clean_stale_temporaries", "InProgress", "clips_of_dead_runs"]
+__all__ = ["sha256_file", "clean_stale_temporaries", "clip_temporaries", "InProgress", "clips_of_dead_runs"]
 
 
 def sha256_file(path: Path) -> str:
@@ -109,6 +109,18 @@ def clips_of_dead_runs(out_dir: Path) -> set[str]:
             pass
         p.unlink(missing_ok=True)
     return ids
+
+
+def clip_temporaries(out_dir: Path, clip_id: str, pid: int) -> list[Path]:
+    """The temporaries that process ``pid`` wrote for clip ``clip_id`` (``.<clip_id>.tmp-<pid>…``,
+    ``.<clip_id>.<code>.scratch-<pid>…``): what it left when it was killed building that clip.
+    Told by name and pid, not by whether ``pid`` runs here, so it holds for a process that ran on
+    another machine of a cluster."""
+    if not out_dir.exists():
+        return []
+    mine = re.compile(r"^\." + re.escape(clip_id) + r"\.(?:[A-Za-z0-9]+\.)?(?:tmp|scratch)-" + str(int(pid))
+                      + r"(?:\.[A-Za-z0-9]+)?$")
+    return [p for p in out_dir.rglob(".*") if mine.match(p.name) and p.is_file()]
 
 
 def clean_stale_temporaries(out_dir: Path, *, mine: bool = False) -> list[Path]:

@@ -102,7 +102,8 @@ def run_corpus(
     none): a clip that makes no progress (no source frame) that long -- a hung decoder or
     filesystem -- gets a failed row in a worker process, whose process is killed; in this process
     (one worker) the run ends with exit status 3 (:func:`~mime_fast.corpus.workers.exit_when_stalled`)
-    and the rerun builds that clip in a worker process of its own.
+    and the rerun builds that clip in a worker process of its own; in a Ray task its worker process
+    ends and the clip gets a failed row.
     With one worker and ``detect_ahead`` (default), the subject of the next clip is detected on a
     second thread while the current clip encodes (in one pass, with those masks); without it, each
     clip's detection rides along the pass that encodes its FM and VMM (:func:`mime_fast.build_subsets`).
@@ -161,7 +162,8 @@ def run_corpus(
             exit_when_stalled(in_progress, clip_timeout if local else None):
         monitor.start(pending, passes)
         if use_ray:
-            results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip)
+            results = _ray_results(pending, out_dir, codes, settings, run, ray_address, ray_cpus_per_clip,
+                                   clip_timeout)
         elif pool_mode:
             results = worker_process_results(pending, out_dir, codes, settings, run, workers, clips_per_process,
                                              monitor, detecting, interrupt, clip_timeout)

@@ -9,6 +9,7 @@ import contextlib
 import inspect
 import json
 import os
+import shutil
 import threading
 import time
 import warnings
@@ -19,9 +20,9 @@ from ..landmarks import default_stack
 from ..options import Settings
 from ..progress import Monitor
 from ..subsets import locate_subject
-from .clip import WORKER_DIED, Progress, RunStopped, _detects, _failed, _process_clip
+from .clip import STALLED, WORKER_DIED, Progress, RunStopped, _detects, _failed, _process_clip
 from .inputs import ClipSpec
-from .resume import InProgress
+from .resume import InProgress, clip_temporaries
 
 __all__ = ["worker_threads", "share_cores"]
 
@@ -177,11 +178,59 @@ def _chained(*parts: Iterator[tuple]) -> Iterator[tuple]:
 RAY_TASK_RETRIES = 1
 
 
+@contextlib.contextmanager
+def _exit_when_clip_stalls(timeout: float, marker: Path) -> Iterator[Progress | None]:
+    """In a Ray task: the clip's progress callback.  When the clip makes no progress (no source
+    frame) for ``timeout`` seconds, ``marker`` records this process's id and the process ends, as
+    :func:`exit_when_stalled` ends a local run: a thread stuck in a native decoder or a hung
+    filesystem call cannot be stopped from Python.  Ray then runs the task again, which finds the
+    marker and fails the clip (:func:`_stalled`) instead of building it.  0: no watch (``None``)."""
+    if not timeout:
+        yield None
+        return
+    last = [time.monotonic()]
+    done = threading.Event()
+
+    def progress(n: int) -> None:
+        if n:
+            last[0] = time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(min(1.0, timeout / 4)):
+            if time.monotonic() - last[0] > timeout:
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text(str(os.getpid()))
+                os._exit(STALLED_EXIT)
+
+    thread = threading.Thread(target=watch, name="mime-fast-stall-watch", daemon=True)
+    thread.start()
+    try:
+        yield progress
+    finally:
+        done.set()
+
+
+def _stalled(spec: ClipSpec, marker: Path, out_dir: Path, timeout: float, run: str) -> tuple:
+    """The failed row of a clip whose Ray task ended its process for making no progress
+    (:func:`_exit_when_clip_stalls`), the temporaries that process left for it removed."""
+    try:
+        pid = int(marker.read_text())
+    except (OSError, ValueError):  # (cut short: its temporaries go with the next run's clean-up)
+        pid = None
+    if pid is not None:
+        for p in clip_temporaries(out_dir, spec.clip_id, pid):
+            p.unlink(missing_ok=True)
+    return _failed(spec, f"no progress for {timeout:g} s: stopped", run, STALLED)
+
+
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
-                 address: str | None, cpus_per_clip: float):
+                 address: str | None, cpus_per_clip: float, clip_timeout: float | None = None):
     """Yield _process_clip results computed by Ray Data tasks, as they complete.  A clip whose task
     fails every time Ray runs it (its worker process died, or an error escaped the clip's own
-    handling) gets a failed row and the run goes on, as with worker processes on one machine."""
+    handling) gets a failed row and the run goes on, as with worker processes on one machine.  A
+    clip that makes no progress for ``clip_timeout`` seconds ends its worker process and gets a
+    failed row (:func:`_exit_when_clip_stalls`); its markers live in ``out_dir/.ray-stalled-<run>``
+    until the run ends."""
     try:
         import ray
     except ImportError as exc:
@@ -195,13 +244,21 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
                                           "error": s.error})}
              for i, s in enumerate(pending)]
     out = str(out_dir.resolve())
+    timeout = float(clip_timeout or 0)
+    stalls = out_dir.resolve() / f".ray-stalled-{run}"  # a marker per clip (by index) that stalled
+    stalls_at = str(stalls)
 
     def task(item: dict[str, Any]) -> dict[str, Any]:
         d = json.loads(item["spec"])
         spec = ClipSpec(d["clip_id"], Path(d["path"]), d["label"], d["dataset"],
                         Path(d["landmarks"]) if d["landmarks"] else None, d["error"])
+        marker = Path(stalls_at) / str(item["i"])
         try:
-            rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run)
+            if marker.exists():  # this task's last run made no progress: its process was ended
+                rows, reason, frames = _stalled(spec, marker, Path(out), timeout, run)
+            else:
+                with _exit_when_clip_stalls(timeout, marker) as progress:
+                    rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run, progress=progress)
         except RunStopped as exc:  # the output disk is full, ...: the driver stops the run
             return {"i": item["i"], "rows": "[]", "reason": "", "frames": 0, "halt": str(exc)}
         return {"i": item["i"], "rows": json.dumps(rows), "reason": reason or "", "frames": frames, "halt": ""}
@@ -226,9 +283,14 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
                 raise RunStopped(r["halt"])
             came.add(int(r["i"]))
             yield json.loads(r["rows"]), (r["reason"] or None), int(r["frames"])
+        for i, spec in enumerate(pending):
+            if i in came:
+                continue
+            if (stalls / str(i)).exists():  # it stalled on the task's last run
+                yield _stalled(spec, stalls / str(i), out_dir, timeout, run)
+            else:
+                yield _failed(spec, f"its Ray task failed {1 + RAY_TASK_RETRIES} times (the worker process building "
+                                    f"it died, or an error escaped the clip's handling)", run, WORKER_DIED)
     finally:
         context.max_errored_blocks = errored
-    for i, spec in enumerate(pending):
-        if i not in came:
-            yield _failed(spec, f"its Ray task failed {1 + RAY_TASK_RETRIES} times (the worker process building "
-                                f"it died, or an error escaped the clip's handling)", run, WORKER_DIED)
+        shutil.rmtree(stalls, ignore_errors=True)

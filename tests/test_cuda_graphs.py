@@ -32,8 +32,8 @@ class NumpyRecorder:
     computes it again into the same output arrays. ``fail``: every capture raises it; ``drift``:
     a replay's outputs are off by that much (a graph that is not the eager forward)."""
 
-    def __init__(self, fail: str | None = None, drift: float = 0.0):
-        self.fail, self.drift = fail, drift
+    def __init__(self, fail: str | None = None, drift: float = 0.0, replays_before_error: int | None = None):
+        self.fail, self.drift, self.replays_left = fail, drift, replays_before_error
         self.attempts = 0
 
     def key(self, x):
@@ -48,6 +48,10 @@ class NumpyRecorder:
         return (fn, static, outs), static, outs
 
     def replay(self, graph) -> None:
+        if self.replays_left is not None:
+            if self.replays_left == 0:
+                raise RuntimeError("CUDA error: out of memory")
+            self.replays_left -= 1
         fn, static, outs = graph
         for o, n in zip(outs, fn(*static)):
             o[...] = n + np.asarray(self.drift, o.dtype)
@@ -157,6 +161,20 @@ def test_a_graph_whose_bits_differ_from_the_eager_forward_is_not_used():
     st = g.stats()
     assert st["replays"] == 0 and st["graphs"] == []
     assert st["eager"] == {"8x3x4": "the graph's outputs differ from the eager forward's"}
+
+
+def test_a_replay_that_fails_drops_its_graph_and_the_call_gets_the_eager_result(caplog):
+    # the capture's own check replays once; then 3 replays work and the 4th raises
+    g = GraphedNet(Net(), NumpyRecorder(replays_before_error=4), eager_calls=0, name="Mesh")
+    xs = _inputs(8)
+    with caplog.at_level(logging.WARNING, logger="mime_fast.detect.cuda_graphs"):
+        for x in xs:
+            assert _same(g(x), _want(x))
+    st = g.stats()
+    assert st["captures"] == 1 and st["replays"] == 3 and st["graphs"] == []
+    assert st["eager"] == {"8x3x4": "replay failed: RuntimeError: CUDA error: out of memory"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "Mesh: forward on 8x3x4 stays eager (replay failed: RuntimeError: CUDA error: out of memory)"]
 
 
 def test_inputs_that_are_no_tensors_run_eagerly():

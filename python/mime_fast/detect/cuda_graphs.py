@@ -21,6 +21,8 @@ and SFace's crops. Each of those gets a graph.
 * A replay copies the inputs into the static buffers, replays the graph, and returns copies of
   the static outputs (the next replay overwrites them). Replays and captures of one network hold
   its lock, so they never overlap. Eager calls do not take it.
+* A replay that raises drops its graph: that shape is eager from then on (logged as above), and
+  the call gets the eager forward's result.
 * At most ``max_graphs`` shapes keep a graph. The least recently used one is dropped, with its
   memory, and is captured again if it comes back.
 
@@ -167,8 +169,13 @@ class GraphedNet:
                 g = self._graphs.get(key)
                 if g is not None:
                     self._graphs.move_to_end(key)
+                    try:
+                        out = self._replay(g, inputs)
+                    except Exception as exc:  # noqa: BLE001 - the graph is dropped; the eager forward answers
+                        del self._graphs[key]
+                        return self._stay_eager(key, inputs, f"replay failed: {type(exc).__name__}: {exc}")
                     self.replays += 1
-                    return self._replay(g, inputs)
+                    return out
                 if len(self._seen) > 4 * self.max_graphs and key not in self._seen:
                     self._seen.clear()  # many shapes seen once or twice (calls outside the broker)
                 self._seen[key] = self._seen.get(key, 0) + 1

@@ -334,6 +334,45 @@ def test_the_torch_models_replayed_from_static_buffers_give_their_own_bits(hug_f
         assert st["eager"] == {} and st["captures"] >= 1 and st["replays"] >= 1, st
 
 
+@pytest.mark.slow
+def test_real_clips_tracked_through_a_broker_with_replayed_forwards_as_without():
+    # the GPU path's arrangement: three clips at once on threads, one brokered torch stack whose
+    # networks replay from static buffers (captured after the broker's probe), against the same
+    # stack without graphs, each clip through a broker of its own
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from test_batching import _clips, _track
+
+    from mime_fast.detect.batching import shared_stack
+    from mime_fast.detect.torch_models import load_torch_stack
+
+    clips = _clips()
+    want: dict = {}
+    plain = load_torch_stack("cpu", persons=False)
+    for c in clips:
+        _track(c, shared_stack(plain), 24, want)
+    replayed = load_torch_stack("cpu", persons=False)
+    rec = TorchHostRecorder(torch)
+    for m in (replayed.detector, replayed.landmarks, replayed.embedder):
+        m.net = GraphedNet(m.net, rec)
+    shared = shared_stack(replayed, wait_s=0.05)
+    got: dict = {}
+    ts = [threading.Thread(target=_track, args=(c, shared, 24, got)) for c in clips]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert set(got) == set(want)
+    for name in want:
+        assert got[name][0] == want[name][0], name  # every frame's mask points, bit for bit
+        assert got[name][1] == want[name][1], name
+    st = graph_stats(shared)
+    assert set(st) == {"detector", "landmarks", "embedder"}
+    for role in ("detector", "landmarks"):
+        assert st[role]["eager"] == {} and st[role]["replays"] > 0, (role, st[role])
+
+
 # --------------------------------------------------------------------------------------------------
 # On a GPU: torch.cuda.CUDAGraph
 

@@ -3,8 +3,8 @@
 On a GPU the face networks cost little to compute and much to launch. The torch stack runs them
 node by node from Python (:class:`~mime_fast.detect.torch_graphs.OnnxModule`, ``TFLiteModule``):
 per forward, RetinaFace makes about 135 torch operator calls, the face mesh about 105 and SFace
-about 65 (counted on the CPU), most of them a kernel launch each. A CUDA graph records a forward's launches once and replays them as
-one. The model broker (:mod:`mime_fast.detect.batching`) runs every forward at one batch size, so a
+about 65 (counted on the CPU), most of them a kernel launch each. A CUDA graph records a
+forward's launches once and replays them as one. The model broker (:mod:`mime_fast.detect.batching`) runs every forward at one batch size, so a
 process sees few input shapes: one per clip frame size for the detector, one each for the mesh's
 and SFace's crops. Each of those gets a graph.
 

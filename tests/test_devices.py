@@ -56,6 +56,16 @@ def test_info_reports_the_devices(capsys) -> None:
         assert "NVDEC decode:" in out and "NVENC encode:" in out
 
 
+def test_info_says_whether_the_face_models_replay_cuda_graphs(monkeypatch) -> None:
+    monkeypatch.setattr(devices, "gpu_count", lambda: 1)
+    monkeypatch.setattr(devices, "nvdec_available", lambda: None)
+    monkeypatch.setattr(devices, "nvenc_status", lambda: "absent")
+    monkeypatch.delenv("MIME_FAST_CUDA_GRAPHS", raising=False)
+    assert ("CUDA graphs (face models)", "on (MIME_FAST_CUDA_GRAPHS=0 turns them off)") in devices.report()
+    monkeypatch.setenv("MIME_FAST_CUDA_GRAPHS", "0")
+    assert ("CUDA graphs (face models)", "off (MIME_FAST_CUDA_GRAPHS=0)") in devices.report()
+
+
 def test_workers_share_the_cores(monkeypatch) -> None:
     assert workers.worker_threads(8, cores=16) == 2
     assert workers.worker_threads(3, cores=16) == 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from .detect.cuda_graphs import ENV as GRAPHS_ENV, graphs_wanted
 from .media import nvdec_available
 
 
@@ -65,5 +66,7 @@ def report() -> list[tuple[str, str]]:
         why = nvdec_available()
         lines.append(("NVDEC decode", "available" if why is None else f"not used: {why}"))
         lines.append(("NVENC encode", nvenc_status()))
+        lines.append(("CUDA graphs (face models)", f"on ({GRAPHS_ENV}=0 turns them off)" if graphs_wanted("cuda")
+                      else f"off ({GRAPHS_ENV}=0)"))
         lines.append(("workers for --device cuda", f"{auto_workers('cuda', gpus=n)} (auto)"))
     return lines

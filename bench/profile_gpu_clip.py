@@ -18,8 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()

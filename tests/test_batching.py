@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mime_fast.detect import Faces, Landmarks
-from mime_fast.detect.batching import ModelBroker, shared_stack
+from mime_fast.detect.batching import shared_stack
 
 MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
 

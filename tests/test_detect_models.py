@@ -24,7 +24,6 @@ from mime_fast.detect import (
     ModelNotAvailable,
     PersonDetector,
     RetinaFaceDetector,
-    load_offline_stack,
     package_file,
 )
 

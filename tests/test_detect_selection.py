@@ -20,12 +20,9 @@ from mime_fast.detect import (
     WEIGHTS,
     Faces,
     Landmarks,
-    ModelNotAvailable,
     Persons,
     assign_bodies,
     detect_candidates,
-    load_offline_stack,
-    package_file,
     select_primary_subject,
 )
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 import mime_fast
 from mime_fast.landmarks import as_provider

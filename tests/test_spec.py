@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from mime_fast import spec as spec_mod
 from mime_fast.spec import (ALL_SUBSETS, BLUR_LEVEL, CLEAR_VERSION, CODES, ENCODED_SUBSETS, FACE_SUBSETS,
                             REMUXED_FROM, SUBSETS, Subset, SubsetSpec, encoded_bases, face_codes, parse_codes, plan,
                             remux_base, spec)

@@ -264,6 +264,17 @@ def _track(path: Path, stack, frames: int, out: dict, wrap=None) -> None:
                       res.stats)
 
 
+def _track_at_once(clips: list[Path], stack, frames: int, wrap=None) -> dict:
+    """:func:`_track` of every clip at once, each on a thread of its own, through ``stack``."""
+    out: dict = {}
+    ts = [threading.Thread(target=_track, args=(c, stack, frames, out, wrap)) for c in clips]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
 @pytest.mark.slow
 def test_real_clips_tracked_at_once_through_one_shared_stack_as_each_alone(stack):
     clips = _clips()
@@ -273,12 +284,7 @@ def test_real_clips_tracked_at_once_through_one_shared_stack_as_each_alone(stack
     for c in clips:  # each alone through a broker of its own
         _track(c, shared_stack(batched, batch=4), frames, alone)
     shared = shared_stack(batched, batch=4, wait_s=0.05)
-    together: dict = {}
-    ts = [threading.Thread(target=_track, args=(c, shared, frames, together)) for c in clips]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    together = _track_at_once(clips, shared, frames)
     assert set(together) == set(alone)
     for name in alone:
         assert together[name][0] == alone[name][0], name  # every frame's mask points, bit for bit
@@ -312,12 +318,7 @@ def test_torch_stack_shared_by_real_clips_gives_each_its_own_result(device):
     for c in clips:
         _track(c, shared_stack(st), 24, alone)
     shared = shared_stack(st, wait_s=0.05)
-    together: dict = {}
-    ts = [threading.Thread(target=_track, args=(c, shared, 24, together)) for c in clips]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    together = _track_at_once(clips, shared, 24)
     for name in alone:
         assert together[name][0] == alone[name][0], name
         assert together[name][1] == alone[name][1], name
@@ -357,12 +358,7 @@ def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
     _track(clips[0], st, 24, alone, wrap)  # no broker: crop detection around the subject, on the device frame
     assert alone[clips[0].name] == plain[clips[0].name]
     shared = shared_stack(st, wait_s=0.05)
-    together: dict = {}
-    ts = [threading.Thread(target=_track, args=(c, shared, 24, together, wrap)) for c in clips]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    together = _track_at_once(clips, shared, 24, wrap)
     for c in clips:
         assert together[c.name][0] == numpy_frames[c.name][0], c.name
         assert together[c.name][1] == numpy_frames[c.name][1], c.name

@@ -340,9 +340,7 @@ def test_real_clips_tracked_through_a_broker_with_replayed_forwards_as_without()
     # networks replay from static buffers (captured after the broker's probe), against the same
     # stack without graphs, each clip through a broker of its own
     torch = pytest.importorskip("torch")
-    import threading
-
-    from test_batching import _clips, _track
+    from test_batching import _clips, _track, _track_at_once
 
     from mime_fast.detect.batching import shared_stack
     from mime_fast.detect.torch_models import load_torch_stack
@@ -357,12 +355,7 @@ def test_real_clips_tracked_through_a_broker_with_replayed_forwards_as_without()
     for m in (replayed.detector, replayed.landmarks, replayed.embedder):
         m.net = GraphedNet(m.net, rec)
     shared = shared_stack(replayed, wait_s=0.05)
-    got: dict = {}
-    ts = [threading.Thread(target=_track, args=(c, shared, 24, got)) for c in clips]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    got = _track_at_once(clips, shared, 24)
     assert set(got) == set(want)
     for name in want:
         assert got[name][0] == want[name][0], name  # every frame's mask points, bit for bit

@@ -389,7 +389,9 @@ def test_cuda_graphs_give_the_eager_forwards_bits_and_every_shape_is_captured(hu
     graphs = [TorchRetinaFace(device="cuda", max_size=384, graphs=True), TorchFaceMesh(device="cuda", graphs=True),
               TorchSFace(device="cuda", graphs=True)]
     want = _run_models(*eager, hug_frames)
-    for _ in range(2):  # the first pass captures, the second replays
+    # a shape is captured at its third call and replayed from its fourth: the mesh's and SFace's
+    # shapes are the faces of a group of 4 frames, which may differ group to group, so 4 passes
+    for _ in range(4):
         assert _run_models(*graphs, hug_frames) == want
     for m in graphs:
         st = m.net.stats()
@@ -415,5 +417,5 @@ def test_the_brokered_cuda_stack_replays_graphs(hug_frames):
                 assert la.points.tobytes() == lb.points.tobytes()
     st = graph_stats(stack)
     assert set(st) >= {"detector", "landmarks"}
-    for role, s in st.items():
-        assert s["eager"] == {} and s["replays"] > 0, (role, s)
+    for role in ("detector", "landmarks"):  # (the embedder is not called here)
+        assert st[role]["eager"] == {} and st[role]["replays"] > 0, (role, st[role])

@@ -365,10 +365,12 @@ def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=No
     if spec.clip_id.startswith("unsent"):  # a result that cannot be pickled
         return [{"clip_id": spec.clip_id, "subset": None, "status": "ok", "odd": lambda: 0}], None, 0
     if spec.clip_id.startswith("crash"):
-        def progress(n, _seen=[0]):
+        def progress(n, _seen=[0], _progress=progress):
             _seen[0] += n
             if _seen[0] >= 5:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if _progress is not None:
+                _progress(n)
     if spec.clip_id.startswith("hang"):
         def progress(n, _seen=[0], _progress=progress):
             _seen[0] += n
@@ -522,7 +524,7 @@ def test_a_clip_that_kills_or_hangs_its_ray_worker_costs_its_clip_not_the_run(co
     out = tmp_path / "out"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # (its workers see PYTHONPATH)
     try:
-        assert main(["build", str(root), "--out", str(out), "--subsets", "FM,FSM", "--ray", "--clip-timeout", "8",
+        assert main(["build", str(root), "--out", str(out), "--subsets", "FM,FSM", "--ray", "--clip-timeout", "12",
                      *SMALL]) == 1
     finally:
         ray.shutdown()
@@ -530,7 +532,7 @@ def test_a_clip_that_kills_or_hangs_its_ray_worker_costs_its_clip_not_the_run(co
     crash = rows.pop(("crash03", None))
     assert crash["detail"] == pool.WORKER_DIED and crash["reason"].startswith("its Ray task failed 2 times")
     hang = rows.pop(("hang05", None))
-    assert hang["reason"] == "no progress for 8 s: stopped" and hang["detail"] == pool.STALLED
+    assert hang["reason"] == "no progress for 12 s: stopped" and hang["detail"] == pool.STALLED
     assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
     assert ray.data.DataContext.get_current().max_errored_blocks == 0  # the caller's setting again
     # the hung clip's temporaries and the stall markers are gone (the crashed one's go with the next run)

@@ -184,7 +184,8 @@ def _exit_when_clip_stalls(timeout: float, marker: Path) -> Iterator[Progress | 
     frame) for ``timeout`` seconds, ``marker`` records this process's id and the process ends, as
     :func:`exit_when_stalled` ends a local run: a thread stuck in a native decoder or a hung
     filesystem call cannot be stopped from Python.  Ray then runs the task again, which finds the
-    marker and fails the clip (:func:`_stalled`) instead of building it.  0: no watch (``None``)."""
+    marker and fails the clip (:func:`_stalled`) instead of building it.  The clock starts when the
+    clip does (the task loads the detection models first).  0: no watch (``None``)."""
     if not timeout:
         yield None
         return
@@ -257,6 +258,8 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
             if marker.exists():  # this task's last run made no progress: its process was ended
                 rows, reason, frames = _stalled(spec, marker, Path(out), timeout, run)
             else:
+                if timeout and _detects(spec, codes):  # a new worker loads its models before the clock starts
+                    default_stack(settings.compute.device)
                 with _exit_when_clip_stalls(timeout, marker) as progress:
                     rows, reason, frames = _process_clip(spec, Path(out), codes, settings, run, progress=progress)
         except RunStopped as exc:  # the output disk is full, ...: the driver stops the run

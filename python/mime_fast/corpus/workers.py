@@ -14,7 +14,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..landmarks import default_stack
 from ..options import Settings
@@ -68,13 +68,26 @@ def exit_when_stalled(in_progress: InProgress, timeout: float | None) -> Iterato
     if not timeout:
         yield
         return
+
+    def say() -> None:
+        os.write(2, (f"{', '.join(in_progress.ids)}: no progress for {timeout:g} s: the run stops here; "
+                     f"rerun to go on (then built in a worker process of their own)\n").encode())
+
+    with _stall_watch(timeout, lambda: bool(in_progress.ids) and time.monotonic() - in_progress.last_moved > timeout,
+                      say):
+        yield
+
+
+@contextlib.contextmanager
+def _stall_watch(timeout: float, stalled: Callable[[], bool], before_exit: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, a thread asks ``stalled()`` every ``min(1 s, timeout / 4)``; when it
+    is true, ``before_exit()`` runs and this process ends, exit status :data:`STALLED_EXIT`."""
     done = threading.Event()
 
     def watch() -> None:
         while not done.wait(min(1.0, timeout / 4)):
-            if in_progress.ids and time.monotonic() - in_progress.last_moved > timeout:
-                os.write(2, (f"{', '.join(in_progress.ids)}: no progress for {timeout:g} s: the run stops here; "
-                             f"rerun to go on (then built in a worker process of their own)\n").encode())
+            if stalled():
+                before_exit()
                 os._exit(STALLED_EXIT)
 
     thread = threading.Thread(target=watch, name="mime-fast-stall-watch", daemon=True)
@@ -190,25 +203,17 @@ def _exit_when_clip_stalls(timeout: float, marker: Path) -> Iterator[Progress | 
         yield None
         return
     last = [time.monotonic()]
-    done = threading.Event()
 
     def progress(n: int) -> None:
         if n:
             last[0] = time.monotonic()
 
-    def watch() -> None:
-        while not done.wait(min(1.0, timeout / 4)):
-            if time.monotonic() - last[0] > timeout:
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text(str(os.getpid()))
-                os._exit(STALLED_EXIT)
+    def mark() -> None:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(os.getpid()))
 
-    thread = threading.Thread(target=watch, name="mime-fast-stall-watch", daemon=True)
-    thread.start()
-    try:
+    with _stall_watch(timeout, lambda: time.monotonic() - last[0] > timeout, mark):
         yield progress
-    finally:
-        done.set()
 
 
 def _stalled(spec: ClipSpec, marker: Path, out_dir: Path, timeout: float, run: str) -> tuple:

@@ -135,6 +135,33 @@ def save(name: str, payload: dict, device: str = "cpu") -> Path:
     return path
 
 
+class NullWriter:
+    """Stands in for :class:`mime_fast.media.Mp4Writer` in build_subsets (the no-encode contender):
+    every frame, still picture, packet and audio call is taken and dropped; the file is created empty
+    so the outputs are renamed into place as usual."""
+
+    def __init__(self, path, width: int, height: int, **_):
+        self.path = Path(path)
+        self.path.touch()
+        self.audio = None  # no audio stream: build_subsets muxes no audio into it
+        self.frames = 0
+
+    def write_frame(self, *_) -> None:
+        self.frames += 1
+
+    write_still = write_packet = write_rgb = write_frame
+
+    def write_audio_until(self, *_) -> None:
+        pass
+
+    write_audio = write_audio_until
+
+    def close(self) -> None:
+        pass
+
+    abort = close
+
+
 def face_frame(height: int = 720, width: int = 1280) -> tuple[np.ndarray, np.ndarray]:
     """A 720p frame with a real face (scikit-image's astronaut, scaled up) and 106 landmark-like
     points whose hull is about 250 x 320 px."""

@@ -75,7 +75,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from _harness import REAL_CLIPS, gpu_name, grid_frames, libx264_alone, machine, media_dir, save, scaled_copy
+from _harness import REAL_CLIPS, NullWriter, gpu_name, grid_frames, libx264_alone, machine, media_dir, save, scaled_copy
 
 import mime_fast
 from mime_fast import subsets as _subsets
@@ -203,33 +203,6 @@ class Clock(Monitor):
 
     def clip_done(self, clip_id: str, reason, frames: int) -> None:
         self.done[clip_id] = round(time.perf_counter() - self.t0, 2)
-
-
-class NullWriter:
-    """Stands in for :class:`mime_fast.media.Mp4Writer` in build_subsets (the no-encode contender):
-    every frame, still picture, packet and audio call is taken and dropped; the file is created empty
-    so the outputs are renamed into place as usual."""
-
-    def __init__(self, path, width: int, height: int, **_):
-        self.path = Path(path)
-        self.path.touch()
-        self.audio = None  # no audio stream: build_subsets muxes no audio into it
-        self.frames = 0
-
-    def write_frame(self, *_) -> None:
-        self.frames += 1
-
-    write_still = write_packet = write_rgb = write_frame
-
-    def write_audio_until(self, *_) -> None:
-        pass
-
-    write_audio = write_audio_until
-
-    def close(self) -> None:
-        pass
-
-    abort = close
 
 
 @contextlib.contextmanager

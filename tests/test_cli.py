@@ -302,6 +302,37 @@ def five_clips(tmp_path_factory) -> Path:
     return root
 
 
+# Loaded by the build's processes (sitecustomize on PYTHONPATH): every clip but k0 moves a frame
+# per 0.1 s, still asking at each frame whether to stop.  The tiny clips otherwise build in about
+# two seconds in all, and on a busy machine the build could end between the moment the test sees
+# k0's row and the moment its Ctrl-C lands (seen once: exit status 0, every clip built).
+SLOW_CLIPS = """
+import time
+
+from mime_fast.corpus import clip, pool, workers
+
+_real = pool._process_clip
+
+
+def _process_clip(spec, out_dir, codes, settings, run, located=None, progress=None):
+    if spec.clip_id != "k0" and progress is not None:
+        def progress(n, _progress=progress):
+            time.sleep(0.1 * n)
+            _progress(n)
+    return _real(spec, out_dir, codes, settings, run, located, progress)
+
+
+pool._process_clip = workers._process_clip = clip._process_clip = _process_clip
+"""
+
+
+def slow_clips_env(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_CLIPS)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
 def first_row_and_temporaries(out: Path) -> bool:
     manifest = out / "manifest.jsonl"
     return (manifest.exists() and '"ok"' in manifest.read_text()
@@ -314,11 +345,12 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]
     # A session of its own: SIGINT goes to the whole process group, as a terminal's Ctrl-C does.
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=slow_clips_env(tmp_path))
     try:
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline and not first_row_and_temporaries(out):
-            time.sleep(0.05)  # a clip takes seconds: the build is caught with a clip done and one in progress
+            time.sleep(0.05)  # the build is caught with k0 done and a slow clip in progress
         assert proc.poll() is None, "the build ended before it could be interrupted"
         os.killpg(proc.pid, signal.SIGINT)
         try:

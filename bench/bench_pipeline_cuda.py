@@ -53,7 +53,8 @@ encoders-alone clip's encodes, a ``run_corpus`` clip's first frames to its end; 
 slowest clip; the targets are on the wall-clock rates.
 
 The ``cpu`` and ``gpu`` runs include what a real run pays: worker processes starting and loading
-their models (``first_frames_s`` says when the first frames moved).  ``--device cpu`` runs
+their models (``first_frames_s`` says when the first frames moved, ``workers_ready_s`` when the
+last of the first worker processes had loaded its models).  ``--device cpu`` runs
 ``cpu``, ``encoders`` and ``no_encode`` on the CPU (a smoke test without a GPU; the GPU figures are
 null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` with the GPU workers
 >= 1500 source fps.  Writes bench/results/pipeline-<device>.json.
@@ -189,11 +190,19 @@ def prepare_corpus(cache: Path, media: Path, quick: bool, fm_copy: bool, jobs: i
 
 
 class Clock(Monitor):
-    """When a run_corpus run moved its first frames, and when each clip moved its first frames
-    and finished (s since the run started)."""
+    """When a run_corpus run moved its first frames, when its worker processes had all loaded their
+    models (the pool's status line ends), and when each clip moved its first frames and finished
+    (s since the run started)."""
 
     def start(self, pending, passes) -> None:
         self.t0, self.first, self.started, self.done = time.perf_counter(), None, {}, {}
+        self.loading, self.ready = False, None
+
+    def status(self, text) -> None:
+        if text is not None and text.startswith("worker processes loading"):
+            self.loading = True
+        elif text is None and self.loading and self.ready is None:
+            self.ready = round(time.perf_counter() - self.t0, 2)
 
     def frames(self, clip_id: str, n: int) -> None:
         now = time.perf_counter() - self.t0
@@ -241,7 +250,8 @@ def run_pipeline(clips: list[Clip], out: Path, workers: int, **kw) -> dict:
             d.setdefault("not_ok", {})[r["subset"]] = f"{r['status']}: {r['reason']}"
     shutil.rmtree(out, ignore_errors=True)
     return {"wall_s": wall, "frames": summary.frames, "failed": summary.failed,
-            "first_frames_s": None if clock.first is None else round(clock.first, 2), "clips": per_clip}
+            "first_frames_s": None if clock.first is None else round(clock.first, 2),
+            "workers_ready_s": clock.ready, "clips": per_clip}
 
 
 _WORKER: dict = {}

@@ -305,7 +305,7 @@ def five_clips(tmp_path_factory) -> Path:
 # Loaded by the build's processes (sitecustomize on PYTHONPATH): every clip but k0 moves a frame
 # per 0.1 s, still asking at each frame whether to stop.  The tiny clips otherwise build in about
 # two seconds in all, and on a busy machine the build could end between the moment the test sees
-# k0's row and the moment its Ctrl-C lands (seen once: exit status 0, every clip built).
+# k0's row and the moment its Ctrl-C lands.
 SLOW_CLIPS = """
 import time
 
@@ -333,6 +333,23 @@ def slow_clips_env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
+def sigint_as_in_a_terminal() -> None:
+    """In the child about to run the command: SIGINT's default disposition, as a terminal gives it
+    (a test run started in the background of a script has it ignored, and a child inherits that:
+    the command would then never see the Ctrl-C the test sends)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's own Ctrl-C handler in this process for the test (see :func:`sigint_as_in_a_terminal`)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def first_row_and_temporaries(out: Path) -> bool:
     manifest = out / "manifest.jsonl"
     return (manifest.exists() and '"ok"' in manifest.read_text()
@@ -346,7 +363,7 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]
     # A session of its own: SIGINT goes to the whole process group, as a terminal's Ctrl-C does.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env=slow_clips_env(tmp_path))
+                            env=slow_clips_env(tmp_path), preexec_fn=sigint_as_in_a_terminal)
     try:
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline and not first_row_and_temporaries(out):
@@ -389,7 +406,7 @@ def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Pa
         assert sha256(out / r["path"]) == r["sha256"]
 
 
-def test_ctrl_c_is_raised_at_a_safe_point_not_where_it_lands() -> None:
+def test_ctrl_c_is_raised_at_a_safe_point_not_where_it_lands(default_sigint) -> None:
     # An exception raised between any two bytecodes can leave a lock taken for good (a Ctrl-C that
     # landed inside queue / threading code is the likely cause of a run hung in its clean-up, seen once
     # under load):

@@ -16,11 +16,13 @@ import pytest
 
 from mime_fast import samples
 from mime_fast.cli import main
-from mime_fast.corpus import pool
+from mime_fast.corpus import ClipSpec, pool, run_corpus
 from mime_fast.manifest import COLUMNS, read_rows
+from mime_fast.progress import Monitor
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 SMALL = ["--min-height", "0", "--min-duration", "0"]
+SMALL_KW = {"min_height": 0, "min_duration": 0}
 
 
 def sha256(path: Path) -> str:
@@ -461,6 +463,67 @@ def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tm
     assert main(["build", str(corpus), "--out", str(tmp_path / "out"), "--workers", "2", *SMALL]) == 1
     err = capsys.readouterr().err
     assert "a worker process could not start: OSError: no cores for you" in err
+
+
+# In worker processes: the detection models take 6 s to load, or fail to load.
+SLOW_MODELS = """
+import os, time
+
+from mime_fast import landmarks
+
+_real = landmarks.default_stack
+
+
+def default_stack(device="cpu", _loaded=[]):
+    if os.environ.get("MIME_TEST_MODELS") == "broken":
+        raise RuntimeError("the models are broken")
+    if not _loaded:  # (loaded once per process, as the models of one clip thread are)
+        time.sleep(6)
+        _loaded.append(device)
+    return _real(device)
+
+
+landmarks.default_stack = default_stack  # (the test's own process, the driver, loads them as usual)
+from mime_fast.corpus import pool  # noqa: E402
+
+pool.default_stack = default_stack
+"""
+
+
+class _Statuses(Monitor):
+    def __init__(self):
+        self.said: list = []
+
+    def status(self, text) -> None:
+        self.said.append(text)
+
+    def frames(self, clip_id, n) -> None:
+        if not self.said or self.said[-1] != "frames":
+            self.said.append("frames")
+
+
+def test_workers_load_their_models_before_their_first_clip(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    # A worker loads the detection models before it says it is ready: a slow load (a GPU machine's
+    # torch, CUDA context and networks) is not counted as a clip's lack of progress, and the run's
+    # status says how many workers are ready.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SLOW_MODELS)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4")
+    monitor = _Statuses()
+    summary = run_corpus([ClipSpec(p.stem, p) for p in sorted(root.glob("*.mp4"))], tmp_path / "out",
+                         subsets=["FM", "FSM"], workers=2, clip_timeout=4, monitor=monitor, **SMALL_KW)
+    assert sorted(summary.done) == ["happy01", "sad02"] and not summary.failed, summary.failed
+    ready = "worker processes loading their models: {}/2 ready"
+    assert [t for t in monitor.said if t != "frames"] == ["loading detection models…", None, ready.format(0),
+                                                          ready.format(1), None]
+    assert monitor.said.index("frames") > monitor.said.index(ready.format(1))  # a clip only once models are loaded
+    # a worker whose models cannot load stops the run with the reason
+    monkeypatch.setenv("MIME_TEST_MODELS", "broken")
+    with pytest.raises(RuntimeError, match="a worker process could not start: RuntimeError: the models are broken"):
+        run_corpus([ClipSpec(p.stem, p) for p in sorted(root.glob("*.mp4"))], tmp_path / "out2",
+                   subsets=["FM", "FSM"], workers=2, **SMALL_KW)
 
 
 def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """Clips built in worker processes on this machine, each process joined to the driver by a pipe of
 its own.
 
-The driver hands each process clips as its slots free up (``slots`` clips at once per process, on
+Each process loads its detection models before it says it is ready (the run's status line
+counts the processes ready), so a slow load -- torch, a CUDA context and the networks on a GPU
+machine -- is not a clip's time.  The driver hands each process clips as its slots free up (``slots`` clips at once per process, on
 threads: with ``device="cuda"`` they share the process's GPU and its models), and ``stop`` / ``end``
 messages; a process sends back frame counts and each clip's result.  Nothing is shared between the
 processes: no queue, lock or semaphore that a process killed in the middle of a call could leave
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..devices import gpu_count
+from ..landmarks import default_stack
 from ..options import Settings
 from ..progress import Monitor
 from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
@@ -91,8 +94,13 @@ def _worker_setup(index: int, gpus: int = 0, threads: int = 0) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ids[index % len(ids)]  # before anything touches CUDA here
 
 
-def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: int, slots: int) -> None:
-    """A worker process: ``slots`` threads build the clips the driver sends over ``conn``."""
+def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: int, slots: int,
+                 models: str | None = None) -> None:
+    """A worker process: ``slots`` threads build the clips the driver sends over ``conn``.  With
+    ``models`` (a device), each thread loads the detection models of that device first
+    (:func:`~mime_fast.landmarks.default_stack`: the threads of a CUDA process share one), and the
+    process says it is ready only then: a clip's time, and its stall clock, start with its first
+    frame, not with a model load (on a GPU machine: torch, the CUDA context, the networks)."""
     send_lock = threading.Lock()
 
     def send(*message: Any) -> None:
@@ -104,11 +112,20 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
     except BaseException:  # noqa: BLE001 - said to the driver, which stops the run with it
         send("fatal", traceback.format_exc(limit=4))
         return
-    send("ready")
     stop = threading.Event()
     clips: queue.SimpleQueue = queue.SimpleQueue()
+    loaded = threading.Barrier(slots + 1)
+    failures: list[str] = []
 
     def slot() -> None:
+        if models is not None:
+            try:
+                default_stack(models)  # (per thread on the CPU, per process on a GPU)
+            except BaseException:  # noqa: BLE001 - said to the driver, which stops the run with it
+                failures.append(traceback.format_exc(limit=4))
+        loaded.wait()
+        if failures:
+            return
         while (item := clips.get()) is not None:
             i, args = item
             try:
@@ -132,6 +149,13 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
     workers = [threading.Thread(target=slot, name=f"mime-fast-clip-{k}") for k in range(slots)]
     for t in workers:
         t.start()
+    loaded.wait()
+    if failures:
+        send("fatal", failures[0])
+        for t in workers:
+            t.join()
+        return
+    send("ready")
     try:
         while True:
             try:
@@ -216,10 +240,13 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
     deaths = 0  # processes that died starting, or while no clip of the run had finished
     finished = False
     stopping = False
+    first = min(procs, len(pending))
+    starting = set(range(first))  # the first processes, until each says it is ready (the status line)
 
     def start(index: int) -> None:
         here, there = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(there, index, gpus, threads, slots),
+        process = ctx.Process(target=_worker_main,
+                              args=(there, index, gpus, threads, slots, settings.compute.device if detecting else None),
                               name=f"mime-fast-worker-{index}", daemon=True)
         with _sigint_blocked():  # the process starts with SIGINT blocked
             process.start()
@@ -264,6 +291,10 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
             kind = message[0]
             if kind == "ready":
                 w.ready = True
+                if detecting and w.index in starting:
+                    starting.discard(w.index)
+                    monitor.status(f"worker processes loading their models: {first - len(starting)}/{first} ready"
+                                   if starting else None)
             elif kind == "frames":
                 if message[1] in w.clips:
                     w.moved[message[1]] = time.monotonic()
@@ -344,8 +375,10 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 yield from reap(w)
 
     try:
-        for k in range(min(procs, len(pending))):
+        for k in range(first):
             start(k)  # (clips are handed out once it says it is ready)
+        if detecting:
+            monitor.status(f"worker processes loading their models: 0/{first} ready")
         try:
             while live:
                 if interrupt.is_set():

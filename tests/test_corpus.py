@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from mime_fast import samples
@@ -556,7 +557,9 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     # One worker: a clip that hangs in the command's own process cannot be stopped there; after
     # --clip-timeout without progress the run ends (exit status 3) naming it, and the rerun builds it
     # in a worker process of its own, killed after the same timeout: the clip fails, the rest is built.
-    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4", hang05="b/sad02.mp4")  # (built first: sorted)
+    # The run that stops compacts its manifest first: the parquet lists the clip finished before.
+    root = _clips(tmp_path, corpus, done00="b/sad02.mp4", happy01="a/happy01.mp4", sad02="b/sad02.mp4",
+                  hang05="b/sad02.mp4")  # (built in this order: done00, hang05, happy01, sad02)
     env = dict(os.environ, PYTHONPATH=_faults(tmp_path))
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(root), "--out", str(out), "--subsets", "FM,FSM",
@@ -565,12 +568,14 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     assert first.returncode == 3, first.stderr
     said = first.stderr.strip().splitlines()[-1]  # (happy01, detected ahead meanwhile, is named too)
     assert said.startswith("hang05, ") and ": no progress for 8 s: the run stops here; rerun to go on" in said
+    parquet = pq.read_table(out / "manifest.parquet").to_pylist()
+    assert {r["clip_id"] for r in parquet} == {"done00"} and len(parquet) == len(read_rows(out)) == 3  # FM, FSM, audio
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 1, again.stderr
     rows = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
     hang = rows.pop(("hang05", None))
     assert hang["reason"] == "no progress for 8 s: stopped" and hang["detail"] == pool.STALLED
-    assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"happy01", "sad02"}
+    assert {r["status"] for r in rows.values()} == {"ok"} and {c for c, _ in rows} == {"done00", "happy01", "sad02"}
     assert not [p for p in out.rglob(".*")]
 
 

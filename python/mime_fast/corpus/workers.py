@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..landmarks import default_stack
+from ..manifest import compact, read_rows, write_compacted
 from ..options import Settings
 from ..progress import Monitor
 from ..subsets import locate_subject
@@ -64,7 +65,8 @@ def exit_when_stalled(in_progress: InProgress, timeout: float | None) -> Iterato
     :data:`STALLED_EXIT`.  A thread stuck in a native decoder or in a hung filesystem call cannot be
     stopped from Python; the process ends as with ``kill -9``, which a run survives: the rerun
     builds those clips in a worker process of their own, where the same timeout stops them alone
-    (:mod:`~mime_fast.corpus.pool`).  ``None`` or 0: no watch."""
+    (:mod:`~mime_fast.corpus.pool`).  The manifest is compacted first (its parquet then lists the
+    clips finished), unless that takes over :data:`COMPACT_BEFORE_EXIT_S`.  ``None`` or 0: no watch."""
     if not timeout:
         yield
         return
@@ -72,10 +74,31 @@ def exit_when_stalled(in_progress: InProgress, timeout: float | None) -> Iterato
     def say() -> None:
         os.write(2, (f"{', '.join(in_progress.ids)}: no progress for {timeout:g} s: the run stops here; "
                      f"rerun to go on (then built in a worker process of their own)\n").encode())
+        _compact_briefly(in_progress.path.parent)
 
     with _stall_watch(timeout, lambda: bool(in_progress.ids) and time.monotonic() - in_progress.last_moved > timeout,
                       say):
         yield
+
+
+#: How long a run that stops for a stalled clip waits for its manifest's compaction.
+COMPACT_BEFORE_EXIT_S = 30.0
+
+
+def _compact_briefly(out_dir: Path) -> None:
+    """The manifest of ``out_dir`` compacted (jsonl and parquet) on a thread of its own, waited for
+    at most :data:`COMPACT_BEFORE_EXIT_S`: a hung filesystem, one reason a clip stalls, must not keep
+    the process from ending.  Only while the run's own thread is stuck in a clip (it appends rows
+    between clips); a failure is one line on stderr (the next run compacts)."""
+    def compact_now() -> None:
+        try:
+            write_compacted(out_dir, compact(read_rows(out_dir)))
+        except Exception as exc:  # noqa: BLE001 - the exit goes on; the rerun compacts
+            os.write(2, f"{out_dir}: the manifest was not compacted ({type(exc).__name__}: {exc})\n".encode())
+
+    thread = threading.Thread(target=compact_now, name="mime-fast-compact", daemon=True)
+    thread.start()
+    thread.join(COMPACT_BEFORE_EXIT_S)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,14 @@
 # .gpu/site.tar.xz, the real clips in .gpu/media/ and model files in .gpu/models/: all made here by
 # bench/make_gpu_bundle.sh (carry ".gpu").
 #
-#   bash bench/gpu_check.sh [tests|bench|all] [pytest args...]
+#   bash bench/gpu_check.sh [tests|sanitize|bench|all|models|pipeline] [pytest args...]
+#
+# Not part of "all" (each a device call of its own, each a few minutes): "models" runs the face
+# models on torch with and without CUDA graphs (bench_models.py) and profiles one clip
+# (profile_gpu_clip.py on the crowd: stages, CUDA runtime calls per frame, graph counts);
+# "pipeline" runs the corpus benchmark with 8 clips per process beside one per process
+# (bench_pipeline_cuda.py: GPU path, CPU path, libx264 alone, no-encode with and without graphs,
+# workers_ready_s). Their JSON results and the profile land in $OUT.
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -64,4 +71,18 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
         python3 "$b" --device cuda --repeats 40 2>&1 | tail -4
     done) | tee -a "$OUT/gpu_check.log"
     cp bench/results/*-cuda.json "$OUT/" 2>/dev/null
+fi
+if [ "$what" = models ]; then
+    log "models: torch with and without CUDA graphs; the crowd profiled"
+    (cd bench && python3 bench_models.py --device cuda 2>&1 | tail -12) | tee -a "$OUT/gpu_check.log"
+    crowd=${MIME_FAST_SHARED_MEDIA:-$PWD/../shared/media}/crowd_1080p.mp4
+    [ -f "$crowd" ] && (cd bench && python3 profile_gpu_clip.py "$crowd" --device cuda >"$OUT/profile_crowd.txt" 2>&1;
+        head -40 "$OUT/profile_crowd.txt") | tee -a "$OUT/gpu_check.log"
+    cp bench/results/models-cuda.json "$OUT/" 2>/dev/null
+fi
+if [ "$what" = pipeline ]; then
+    log "pipeline: the corpus benchmark"
+    (cd bench && python3 bench_pipeline_cuda.py --device cuda --clips-per-process 8 2>&1 | tail -30) |
+        tee -a "$OUT/gpu_check.log"
+    cp bench/results/pipeline-cuda.json "$OUT/" 2>/dev/null
 fi

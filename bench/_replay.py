@@ -60,10 +60,12 @@ class _Model:
         self._role, self._model, self._log, self._queues = role, model, log, queues
 
     def __getattr__(self, name: str):
+        key = (self._role, name)
+        if self._queues is not None and key in self._queues:
+            return self._answer(key)  # (the model is not touched)
         value = getattr(self._model, name)
         if not callable(value) or name.startswith("_"):
             return value
-        key = (self._role, name)
         if self._queues is None:
             def record(*args, **kwargs):
                 t = time.perf_counter()
@@ -73,14 +75,16 @@ class _Model:
                 self._log.answers[key].append((_shape(args), copy.deepcopy(out)))
                 return out
             return record
+        return self._answer(key)
 
+    def _answer(self, key: tuple[str, str]):
         def answer(*args, **kwargs):
             queue = self._queues.get(key)
             if not queue:
-                raise ReplayDiverged(f"{self._role}.{name}: a call the recorded run did not make")
+                raise ReplayDiverged(f"{key[0]}.{key[1]}: a call the recorded run did not make")
             shape, out = queue.popleft()
             if shape != _shape(args):
-                raise ReplayDiverged(f"{self._role}.{name}: input {_shape(args)}, recorded {shape}")
+                raise ReplayDiverged(f"{key[0]}.{key[1]}: input {_shape(args)}, recorded {shape}")
             return out
         return answer
 

@@ -431,14 +431,13 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
 
     n_src = 0
     why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
-    on_device = None
+    on_device: Callable | None = None  # NVDEC frame -> its RGB kept on the GPU, for a stack that reads it there
     if st.compute.device == "cuda" and why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""
         if observe is not None and observe_device:
             from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
 
-            def on_device(decoded):
-                return DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))
+            on_device = lambda decoded: DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))  # noqa: E731
         frames = iter_nvdec_frames(src, info, rgb=observe is not None and on_device is None)
     else:
         result.decoder, result.decoder_reason = "pyav", why_not if st.compute.device == "cuda" else ""

@@ -88,7 +88,7 @@ from .interface import (
     _downscale,
     nms,
 )
-from .weights import OFFLINE_FILES, ModelNotAvailable, _import, _ort_session, models_status, package_file
+from .weights import OFFLINE_FILES, ModelNotAvailable, _ort_session, models_status, package_file
 
 __all__ = [
     "HogPersonDetector",

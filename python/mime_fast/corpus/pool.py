@@ -3,12 +3,13 @@ its own.
 
 Each process loads its detection models before it says it is ready (the run's status line
 counts the processes ready), so a slow load -- torch, a CUDA context and the networks on a GPU
-machine -- is not a clip's time.  The driver hands each process clips as its slots free up (``slots`` clips at once per process, on
-threads: with ``device="cuda"`` they share the process's GPU and its models), and ``stop`` / ``end``
-messages; a process sends back frame counts and each clip's result.  Nothing is shared between the
-processes: no queue, lock or semaphore that a process killed in the middle of a call could leave
-taken for the others (the out-of-memory killer's SIGKILL, a crash in a native decoder or model
-library).  So a dying worker costs the run one clip, not the batch:
+machine -- is not a clip's time.  The driver hands each process clips as its slots free up
+(``slots`` clips at once per process, on threads: with ``device="cuda"`` they share the process's
+GPU and its models), and ``stop`` / ``end`` messages; a process sends back frame counts and each
+clip's result.  Nothing is shared between the processes: no queue, lock or semaphore that a process
+killed in the middle of a call could leave taken for the others (the out-of-memory killer's
+SIGKILL, a crash in a native decoder or model library).  So a dying worker costs the run one clip,
+not the batch:
 
 - the driver sees the process end (its sentinel) with clips still in flight; with one clip in
   flight that clip gets a failed row naming how the process ended (``killed by SIGKILL - out of

@@ -21,6 +21,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     pytest.skip(f"CUDA unavailable: {reason}")
 
 
+def sitecustomize_path(tmp_path, code: str) -> str:
+    """A ``PYTHONPATH`` (the current one behind it) under which every Python process started from
+    now on runs ``code`` first: a ``sitecustomize`` module in ``tmp_path/site`` (the tests' faults
+    and slow downs in the worker processes and commands they start)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(code)
+    return os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 def assert_images_equal(actual: np.ndarray, expected: np.ndarray, device: str = "cpu") -> None:
     """The one tolerance rule of the suite: every operator is integer-exact (blur, composite) or
     rounds identical single-precision operations (masks), so both devices must match bit for bit."""

@@ -20,6 +20,8 @@ from mime_fast import cli, samples
 from mime_fast.cli import main
 from mime_fast.manifest import read_rows
 
+from conftest import sitecustomize_path
+
 SMALL = ["--min-height", "0", "--min-duration", "0"]
 COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "audit", "info")
 
@@ -327,10 +329,7 @@ pool._process_clip = workers._process_clip = clip._process_clip = _process_clip
 
 
 def slow_clips_env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SLOW_CLIPS)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return {**os.environ, "PYTHONPATH": sitecustomize_path(tmp_path, SLOW_CLIPS)}
 
 
 def sigint_as_in_a_terminal() -> None:

@@ -21,6 +21,8 @@ from mime_fast.corpus import ClipSpec, pool, run_corpus
 from mime_fast.manifest import COLUMNS, read_rows
 from mime_fast.progress import Monitor
 
+from conftest import sitecustomize_path
+
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
 SMALL = ["--min-height", "0", "--min-duration", "0"]
 SMALL_KW = {"min_height": 0, "min_duration": 0}
@@ -410,10 +412,7 @@ def _clips(tmp_path: Path, corpus: Path, **copies: str) -> Path:
 
 def _faults(tmp_path: Path) -> str:
     """A PYTHONPATH under which every new Python process loads SITECUSTOMIZE's faults."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    return os.pathsep.join([str(site), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return sitecustomize_path(tmp_path, SITECUSTOMIZE)
 
 
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
@@ -455,12 +454,9 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
 
 def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tmp_path: Path, monkeypatch,
                                                                  capsys) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text("from mime_fast.corpus import pool\n"
-                                           "def _broken(*a, **k):\n    raise OSError('no cores for you')\n"
-                                           "pool._worker_setup = _broken\n")
-    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONPATH", sitecustomize_path(tmp_path, "from mime_fast.corpus import pool\n"
+                                                          "def _broken(*a, **k):\n    raise OSError('no cores for you')\n"
+                                                          "pool._worker_setup = _broken\n"))
     assert main(["build", str(corpus), "--out", str(tmp_path / "out"), "--workers", "2", *SMALL]) == 1
     err = capsys.readouterr().err
     assert "a worker process could not start: OSError: no cores for you" in err
@@ -507,10 +503,7 @@ def test_workers_load_their_models_before_their_first_clip(corpus: Path, tmp_pat
     # A worker loads the detection models before it says it is ready: a slow load (a GPU machine's
     # torch, CUDA context and networks) is not counted as a clip's lack of progress, and the run's
     # status says how many workers are ready.
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SLOW_MODELS)
-    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("PYTHONPATH", sitecustomize_path(tmp_path, SLOW_MODELS))
     root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4")
     monitor = _Statuses()
     summary = run_corpus([ClipSpec(p.stem, p) for p in sorted(root.glob("*.mp4"))], tmp_path / "out",

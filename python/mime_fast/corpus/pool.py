@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -50,7 +51,7 @@ from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
 from .inputs import ClipSpec
 from .interrupts import _sigint_blocked, stacks_on_sigusr1
 from .resume import clean_stale_temporaries
-from .workers import _load_models, share_cores, worker_threads
+from .workers import share_cores, worker_threads
 
 __all__ = ["worker_process_results", "exit_description", "WORKER_DIED", "STALLED"]
 
@@ -110,20 +111,20 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
 
     try:
         _worker_setup(index, gpus, threads)
-    except BaseException:  # noqa: BLE001 - said to the driver, which stops the run with it
-        send("fatal", traceback.format_exc(limit=4))
+    except BaseException as exc:  # noqa: BLE001 - said to the driver, which stops the run with it
+        send("fatal", *_fatal(exc))
         return
     stop = threading.Event()
     clips: queue.SimpleQueue = queue.SimpleQueue()
     loaded = threading.Barrier(slots + 1)
-    failures: list[str] = []
+    failures: list[tuple[str, BaseException | None]] = []
 
     def slot() -> None:
         if models is not None:
             try:
                 default_stack(models)  # (per thread on the CPU, per process on a GPU)
-            except BaseException:  # noqa: BLE001 - said to the driver, which stops the run with it
-                failures.append(traceback.format_exc(limit=4))
+            except BaseException as exc:  # noqa: BLE001 - said to the driver, which stops the run with it
+                failures.append(_fatal(exc))
         loaded.wait()
         if failures:
             return
@@ -152,7 +153,7 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
         t.start()
     loaded.wait()
     if failures:
-        send("fatal", failures[0])
+        send("fatal", *failures[0])
         for t in workers:
             t.join()
         return
@@ -179,6 +180,29 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
 
 def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".rstrip(": ")
+
+
+def _fatal(exc: BaseException) -> tuple[str, BaseException | None]:
+    """What a worker that cannot start tells the driver: the traceback's text, and the exception
+    itself where it is an ``ImportError`` that survives pickling (a model or its runtime not
+    installed: the driver raises it as an in-process run would, :func:`_start_failure`)."""
+    said = traceback.format_exc(limit=4)
+    if isinstance(exc, ImportError):
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:  # noqa: BLE001 - its text is enough
+            return said, None
+        return said, exc
+    return said, None
+
+
+def _start_failure(said: str, exc: BaseException | None = None) -> BaseException:
+    """The error a run stops with when a worker process cannot start: a model that is not installed
+    as itself (``ImportError``, e.g. :class:`~mime_fast.detect.ModelNotAvailable`: the same one
+    line as a run in one process), anything else as ``RuntimeError`` naming it."""
+    if isinstance(exc, ImportError):
+        return exc
+    return RuntimeError(f"a worker process could not start: {said.strip().splitlines()[-1]}")
 
 
 def _clip_in_worker(i: int, spec: ClipSpec, out_dir: Path, codes: list[str], settings: Settings, run: str, *,
@@ -227,8 +251,8 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
     complete, relaying their frame counts to ``monitor``.  With ``device="cuda"`` worker i uses GPU
     i mod n.  A worker that dies costs its clip a failed row, not the run, and so does a clip that
     makes no progress for ``clip_timeout`` seconds (the module's text)."""
-    if detecting:  # each worker loads its own; loaded here first, a missing model stops the run now
-        _load_models(monitor)
+    # (each worker loads the detection models before it is ready; one that cannot stops the run
+    # with the reason: a missing model is raised here as it would be in one process)
     # "spawn": a fresh interpreter per worker, never a fork of a process that holds threads.
     ctx = multiprocessing.get_context("spawn")
     procs = -(-workers // per_process)
@@ -301,7 +325,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                     w.moved[message[1]] = time.monotonic()
                 monitor.frames(pending[message[1]].clip_id, message[2])
             elif kind == "fatal":
-                raise RuntimeError(f"a worker process could not start: {message[1].strip().splitlines()[-1]}")
+                raise _start_failure(*message[1:])
             elif kind == "halt":
                 w.clips.discard(message[1])
                 raise RunStopped(message[2])

@@ -32,8 +32,8 @@ def _load_models(monitor: Monitor, pool=None, device: str = "cpu") -> None:
     """Load the detection models before the first clip (on ``pool``'s thread when given: the models
     are loaded once per thread), saying so; a missing model fails the run here, not every clip.
     ``device``: the stack of that device (:func:`mime_fast.landmarks.default_stack`), for runs whose
-    clips are built in this process; a pool's driver checks with the CPU stack (its workers load
-    their own, and the driver holds no GPU memory)."""
+    clips are built in this process (worker processes load their own before they are ready:
+    :mod:`~mime_fast.corpus.pool`; the driver loads none)."""
     monitor.status("loading detection models…")
     if pool is None:
         default_stack(device)

@@ -138,9 +138,12 @@ public:
                 cudaMemcpyKind kind, const char* what) {
         if (width && height) check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream_), what);
     }
+    // Waits for the stream first, then reports a failed launch: after an error, no copy queued by
+    // this call can still be running into or out of the staging buffers the next call reuses.
     void sync(const char* what) {
+        const cudaError_t done = cudaStreamSynchronize(stream_);
         check(cudaGetLastError(), what);
-        check(cudaStreamSynchronize(stream_), what);
+        check(done, what);
     }
 
 private:
@@ -443,10 +446,30 @@ Rect blur_hull_region(int W, int H, const Hull& hull, const HullMaskParams& para
     return bbox_from(b);
 }
 
+// A pointer a caller says is in device memory: a host address (a CPU tensor's data_ptr, say) would
+// otherwise fault inside a kernel, and an illegal address spoils the CUDA context for good.
+void require_device_pointer(const void* p, const char* what) {
+    cudaPointerAttributes a{};
+    const cudaError_t e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();  // (not sticky: cleared, so that the next launch is not blamed for it)
+        invalid(std::string(what) + ": not a CUDA address (" + cudaGetErrorString(e) + ")");
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        invalid(std::string(what) + " must point to device memory, not host memory");
+    int current = 0;
+    check(cudaGetDevice(&current), "cudaGetDevice");
+    if (a.device != current)
+        invalid(std::string(what) + " is on CUDA device " + std::to_string(a.device) + ", this thread uses device " +
+                std::to_string(current));
+}
+
 void check_nv12(const Nv12Device& f) {
     if (!f.y || !f.uv) invalid("the NV12 frame's plane pointers must not be null");
     if (f.width <= 0 || f.height <= 0) invalid("the NV12 frame's size must be positive");
     if (f.y_pitch < f.width || f.uv_pitch < 2 * ((f.width + 1) / 2)) invalid("the NV12 frame's pitches are below its width");
+    require_device_pointer(f.y, "the NV12 frame's luma plane");
+    require_device_pointer(f.uv, "the NV12 frame's chroma plane");
 }
 
 }  // namespace
@@ -508,6 +531,7 @@ void nv12_to_rgb_device(const Nv12Device& f, uint8_t* dst, long dst_stride, cons
     check_nv12(f);
     if (!dst) invalid("the output pointer must not be null");
     if (dst_stride < 3L * f.width) invalid("nv12_to_rgb: output rows overlap (row stride below width x 3)");
+    require_device_pointer(dst, "nv12_to_rgb's output");
     Workspace& ws = Workspace::current();
     follow(ws, stream);
     const int cw = (f.width + 1) / 2, ch = (f.height + 1) / 2;
@@ -633,6 +657,8 @@ void area_resize_device(const DeviceImage& src, uint8_t* dst, int dst_width, int
     if (count < 1 || count > 65535) invalid("area_resize: 1 to 65535 images per call, got " + std::to_string(count));
     if (count > 1 && (src_step < src.stride * src.height || dst_step < dst_stride * dst_height))
         invalid("area_resize: images overlap (an image step below rows x row stride)");
+    require_device_pointer(src.data, "area_resize's image");
+    require_device_pointer(dst, "area_resize's output");
     Workspace& ws = Workspace::current();
     follow(ws, stream);
     if (half) {

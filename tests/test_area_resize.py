@@ -167,12 +167,23 @@ def test_cuda_unavailable_is_a_clear_error(frame720: np.ndarray) -> None:
         ops.area_resize(frame720, 384, 216, device="cuda")
 
 
+#: Shrinks of a 1280x720 frame the device is checked on: the detector's, odd sizes, a single row or
+#: column, and the exact halving (its own kernel).  Every one is a shrink ``area_resize`` takes
+#: (checked here, so that the list cannot hold one the CPU refuses: a whole-number ratio on both
+#: axes, e.g. 64x36, is OpenCV's other code path and refused).
+CUDA_SIZES = [(384, 216), (383, 215), (1000, 700), (64, 35), (1, 7), (3, 1), (1279, 1), (1, 719), (640, 360)]
+
+
+def test_the_sizes_checked_on_the_device_are_taken() -> None:
+    assert all(ops.area_supported(1280, 720, dw, dh) for dw, dh in CUDA_SIZES)
+
+
 @pytest.mark.cuda
-@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
 def test_cuda_equals_cpu(frame720: np.ndarray, channels: int) -> None:
     f = np.ascontiguousarray(frame720[:, :, 0] if channels == 1 else
                              np.dstack([frame720, frame720[:, :, :1]])[:, :, :channels])
-    for dw, dh in [(384, 216), (383, 215), (1000, 700), (64, 36), (1, 1), (640, 360)]:
+    for dw, dh in CUDA_SIZES:
         assert_images_equal(ops.area_resize(f, dw, dh, device="cuda"), ops.area_resize(f, dw, dh), f"cuda {dw}x{dh}")
 
 
@@ -191,6 +202,14 @@ def test_cuda_device_pointers_equal_cpu(frame720: np.ndarray) -> None:
         _core.cuda_area_resize(big.data_ptr(), 720, 1280, 3, big.stride(0), out.data_ptr(), 384, 216, out.stride(0),
                                stream.cuda_stream)
     assert_images_equal(out[:, :384].cpu().numpy(), ops.area_resize(frame720, 384, 216), "cuda")
+    assert not out[:, 384:].any()  # the output's padding is left alone
+    with torch.cuda.stream(stream):  # the exact halving (its own kernel) from and into padded rows
+        half = torch.zeros((360, 672, 3), dtype=torch.uint8, device="cuda")
+        _core.cuda_area_resize(big.data_ptr(), 720, 1280, 3, big.stride(0), half.data_ptr(), 640, 360, half.stride(0),
+                               stream.cuda_stream)
+    stream.synchronize()
+    assert_images_equal(half[:, :640].cpu().numpy(), ops.area_resize(frame720, 640, 360), "cuda halving")
+    assert not half[:, 640:].any()
     # a batch in one launch (the torch detector's input): three frames, each its own bytes
     frames = torch.stack([frame, frame.flip(0), frame.flip(1)]).contiguous()
     for dw, dh in ((384, 216), (640, 360)):
@@ -200,3 +219,25 @@ def test_cuda_device_pointers_equal_cpu(frame720: np.ndarray) -> None:
         for k in range(3):
             expected = ops.area_resize(np.ascontiguousarray(frames[k].cpu().numpy()), dw, dh)
             assert_images_equal(outs[k].cpu().numpy(), expected, f"cuda batch {k} {dw}x{dh}")
+    # a batch whose images lie apart (a gap between them), two channels, into padded output rows
+    gap = 4096
+    flat = torch.zeros(3 * (720 * 1280 * 2 + gap), dtype=torch.uint8, device="cuda")
+    two = frames[..., :2].contiguous()
+    for k in range(3):
+        start = k * (720 * 1280 * 2 + gap)
+        flat[start:start + 720 * 1280 * 2].copy_(two[k].reshape(-1))
+    outs = torch.zeros((3, 216, 400, 2), dtype=torch.uint8, device="cuda")
+    _core.cuda_area_resize(flat.data_ptr(), 720, 1280, 2, 1280 * 2, outs.data_ptr(), 384, 216, 400 * 2, 0, 3,
+                           720 * 1280 * 2 + gap, 216 * 400 * 2)
+    for k in range(3):
+        expected = ops.area_resize(np.ascontiguousarray(two[k].cpu().numpy()), 384, 216)
+        assert_images_equal(outs[k, :, :384].cpu().numpy(), expected, f"cuda gapped batch {k}")
+    assert not outs[:, :, 384:].any()
+    # a host address is refused before any launch, and the device is still usable after
+    host = torch.from_numpy(frame720)
+    with pytest.raises(ValueError, match="device memory"):
+        _core.cuda_area_resize(host.data_ptr(), 720, 1280, 3, 1280 * 3, out.data_ptr(), 384, 216, out.stride(0))
+    with pytest.raises(ValueError, match="device memory"):
+        _core.cuda_area_resize(frame.data_ptr(), 720, 1280, 3, 1280 * 3, host.data_ptr(), 384, 216, 384 * 3)
+    _core.cuda_area_resize(frame.data_ptr(), 720, 1280, 3, 1280 * 3, out.data_ptr(), 384, 216, out.stride(0))
+    assert_images_equal(out[:, :384].cpu().numpy(), ops.area_resize(frame720, 384, 216), "cuda after a refusal")

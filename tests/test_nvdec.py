@@ -237,13 +237,17 @@ def test_cuda_download_and_blur_from_nv12(rng: np.random.Generator) -> None:
 @pytest.mark.cuda
 def test_cuda_nv12_to_rgb_on_the_device(rng: np.random.Generator) -> None:
     """The RGB the face models read on the device equals the host's frame_rgb of the same planes
-    (both matrices, padded output rows, a caller's side stream)."""
+    (both matrices, odd sizes, NV12 rows padded as NVDEC pads them, padded output rows, a caller's
+    side stream)."""
     torch = pytest.importorskip("torch")
     assert torch.cuda.is_available()
-    for h, w in ((480, 640), (242, 322), (2, 2), (720, 1280)):
-        planes = (rng.integers(16, 236, (h, w), dtype=np.uint8), rng.integers(16, 241, (h // 2, w // 2), dtype=np.uint8),
-                  rng.integers(16, 241, (h // 2, w // 2), dtype=np.uint8))
-        dev = nvdec.nv12_of_planes(planes)
+    for h, w, pad in ((480, 640, 0), (242, 322, 0), (2, 2, 0), (720, 1280, 0), (241, 321, 0), (241, 321, 63),
+                      (720, 1280, 256), (1, 1, 0)):
+        ch, cw = (h + 1) // 2, (w + 1) // 2
+        planes = (rng.integers(16, 236, (h, w), dtype=np.uint8), rng.integers(16, 241, (ch, cw), dtype=np.uint8),
+                  rng.integers(16, 241, (ch, cw), dtype=np.uint8))
+        dev = nvdec.nv12_of_planes(planes, pitch=max(w, 2 * cw) + pad)
+        assert dev.pitch == max(w, 2 * cw) + pad
         for matrix in ("bt601", "bt709"):
             expected = ops.yuv420_to_rgb(*planes, matrix=matrix)
             out = torch.zeros((h, w + 5, 3), dtype=torch.uint8, device="cuda")

@@ -154,15 +154,19 @@ def frame_parts(decoded) -> tuple[Any, Nv12Frame | None]:
     return decoded, None
 
 
-def nv12_of_planes(planes) -> Nv12Frame:
+def nv12_of_planes(planes, pitch: int | None = None) -> Nv12Frame:
     """Upload host yuv420p planes as an NV12 device frame (tests and benchmarks: an NVDEC stand-in
-    with the same layout).  Needs PyTorch with CUDA."""
+    with the same layout); ``pitch``: its row length in bytes (default: the narrowest; NVDEC pads
+    its rows).  Needs PyTorch with CUDA."""
     import torch
 
     y, u, v = (np.asarray(p) for p in planes)
     h, w = y.shape
     ch, cw = u.shape
-    buf = np.zeros((h + ch, 2 * cw if 2 * cw > w else w), np.uint8)
+    narrowest = 2 * cw if 2 * cw > w else w
+    if pitch is not None and pitch < narrowest:
+        raise ValueError(f"an NV12 pitch of {pitch} is below the frame's {narrowest} bytes")
+    buf = np.zeros((h + ch, narrowest if pitch is None else pitch), np.uint8)
     buf[:h, :w] = y
     buf[h:, 0 : 2 * cw : 2] = u
     buf[h:, 1 : 2 * cw : 2] = v

@@ -14,6 +14,7 @@ Three layers:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -55,6 +56,9 @@ class NumpyRecorder:
         fn, static, outs = graph
         for o, n in zip(outs, fn(*static)):
             o[...] = n + np.asarray(self.drift, o.dtype)
+
+    def ordered(self):
+        return contextlib.nullcontext(lambda x: x)  # (synchronous: nothing to order)
 
     def copy(self, dst, src) -> None:
         dst[...] = src
@@ -274,6 +278,9 @@ class TorchHostRecorder:
         for o, n in zip(outs, fn(*static)):
             o.copy_(n)
 
+    def ordered(self):
+        return contextlib.nullcontext(lambda x: x)
+
     def copy(self, dst, src) -> None:
         dst.copy_(src)
 
@@ -282,6 +289,28 @@ class TorchHostRecorder:
 
     def equal(self, a, b) -> bool:
         return a.dtype == b.dtype and bool(self.t.equal(a, b))
+
+
+def test_the_cuda_recorder_takes_the_tensors_of_its_device_however_it_was_named():
+    # torch.device("cuda") != torch.device("cuda:0"), the device every CUDA tensor reports: a
+    # recorder made for "cuda" (what the stack passes) must still take them, or no forward is
+    # ever captured.  Fake CUDA tensors (no GPU needed) stand in for real ones.
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from mime_fast.detect.cuda_graphs import CudaRecorder
+
+    with FakeTensorMode():
+        x = torch.empty(2, 3, device="cuda")
+    assert str(x.device) == "cuda:0"
+    for name in ("cuda", "cuda:0", torch.device("cuda")):
+        rec = CudaRecorder(name)
+        assert rec.key(x) == ((2, 3), (3, 1), torch.float32, 0), name
+        assert GraphedNet(lambda *a: a, rec)._key((x, x)) is not None, name
+    assert CudaRecorder("cuda:1").key(x) is None  # another device's tensor: eager
+    assert CudaRecorder("cuda").key(torch.empty(2, 3)) is None  # a CPU tensor: eager
+    with pytest.raises(ValueError, match="CUDA device"):
+        CudaRecorder("cpu")
 
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,78 @@ def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch
     assert got.decoder == "pyav" and got.decoder_reason == "converting" and not calls
 
 
+def test_a_decoders_surface_is_read_only_in_the_layout_the_kernels_read() -> None:
+    torch = pytest.importorskip("torch")
+    ok = torch.zeros((241 * 3 // 2 + 1, 336), dtype=torch.uint8)  # 241 rows: 121 chroma rows; pitch 336
+    f = nvdec.nv12_frame(ok, 321, 241)
+    assert (f.width, f.height, f.pitch) == (321, 241, 336)
+    assert f.pointers[1] - f.pointers[0] == 336 * 241
+    c = f.copy()
+    assert c.tensor.data_ptr() != ok.data_ptr() and torch.equal(c.tensor, ok)
+    bad = {"rows padded at the bottom": torch.zeros((1088 * 3 // 2, 1920), dtype=torch.uint8),
+           "narrower than the frame": torch.zeros((1620, 1912), dtype=torch.uint8),
+           "columns apart": torch.zeros((1620, 3840), dtype=torch.uint8)[:, ::2],
+           "not bytes": torch.zeros((1620, 1920), dtype=torch.int16),
+           "three dimensions": torch.zeros((1620, 1920, 1), dtype=torch.uint8)}
+    for what, t in bad.items():
+        with pytest.raises(ValueError, match="not the 1620 rows of at least 1920 bytes of a 1920x1080 NV12 frame"):
+            nvdec.nv12_frame(t, 1920, 1080)  # (what: the case's name, in the failure's locals)
+
+
+def test_nvdec_frames_laid_out_otherwise_fail_the_clip_with_the_reason(tmp_path: Path, monkeypatch) -> None:
+    """The NVDEC decode itself (PyNvVideoCodec faked: its surfaces are CPU tensors) refuses a
+    surface whose rows are not the frame's, naming the way out."""
+    import sys
+    import types
+
+    torch = pytest.importorskip("torch")
+    clip = make_clip(tmp_path / "c.mp4", duration=0.3, fps=30, size=(320, 240))
+    info = probe(clip.path)
+
+    class Surface:
+        def __init__(self, pts):
+            self.t, self.pts = torch.zeros((256 * 3 // 2, 320), dtype=torch.uint8), pts  # 256 rows: padded
+
+        def getPTS(self):
+            return self.pts
+
+        def __dlpack__(self, *a, **k):
+            return self.t.__dlpack__(*a, **k)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    class Demuxer:
+        def __init__(self, filename):
+            pass
+
+        def GetVideoStreamId(self):
+            return info.stream_index
+
+        def GetTimebaseNum(self):
+            return 1
+
+        def GetTimebaseDen(self):
+            return 30
+
+        def GetNvCodecId(self):
+            return 4
+
+        def __iter__(self):
+            return iter(range(3))
+
+    class Decoder:
+        def Decode(self, packet):
+            return [Surface(packet)]
+
+    fake = types.SimpleNamespace(CreateDemuxer=Demuxer, CreateDecoder=lambda **k: Decoder())
+    monkeypatch.setitem(sys.modules, "PyNvVideoCodec", fake)
+    with pytest.raises(nvdec.ClipError) as err:
+        next(nvdec.iter_nvdec_frames(clip.path, info))
+    assert "NVDEC's frames are not laid out as this version reads them (decode it with --no-nvdec)" in str(err.value)
+    assert "384x320" in err.value.detail and "240 NV12 frame" in err.value.detail
+
+
 def test_manifest_records_the_decoder(tmp_path: Path) -> None:
     from mime_fast.corpus import discover, run_corpus
     from mime_fast.manifest import read_rows

@@ -20,7 +20,8 @@ and SFace's crops. Each of those gets a graph.
   and counted in :meth:`GraphedNet.stats`.
 * A replay copies the inputs into the static buffers, replays the graph, and returns copies of
   the static outputs (the next replay overwrites them). Replays and captures of one network hold
-  its lock, so they never overlap. Eager calls do not take it.
+  its lock, so they never overlap; on the GPU a network's replays also run on a stream of its own,
+  after the caller's work (:class:`CudaRecorder`). Eager calls do not take the lock.
 * A replay that raises drops its graph: that shape is eager from then on (logged as above), and
   the call gets the eager forward's result.
 * At most ``max_graphs`` shapes keep a graph. The least recently used one is dropped, with its
@@ -36,11 +37,12 @@ fixed buffers, overwritten by every replay.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, ContextManager, Protocol
 
 __all__ = ["EAGER_CALLS", "ENV", "MAX_GRAPHS", "CudaRecorder", "GraphedNet", "Recorder", "graph_stats",
            "graphed", "graphs_wanted"]
@@ -65,6 +67,11 @@ class Recorder(Protocol):
     def capture(self, fn: Callable, inputs: tuple) -> tuple[Any, list, tuple]:
         """``(graph, static inputs, static outputs)``: ``fn`` recorded on copies of ``inputs``."""
 
+    def ordered(self) -> ContextManager[Callable[[Any], Any]]:
+        """Around a replay (its copies in, the replay, its copies out): makes it follow the
+        caller's work so far, and the caller's later work follow it; yields what each copy out
+        goes through before it is handed back."""
+
     def replay(self, graph: Any) -> None:
         """Run ``graph`` again on the current contents of its static inputs."""
 
@@ -80,38 +87,75 @@ class Recorder(Protocol):
 
 class CudaRecorder:
     """:class:`Recorder` for torch CUDA tensors: ``torch.cuda.CUDAGraph``, captured in
-    ``thread_local`` error mode (other threads may keep using the GPU while one captures)."""
+    ``thread_local`` error mode (other threads may keep using the GPU while one captures).
+
+    ``device``: ``"cuda"`` takes tensors on any CUDA device (each device its own graphs),
+    ``"cuda:k"`` only those on device k.  Captures are one at a time in the process (torch's
+    capture machinery allows no other), each on a stream of its own, and the caller's stream is
+    the thread's current stream again afterwards, also after a capture that failed.  Replays of a
+    network run on a stream of that network's: they follow the caller's work queued so far, the
+    caller's later work follows them, and the replays of two threads never overlap whatever
+    streams the threads use."""
 
     #: Forwards on a side stream before a capture (PyTorch's rule for graph capture).
     WARMUP = 1
+    _capturing = threading.Lock()  # one capture at a time in the process
 
     def __init__(self, device):
         import torch
 
         self._torch = torch
         self.device = torch.device(device)
+        if self.device.type != "cuda":
+            raise ValueError(f"CUDA graphs need a CUDA device, got {device!r}")
+        self._streams: dict = {}  # device index -> this network's replay stream
 
     def key(self, x):
         t = self._torch
-        if not isinstance(x, t.Tensor) or x.device != self.device:
+        if not isinstance(x, t.Tensor) or x.device.type != "cuda":
             return None
-        return tuple(x.shape), tuple(x.stride()), x.dtype
+        if self.device.index is not None and x.device.index != self.device.index:
+            return None
+        return tuple(x.shape), tuple(x.stride()), x.dtype, x.device.index
 
     def capture(self, fn, inputs):
         t = self._torch
-        with t.inference_mode():  # static buffers are inference tensors whoever calls
+        device = inputs[0].device
+        with self._capturing, t.cuda.device(device), t.inference_mode():  # static buffers: inference tensors
+            current = t.cuda.current_stream(device)
             static = [x.clone() for x in inputs]
-            current = t.cuda.current_stream(self.device)
-            side = t.cuda.Stream(self.device)
+            side = t.cuda.Stream(device)
             side.wait_stream(current)
             with t.cuda.stream(side):
                 for _ in range(self.WARMUP):
                     fn(*static)
             current.wait_stream(side)
             graph = t.cuda.CUDAGraph()
-            with t.cuda.graph(graph, capture_error_mode="thread_local"):
+            # (torch.cuda.graph leaves its capture stream current when the capture fails at its
+            # end: the outer context puts the caller's back)
+            with t.cuda.stream(current), t.cuda.graph(graph, stream=t.cuda.Stream(device),
+                                                      capture_error_mode="thread_local"):
                 outs = fn(*static)
         return graph, static, tuple(outs)
+
+    @contextlib.contextmanager
+    def ordered(self):
+        t = self._torch
+        caller = t.cuda.current_stream()
+        own = self._streams.get(caller.device.index)
+        if own is None:
+            own = self._streams[caller.device.index] = t.cuda.Stream(caller.device)
+        own.wait_stream(caller)  # the inputs the caller may still be writing
+
+        def hand_back(x):
+            x.record_stream(caller)  # made on our stream, used on the caller's
+            return x
+
+        try:
+            with t.cuda.stream(own):
+                yield hand_back
+        finally:
+            caller.wait_stream(own)
 
     def replay(self, graph) -> None:
         graph.replay()
@@ -185,10 +229,11 @@ class GraphedNet:
 
     def _replay(self, g: _Graph, inputs: tuple) -> tuple:
         rec = self.recorder
-        for s, x in zip(g.inputs, inputs):
-            rec.copy(s, x)
-        rec.replay(g.graph)
-        return tuple(rec.clone(o) for o in g.outputs)
+        with rec.ordered() as hand_back:
+            for s, x in zip(g.inputs, inputs):
+                rec.copy(s, x)
+            rec.replay(g.graph)
+            return tuple(hand_back(rec.clone(o)) for o in g.outputs)
 
     def _capture(self, key, inputs: tuple) -> tuple:
         try:

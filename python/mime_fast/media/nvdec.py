@@ -33,8 +33,8 @@ import numpy as np
 from ..frames import frame_rgb, nv12_host_frame
 from .errors import ClipError
 
-__all__ = ["Nv12Frame", "NvdecFrame", "frame_parts", "iter_nvdec_frames", "nv12_of_planes", "nvdec_available",
-           "nvdec_reason"]
+__all__ = ["Nv12Frame", "NvdecFrame", "frame_parts", "iter_nvdec_frames", "nv12_frame", "nv12_of_planes",
+           "nvdec_available", "nvdec_reason"]
 
 #: Codecs NVDEC decodes on the GPUs this targets (Ampere and Hopper), by FFmpeg's codec name.
 #: Only H.264 is verified sample for sample against FFmpeg here; the others are NVDEC's documented
@@ -93,6 +93,27 @@ class Nv12Frame:
         y = int(self.tensor.data_ptr())
         return y, y + self.pitch * self.height
 
+    def copy(self) -> Nv12Frame:
+        """The same frame in memory of its own (a decoder reuses its surfaces)."""
+        return Nv12Frame(self.tensor.clone(), self.width, self.height)
+
+
+def nv12_frame(tensor, width: int, height: int) -> Nv12Frame:
+    """``tensor`` (a decoder's NV12 surface as a 2-D ``uint8`` tensor) as an :class:`Nv12Frame` of
+    ``width`` x ``height``, once its layout is the one the kernels read: ``height`` luma rows, then
+    ``ceil(height / 2)`` chroma rows, each at least ``width`` bytes, rows contiguous.  Anything
+    else (a decoder that pads rows at the bottom, say, or crops differently from FFmpeg) is a
+    ``ValueError`` naming both layouts: read as it is, its chroma would be taken from the wrong
+    rows or past the end of the surface."""
+    rows = height + (height + 1) // 2
+    shape = tuple(tensor.shape)
+    if len(shape) != 2 or shape[0] != rows or shape[1] < width or tensor.stride(1) != 1 or \
+            str(tensor.dtype) != "torch.uint8":
+        raise ValueError(f"NVDEC's frame is a {'x'.join(map(str, shape))} {tensor.dtype} surface (strides "
+                         f"{tuple(tensor.stride())}), not the {rows} rows of at least {width} bytes of a "
+                         f"{width}x{height} NV12 frame")
+    return Nv12Frame(tensor, int(width), int(height))
+
 
 @dataclass
 class NvdecFrame:
@@ -130,8 +151,11 @@ def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterato
                 pts = int(f.getPTS())
                 t = Fraction(pts) * tb if pts >= 0 else last_t + step  # AV_NOPTS_VALUE is negative
                 last_t = t
-                # our own copy: the decoder reuses its surfaces
-                nv12 = Nv12Frame(torch.from_dlpack(f).clone(), info.coded_width, info.coded_height)
+                try:  # (our own copy: the decoder reuses its surfaces)
+                    nv12 = nv12_frame(torch.from_dlpack(f), info.coded_width, info.coded_height).copy()
+                except ValueError as exc:
+                    raise ClipError(path, "NVDEC's frames are not laid out as this version reads them "
+                                          "(decode it with --no-nvdec)", str(exc)) from None
                 item = NvdecFrame(nv12_host_frame(nv12, info.facts.color), nv12)
                 img = frame_rgb(item.frame) if rgb else None  # tagged as the stream: info.matrix
                 yield n, t, img, item

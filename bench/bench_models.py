@@ -2,9 +2,9 @@
 stack (:mod:`mime_fast.detect.torch_models`) on ``--device``, at batch sizes 1, 8 and 32: ms per
 frame (detector) and per face (face mesh, SFace), medians of interleaved repeats.
 
-* detector: a batch of B decoded 1080p frames (the crowd clip from ``../shared/media``, or
-  ``$MIME_FAST_MEDIA_DIR``; a synthetic 720p face frame when absent), each downscaled to 384 px inside
-  the model as in the pipeline (``max_size=384``).  CPU: ``detect`` per frame; torch:
+* detector: a batch of B decoded 1080p frames (the crowd clip from ``$MIME_FAST_MEDIA_DIR``,
+  ``$MIME_FAST_SHARED_MEDIA`` or ``../shared/media``; a synthetic 720p face frame when absent),
+  each downscaled to 384 px inside the model as in the pipeline (``max_size=384``).  CPU: ``detect`` per frame; torch:
   ``detect_batch`` of the numpy frames (upload included) and, as ``torch_on_device``, of a uint8
   tensor already on the device (a GPU decode's frames).
 * face mesh / SFace: B faces of one frame (the crowd frame's faces repeated to B) in one call; the
@@ -28,14 +28,14 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _harness import compare, face_frame, parse_args, save
+from _harness import compare, face_frame, media_dir, parse_args, save
 
 BATCHES = (1, 8, 32)
 PERSON_BATCH_MAX = 8  # the HOG pyramid of 32 1080p frames: seconds per repeat on a CPU
 
 
 def _frames(n: int) -> tuple[list[np.ndarray], str]:
-    d = Path(os.environ.get("MIME_FAST_MEDIA_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared" / "media")
+    d = Path(os.environ.get("MIME_FAST_MEDIA_DIR") or media_dir())  # (or $MIME_FAST_SHARED_MEDIA, ../shared/media)
     clip = d / "crowd_1080p.mp4"
     if clip.is_file():
         from mime_fast.media import iter_display_frames, probe

@@ -59,7 +59,14 @@ last of the first worker processes had loaded its models).  ``--device cpu`` run
 null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` with the GPU workers
 >= 1500 source fps.  Writes bench/results/pipeline-<device>.json.
 
+``--contenders`` runs some of them (the JSON says which were skipped and why); ``--result NAME``
+writes bench/results/NAME-<device>.json instead.  The JSON is written again after each contender
+(``complete``: false until the last): a run stopped at a time limit keeps what it measured.  With
+``--device cuda`` the run stops at once if ``device="cuda"`` would not load the torch stack on the
+GPU; each no-encode clip records its decoder (``nvdec``, or ``pyav: <why>``).
+
     python bench/bench_pipeline_cuda.py --device cuda [--repeats 1] [--gpu-workers 8] [--skip-cpu] [--clips-per-process 8]
+    python bench/bench_pipeline_cuda.py --device cuda --contenders cpu,gpu,encoders,no_encode   # the targets' four
     python bench/bench_pipeline_cuda.py --device cpu --quick --gpu-workers 2      # smoke test
 """
 
@@ -93,6 +100,9 @@ ENCODED = tuple(c.value for c in ENCODED_SUBSETS)  # the outputs build_subsets e
 FACE_SCALES = (1.0, 0.8, 1.2, 0.9, 1.1, 0.75, 1.3, 1.0)  # x make_clip's default face size (0.3 x height)
 TARGET_RATIO = 0.9
 TARGET_NO_ENCODE_FPS = 1500.0
+#: Every contender, in the order they run (``--contenders`` picks some; the module's text says what each is).
+CONTENDERS = ("cpu", "gpu", "encoders", "no_encode_1", "no_encode", "no_encode_host_frames", "no_encode_eager",
+              "gpu_shared", "no_encode_shared")
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -333,6 +343,7 @@ def _no_encode_clip(job: tuple) -> dict:
     t = time.perf_counter()
     r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE, **extra)
     return {"source_frames": r.source_frames, "busy_s": round(time.perf_counter() - t, 2), "stack": _WORKER["stack"],
+            "decoder": r.decoder if r.decoder != "pyav" or not r.decoder_reason else f"pyav: {r.decoder_reason}",
             "graphs": graph_stats(default_stack(device)),
             "tracking": getattr(r.tracking, "status", None)}
 
@@ -401,7 +412,14 @@ def main() -> None:
     ap.add_argument("--clips-per-process", type=int, default=0, metavar="K",
                     help="also run the GPU path and no-encode with K clips on threads of each process, sharing "
                          "its models (run_corpus's clips_per_process; default: not run)")
+    ap.add_argument("--contenders", metavar="A,B,...",
+                    help=f"run only these ({', '.join(CONTENDERS)}; default: every one that applies)")
+    ap.add_argument("--result", default="pipeline", metavar="NAME",
+                    help="bench/results/NAME-<device>.json (default pipeline); written again after each contender")
     args = ap.parse_args()
+    wanted = None if not args.contenders else [c.strip() for c in args.contenders.split(",") if c.strip()]
+    if wanted is not None and not set(wanted) <= set(CONTENDERS):
+        ap.error(f"--contenders: unknown {sorted(set(wanted) - set(CONTENDERS))} (known: {', '.join(CONTENDERS)})")
     dev, gw = args.device, args.gpu_workers
     if dev == "cuda" and not mime_fast.cuda_available():
         ap.exit(2, f"bench_pipeline_cuda: --device cuda but {mime_fast.cuda_status()} (--device cpu: smoke test)\n")
@@ -416,6 +434,9 @@ def main() -> None:
     stacks = {"cpu": default_stack("cpu").name}  # loaded here before any clock (run_corpus loads them too)
     if dev == "cuda":
         stacks["cuda"] = default_stack("cuda").name
+        if stacks["cuda"] != "offline-torch":  # the GPU contenders would measure the CPU models
+            ap.exit(2, f"bench_pipeline_cuda: device='cuda' loads the {stacks['cuda']!r} stack, not the torch "
+                       "stack on the GPU (torch with CUDA importable? see the log of mime_fast.landmarks)\n")
     contenders = {}  # name -> (workers, device, run(out))
     skipped = {}
     if args.skip_cpu:
@@ -442,6 +463,12 @@ def main() -> None:
             contenders["gpu_shared"] = (gw, "cuda", lambda out: run_pipeline(clips, out, gw, device="cuda",
                                                                              fm_copy=args.fm_copy, clips_per_process=k))
         contenders["no_encode_shared"] = (gw, dev, lambda out: run_no_encode_shared(clips, out, gw, k, dev))
+    if wanted is not None:
+        for name in [n for n in contenders if n not in wanted]:
+            skipped[name] = "not in --contenders"
+            del contenders[name]
+        for name in [n for n in wanted if n not in contenders and n not in skipped]:
+            skipped[name] = f"does not apply here (--device {dev}, --clips-per-process {args.clips_per_process})"
 
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline-") as tmp:
@@ -453,14 +480,30 @@ def main() -> None:
                 bad = f", FAILED {r['failed']}" if r.get("failed") else ""
                 print(f"  repeat {rep} {name:12s} workers {workers:2d}: {r['wall_s']:7.1f} s, {r['fps']:7.1f} "
                       f"source fps{bad}", flush=True)
+                # what is measured so far, saved: a run stopped at a time limit keeps it
+                path = save(args.result, report(args, clips, media_note, contenders, skipped, stacks, runs,
+                                   complete=False),
+                            device=dev)
+    payload = report(args, clips, media_note, contenders, skipped, stacks, runs, complete=True)
+    path = save(args.result, payload, device=dev)
+    summary(args, clips, contenders, skipped, stacks, runs, payload, path)
+
+
+def report(args, clips: list[Clip], media_note: str, contenders: dict, skipped: dict, stacks: dict, runs: dict, *,
+           complete: bool) -> dict:
+    """The JSON of the runs so far (``complete``: every contender and repeat done)."""
+    dev = args.device
+    total = sum(c.frames for c in clips)
 
     def fps(name):  # median over the repeats
-        if name not in runs:
+        if not runs.get(name):
             return None
         v = sorted(r["fps"] for r in runs[name])
         return v[len(v) // 2]
 
-    pipe = runs.get("gpu", runs.get("cpu", [{}]))[-1]
+    pipe = (runs.get("gpu") or runs.get("cpu") or [{}])[-1]
+    no_encode = next((runs[n][-1] for n in ("no_encode", "no_encode_host_frames", "no_encode_eager") if runs.get(n)),
+                     {})  # (a no-encode run in worker processes: each clip's stack, decoder and graphs)
     per_clip = []
     for c in clips:
         seen = pipe.get("clips", {}).get(c.name, {})
@@ -469,9 +512,10 @@ def main() -> None:
                          "audio": c.audio, "fm": c.fm, "encodes": list(c.encodes),
                          "fm_in_pipeline": fm, "plan_matches_pipeline": fm is None or c.fm.startswith(fm),
                          "not_ok": seen.get("not_ok"),
-                         "stack": runs["no_encode"][-1]["clips"].get(c.name, {}).get("stack", stacks.get(dev))})
+                         "stack": no_encode.get("clips", {}).get(c.name, {}).get("stack", stacks.get(dev)),
+                         "decoder": no_encode.get("clips", {}).get(c.name, {}).get("decoder")})
     def steady(name):  # every worker busy: source frames / (the clips' summed build times / workers)
-        if name not in runs:
+        if not runs.get(name):
             return None
         r = runs[name][-1]
         busy = [c.get("busy_s", c.get("encode_s")) for c in r.get("clips", {}).values() if isinstance(c, dict)]
@@ -484,6 +528,8 @@ def main() -> None:
     payload = {
         "machine": {**machine(), "gpu": gpu_name() if dev == "cuda" else None},
         "quick": args.quick,
+        "complete": complete,
+        "done": {name: len(r) for name, r in runs.items()},
         "cpu_corpus_fps": fps("cpu"),
         "gpu_corpus_fps": gpu_fps,
         "encoders_alone_fps": enc_fps,
@@ -492,12 +538,12 @@ def main() -> None:
         f"{no_key}_no_encode_single_process_fps": fps("no_encode_1"),
         "gpu_no_encode_host_frames_fps": fps("no_encode_host_frames"),
         "gpu_no_encode_eager_fps": fps("no_encode_eager"),
-        "cuda_graphs": next((c["graphs"] for c in runs["no_encode"][-1].get("clips", {}).values()
+        "cuda_graphs": next((c["graphs"] for c in no_encode.get("clips", {}).values()
                              if isinstance(c, dict) and c.get("graphs")), None),
         "clips_per_process": args.clips_per_process or None,
         "gpu_shared_corpus_fps": fps("gpu_shared"),
         f"{no_key}_no_encode_shared_fps": fps("no_encode_shared"),
-        "batching": runs["no_encode_shared"][-1].get("batching") if "no_encode_shared" in runs else None,
+        "batching": runs["no_encode_shared"][-1].get("batching") if runs.get("no_encode_shared") else None,
         # the rates with every worker busy, as in a corpus long enough that its tail does not count
         # (the targets are on the wall-clock rates above)
         "steady_state_fps": {name: steady(name) for name in contenders},
@@ -514,7 +560,17 @@ def main() -> None:
     }
     if dev != "cuda":
         payload.update(gpu_corpus_fps=None, gpu_no_encode_fps=None, ratio_vs_encoders_alone=None)
-    path = save("pipeline", payload, device=dev)
+    return payload
+
+
+def summary(args, clips: list[Clip], contenders: dict, skipped: dict, stacks: dict, runs: dict, payload: dict,
+            path: Path) -> None:
+    dev, total, cores = args.device, sum(c.frames for c in clips), os.cpu_count() or 2
+    per_clip = payload["clips"]
+
+    def fps(name):
+        v = sorted(r["fps"] for r in runs[name])
+        return v[len(v) // 2]
 
     print(f"\npipeline over {len(clips)} clips, {total} source frames, device {dev}"
           f"{' (' + payload['machine']['gpu'] + ')' if payload['machine']['gpu'] else ''}, {cores} cores"
@@ -540,9 +596,13 @@ def main() -> None:
     print(f"FM: {sum(v == 'copy' for v in fm.values())} clips copied, {sum(v == 'encode' for v in fm.values())} "
           f"encoded; stacks {stacks}; mismatches plan/pipeline: "
           f"{[c['clip'] for c in per_clip if not c['plan_matches_pipeline']] or 'none'}")
+    decoders = sorted({str(c["decoder"]) for c in per_clip if c.get("decoder")})
+    if decoders:
+        print(f"no-encode decoders: {decoders}")
     if payload["ratio_vs_encoders_alone"] is not None:
-        print(f"ratio gpu / encoders alone: {payload['ratio_vs_encoders_alone']:.2f} (target {TARGET_RATIO}); "
-              f"gpu no-encode {payload['gpu_no_encode_fps']:.0f} fps (target {TARGET_NO_ENCODE_FPS:.0f})")
+        print(f"ratio gpu / encoders alone: {payload['ratio_vs_encoders_alone']:.2f} (target {TARGET_RATIO})")
+    if payload.get("gpu_no_encode_fps") is not None:
+        print(f"gpu no-encode {payload['gpu_no_encode_fps']:.0f} fps (target {TARGET_NO_ENCODE_FPS:.0f})")
     print(f"wrote {path}")
 
 

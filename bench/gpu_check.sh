@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# On a GPU machine, from the repository root: build the compiled core with the CUDA kernels, run
-# the test suite with CUDA required, and the GPU benchmarks. Results and logs go to $OUT (default
-# /tmp/gpu-out). Wheels that the machine lacks (PyAV, PyNvVideoCodec) may come unpacked in
-# .gpu/site.tar.xz, the real clips in .gpu/media/ and model files in .gpu/models/: all made here by
-# bench/make_gpu_bundle.sh (carry ".gpu").
+# On a GPU machine, from the repository root: build the compiled core with the CUDA kernels, then
+# run one of the checks below. Results and logs go to $OUT (default /tmp/gpu-out); a device call
+# brings back at most 8 files from there, so each target leaves few. Wheels that the machine lacks
+# (PyAV, PyNvVideoCodec) may come unpacked in .gpu/site.tar.xz, the real clips in .gpu/media/ and
+# model files in .gpu/models/: all made here by bench/make_gpu_bundle.sh (carry ".gpu").
 #
-#   bash bench/gpu_check.sh [tests|sanitize|bench|all|models|pipeline] [pytest args...]
+#   bash bench/gpu_check.sh [all|tests|suite|sanitize|bench|models|pipeline|pipeline-diag] [pytest args...]
 #
-# Not part of "all" (each a device call of its own, each a few minutes): "models" runs the face
-# models on torch with and without CUDA graphs (bench_models.py) and profiles one clip
-# (profile_gpu_clip.py on the crowd: stages, CUDA runtime calls per frame, graph counts);
-# "pipeline" runs the corpus benchmark with 8 clips per process beside one per process
-# (bench_pipeline_cuda.py: GPU path, CPU path, libx264 alone, no-encode with and without graphs,
-# workers_ready_s). Their JSON results and the profile land in $OUT.
+# Each target is sized for one device call (10 minutes at most, the build included):
+#   tests          the test files that run CUDA, torch on CUDA or NVDEC (GPU_TESTS below), with
+#                  MIME_FAST_REQUIRE_CUDA=1 (pytest args replace the file list);
+#   all            tests, then compute-sanitizer memcheck over the CUDA operator tests, then the
+#                  operator benchmarks (their JSON in $OUT/bench-results.tar);
+#   suite          the whole suite with MIME_FAST_REQUIRE_CUDA=1; it takes about as long as a call
+#                  may, so give it half the files at a time: `suite tests/test_[a-m]*.py`, then
+#                  `suite tests/test_[n-z]*.py`;
+#   models         the face models on torch with and without CUDA graphs (bench_models.py) and one
+#                  clip profiled (profile_gpu_clip.py on the crowd: stages, CUDA runtime calls per
+#                  frame, graph counts);
+#   pipeline       the corpus benchmark's four contenders that its targets compare (CPU path, GPU
+#                  path, libx264 alone, no-encode): $OUT/pipeline-cuda.json, written after each;
+#   pipeline-diag  its other contenders (one process; host RGB frames; no CUDA graphs; 8 clips per
+#                  process): $OUT/pipeline_diagnostics-cuda.json.
 set -uo pipefail
 what=${1:-all}
 shift || true
@@ -42,7 +51,11 @@ PYEOF
     fi
     export MIME_FAST_MODEL_DIR=/tmp/models
 fi
-[ -d .gpu/media ] && export MIME_FAST_SHARED_MEDIA=$PWD/.gpu/media
+if [ -d .gpu/media ]; then
+    export MIME_FAST_SHARED_MEDIA=$PWD/.gpu/media MIME_FAST_MEDIA_DIR=$PWD/.gpu/media  # (the tests read either)
+fi
+export PYTHONUNBUFFERED=1
+touch "$OUT/.start"  # results newer than this are this call's
 
 log "build (sm_90)"
 t0=$(date +%s)
@@ -53,8 +66,19 @@ cp /tmp/mf-build/_core*.so python/mime_fast/
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 log "built in $(( $(date +%s) - t0 )) s; $(python3 -c 'import mime_fast; print(mime_fast.cuda_status())')"
 
+GPU_TESTS="tests/test_cuda.py tests/test_blur_hull_yuv420.py tests/test_warp_affine.py tests/test_area_resize.py
+    tests/test_nvdec.py tests/test_cuda_graphs.py tests/test_batching.py tests/test_torch_models.py
+    tests/test_torch_hog.py tests/test_subsets.py tests/test_options.py tests/test_devices.py"
+new_results() { find bench/results -name '*-cuda.json' -newer "$OUT/.start" -printf '%f\n'; }
+
 if [ "$what" = tests ] || [ "$what" = all ]; then
-    log "tests (MIME_FAST_REQUIRE_CUDA=1)"
+    log "tests (MIME_FAST_REQUIRE_CUDA=1): ${*:-the GPU test files}"
+    # shellcheck disable=SC2086
+    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs ${@:-$GPU_TESTS} 2>&1 |
+        tee "$OUT/pytest.log" | tail -25
+fi
+if [ "$what" = suite ]; then
+    log "the whole suite (MIME_FAST_REQUIRE_CUDA=1): ${*:-every file}"
     MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 | tee "$OUT/pytest.log" | tail -25
 fi
 if [ "$what" = sanitize ] || [ "$what" = all ]; then
@@ -70,19 +94,27 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
         bench_warp_affine.py bench_area_resize.py; do
         python3 "$b" --device cuda --repeats 40 2>&1 | tail -4
     done) | tee -a "$OUT/gpu_check.log"
-    cp bench/results/*-cuda.json "$OUT/" 2>/dev/null
+    new=$(new_results)
+    # shellcheck disable=SC2086
+    [ -n "$new" ] && tar -cf "$OUT/bench-results.tar" -C bench/results $new
 fi
 if [ "$what" = models ]; then
     log "models: torch with and without CUDA graphs; the crowd profiled"
     (cd bench && python3 bench_models.py --device cuda 2>&1 | tail -12) | tee -a "$OUT/gpu_check.log"
+    cp bench/results/models-cuda.json "$OUT/" 2>/dev/null
     crowd=${MIME_FAST_SHARED_MEDIA:-$PWD/../shared/media}/crowd_1080p.mp4
     [ -f "$crowd" ] && (cd bench && python3 profile_gpu_clip.py "$crowd" --device cuda >"$OUT/profile_crowd.txt" 2>&1;
         head -40 "$OUT/profile_crowd.txt") | tee -a "$OUT/gpu_check.log"
-    cp bench/results/models-cuda.json "$OUT/" 2>/dev/null
 fi
 if [ "$what" = pipeline ]; then
-    log "pipeline: the corpus benchmark"
-    (cd bench && python3 bench_pipeline_cuda.py --device cuda --clips-per-process 8 2>&1 | tail -30) |
-        tee -a "$OUT/gpu_check.log"
-    cp bench/results/pipeline-cuda.json "$OUT/" 2>/dev/null
+    log "pipeline: the corpus benchmark's targets (CPU path, GPU path, libx264 alone, no-encode)"
+    (cd bench && python3 bench_pipeline_cuda.py --device cuda --contenders cpu,gpu,encoders,no_encode \
+        --result "$OUT/pipeline" 2>&1) | tee "$OUT/pipeline.log" | tail -30
 fi
+if [ "$what" = pipeline-diag ]; then
+    log "pipeline: the diagnostic contenders"
+    (cd bench && python3 bench_pipeline_cuda.py --device cuda --clips-per-process 8 \
+        --contenders no_encode_1,no_encode_host_frames,no_encode_eager,gpu_shared,no_encode_shared \
+        --result "$OUT/pipeline_diagnostics" 2>&1) | tee "$OUT/pipeline_diagnostics.log" | tail -30
+fi
+rm -f "$OUT/.start"

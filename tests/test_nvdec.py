@@ -56,6 +56,26 @@ def test_nvdec_reason_names_what_it_cannot_take(tmp_path: Path) -> None:
         assert "PyNvVideoCodec" in reason
 
 
+def test_an_installed_pynvvideocodec_that_cannot_load_is_the_reason(tmp_path: Path, monkeypatch) -> None:
+    # (a wheel unpacked without its bundled CUDA runtime, a machine without the driver's libcuda):
+    # PyAV decodes, and the reason says why, instead of every clip failing at the import
+    pkg = tmp_path / "site" / "PyNvVideoCodec"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise ImportError('libcudart-c64a25f3.so.12.3.101: cannot open shared "
+                                     "object file: No such file or directory')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(__import__("sys").modules, "PyNvVideoCodec", raising=False)
+    nvdec._nvcodec_import_error.cache_clear()
+    try:
+        reason = nvdec.nvdec_available()
+        assert reason == ("PyNvVideoCodec is installed but cannot load: ImportError: libcudart-c64a25f3.so.12.3.101: "
+                          "cannot open shared object file: No such file or directory")
+        ok = probe(make_clip(tmp_path / "ok.mp4", duration=0.4, size=(320, 240), audio=False).path)
+        assert nvdec.nvdec_reason(ok) == reason
+    finally:
+        nvdec._nvcodec_import_error.cache_clear()
+
+
 # ---- the NVDEC path of the pipeline with CPU stand-ins for the decoder and the device step
 
 

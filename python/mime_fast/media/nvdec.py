@@ -22,6 +22,7 @@ library ``libnvcuvid``) and a CUDA build of PyTorch.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 from dataclasses import dataclass
 from fractions import Fraction
@@ -51,6 +52,9 @@ def nvdec_available() -> str | None:
     why not, in words."""
     if importlib.util.find_spec("PyNvVideoCodec") is None:
         return "PyNvVideoCodec is not installed (pip install 'mime-fast[gpu]')"
+    broken = _nvcodec_import_error()
+    if broken:
+        return f"PyNvVideoCodec is installed but cannot load: {broken}"
     if importlib.util.find_spec("torch") is None:
         return "PyTorch is not installed (NVDEC's frames are held in PyTorch tensors)"
     import torch
@@ -71,6 +75,17 @@ def nvdec_reason(info) -> str | None:
     if not (MIN_SIZE[0] <= w <= MAX_SIZE[0] and MIN_SIZE[1] <= h <= MAX_SIZE[1]):
         return f"frame size {w}x{h} is outside NVDEC's limits"
     return nvdec_available()
+
+
+@functools.lru_cache(maxsize=None)
+def _nvcodec_import_error() -> str:
+    """Why ``import PyNvVideoCodec`` fails here ("" when it loads): installed is not enough, its
+    native libraries (its own CUDA runtime, the driver's ``libcuda``) must load too."""
+    try:
+        import PyNvVideoCodec  # noqa: F401
+    except Exception as exc:  # noqa: BLE001 - ImportError, OSError from the loader, ...
+        return " ".join(f"{type(exc).__name__}: {exc}".split())
+    return ""
 
 
 @dataclass

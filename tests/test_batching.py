@@ -10,10 +10,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from conftest import SHARED_MEDIA
 from mime_fast.detect import Faces, Landmarks
 from mime_fast.detect.batching import shared_stack
 
-MEDIA = Path(__file__).resolve().parents[2] / "shared" / "media"
+MEDIA = Path(SHARED_MEDIA)  # ../shared/media, or $MIME_FAST_SHARED_MEDIA (where the clips travel to a GPU machine)
 
 
 class _Batched:

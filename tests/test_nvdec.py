@@ -393,6 +393,8 @@ def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> No
 
     clip = make_clip(tmp_path / "c.mp4", duration=0.6, fps=30, size=(640, 480))
     lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    gc.collect()
+    before = torch.cuda.memory_allocated()  # (what earlier tests of this process still hold)
     used = []
     for i in range(100):
         r = mime_fast.build_subsets(clip.path, tmp_path / f"o{i % 2}", landmarks=lm, subsets=["FDM", "FSM"],
@@ -404,4 +406,4 @@ def test_nvdec_device_memory_does_not_grow_over_many_clips(tmp_path: Path) -> No
         used.append(total - free)
     mib = [round(u / 2**20) for u in used]
     assert max(used[10:]) - used[10] < 64 << 20, f"device memory in use (MiB) grew: {mib[:3]} ... {mib[10:]}"
-    assert torch.cuda.memory_allocated() < 64 << 20
+    assert torch.cuda.memory_allocated() - before < 64 << 20

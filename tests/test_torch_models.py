@@ -453,6 +453,32 @@ def test_results_come_back_in_one_copy_with_their_bits(tm, device):
         got[1][0, 0] = 7.0  # writable, as the callers' clipping needs
 
 
+def test_nms_runs_on_the_device_only_where_torchvision_runs_there(tm, monkeypatch):
+    # a torchvision without the device's kernels (or built for another torch): the host's NMS
+    import torch
+
+    tried = []
+
+    def batched_nms(boxes, scores, idx, threshold):
+        tried.append(boxes.device.type)
+        if boxes.device.type == "meta":
+            raise NotImplementedError("Could not run 'torchvision::nms' with arguments from the 'Meta' backend")
+        return torch.arange(len(boxes))
+
+    monkeypatch.setattr(tm, "_tv_batched_nms", batched_nms)
+    tm._device_nms.cache_clear()
+    try:
+        assert tm._device_nms(torch.device("cpu")) is batched_nms
+        assert tm._device_nms(torch.device("meta")) is None
+        assert tm._device_nms(torch.device("meta")) is None
+        assert tried == ["cpu", "meta"]  # tried once per device
+        monkeypatch.setattr(tm, "_tv_batched_nms", None)  # no torchvision
+        tm._device_nms.cache_clear()
+        assert tm._device_nms(torch.device("cpu")) is None
+    finally:
+        tm._device_nms.cache_clear()
+
+
 # --------------------------------------------------------------------------------------------------
 # The models against the CPU stack (live and / or golden)
 

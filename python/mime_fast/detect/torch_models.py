@@ -25,6 +25,7 @@ and SubjectTracker on the hug clip makes the same decision on every frame (hull 
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -59,9 +60,23 @@ __all__ = ["TorchFaceMesh", "TorchRetinaFace", "TorchSFace", "load_torch_stack",
 
 try:  # a torchvision built for another torch raises at import (its C ops are missing)
     from torchvision.ops import batched_nms as _tv_batched_nms
-    _tv_batched_nms(torch.zeros(1, 4), torch.zeros(1), torch.zeros(1, dtype=torch.int64), 0.5)
 except Exception:  # noqa: BLE001
     _tv_batched_nms = None
+
+
+@functools.lru_cache(maxsize=None)
+def _device_nms(device: torch.device):
+    """``torchvision.ops.batched_nms`` where it runs on ``device`` (tried once per device: a
+    torchvision built without that device's kernels, or for another torch, raises), else ``None``
+    (the host's :func:`~mime_fast.detect.interface.nms`)."""
+    if _tv_batched_nms is None:
+        return None
+    try:
+        _tv_batched_nms(torch.zeros(1, 4, device=device), torch.zeros(1, device=device),
+                        torch.zeros(1, dtype=torch.int64, device=device), 0.5)
+    except Exception:  # noqa: BLE001
+        return None
+    return _tv_batched_nms
 
 
 # --------------------------------------------------------------------------------------------------
@@ -120,15 +135,16 @@ class TorchRetinaFace:
         wh = a[:, 2:] * torch.exp(lo[:, 2:] * 0.2)
         boxes = torch.cat([c - wh / 2, c + wh / 2], 1)
         kps = a[:, None, :2] + lm * 0.1 * a[:, None, 2:]
-        if _tv_batched_nms is not None:
-            sel = _tv_batched_nms(boxes, sc, img, self.nms_threshold)
+        device_nms = _device_nms(boxes.device)
+        if device_nms is not None:
+            sel = device_nms(boxes, sc, img, self.nms_threshold)
             img, boxes, sc, kps = img[sel], boxes[sel], sc[sel], kps[sel]
         img, boxes, sc, kps = to_host(img, boxes, sc, kps)
         out = []
         for i in range(loc.shape[0]):
             m = img == i
             b, s, k = boxes[m], sc[m], kps[m]
-            if _tv_batched_nms is None:
+            if device_nms is None:
                 order = nms(b, s, self.nms_threshold)
                 b, s, k = b[order], s[order], k[order]
             b, k = b / np.float32(scale), k / np.float32(scale)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import importlib.util
 from dataclasses import dataclass
 from fractions import Fraction
@@ -82,7 +83,7 @@ def _nvcodec_import_error() -> str:
     """Why ``import PyNvVideoCodec`` fails here ("" when it loads): installed is not enough, its
     native libraries (its own CUDA runtime, the driver's ``libcuda``) must load too."""
     try:
-        import PyNvVideoCodec  # noqa: F401
+        importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # noqa: BLE001 - ImportError, OSError from the loader, ...
         return " ".join(f"{type(exc).__name__}: {exc}".split())
     return ""

@@ -18,12 +18,13 @@ import contextlib
 import logging
 import os
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from mime_fast.detect import cuda_graphs
-from mime_fast.detect.cuda_graphs import GraphedNet, graph_stats, graphed, graphs_wanted
+from mime_fast.detect.cuda_graphs import CudaRecorder, GraphedNet, _Graph, graph_stats, graphed, graphs_wanted
 
 REQUIRE_CUDA = os.environ.get("MIME_FAST_REQUIRE_CUDA") == "1"
 
@@ -57,7 +58,7 @@ class NumpyRecorder:
         for o, n in zip(outs, fn(*static)):
             o[...] = n + np.asarray(self.drift, o.dtype)
 
-    def ordered(self):
+    def ordered(self, inputs):
         return contextlib.nullcontext(lambda x: x)  # (synchronous: nothing to order)
 
     def copy(self, dst, src) -> None:
@@ -255,6 +256,119 @@ def test_graph_stats_finds_the_graphed_models_behind_a_broker():
     assert graph_stats(Stack()) == {"landmarks": g.stats()}
 
 
+class _FakeCuda:
+    """``torch.cuda``'s streams as torch keeps them (a current stream per thread; ``stream(s)``
+    makes ``s`` current and puts the previous one back; ``graph(...)`` makes its capture stream
+    current and, like torch, puts the previous one back only if the capture ends cleanly), the
+    events between streams logged: CudaRecorder's stream handling, run without a GPU."""
+
+    def __init__(self, fail_capture_end: bool = False):
+        self.log: list = []
+        self.fail_capture_end = fail_capture_end
+        self._local = threading.local()
+        self.legacy = SimpleNamespace(name="legacy", wait_stream=self._waiter("legacy"))
+        self.streams = 0
+
+    def _waiter(self, name):
+        return lambda other: self.log.append(("wait", name, other.name))
+
+    def current_stream(self, device=None):
+        return getattr(self._local, "current", self.legacy)
+
+    def Stream(self, device=None):  # noqa: N802 - torch's name
+        self.streams += 1
+        name = f"s{self.streams}"
+        return SimpleNamespace(name=name, wait_stream=self._waiter(name))
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        before = self.current_stream()
+        self._local.current = s
+        try:
+            yield
+        finally:
+            self._local.current = before
+
+    def device(self, d):
+        return contextlib.nullcontext()
+
+    def CUDAGraph(self):  # noqa: N802
+        return SimpleNamespace(replay=lambda: self.log.append(("replay", self.current_stream().name)))
+
+    @contextlib.contextmanager
+    def graph(self, g, stream=None, capture_error_mode="global"):
+        before = self.current_stream()
+        stream = stream or SimpleNamespace(name="torch's capture stream")
+        self._local.current = stream
+        self.log.append(("capture", stream.name, capture_error_mode, CudaRecorder._capturing.locked()))
+        yield
+        if self.fail_capture_end:  # torch.cuda.graph.__exit__: capture_end() raises before the stream is put back
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+        self._local.current = before
+
+
+class _FakeTensor:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+        self.device = SimpleNamespace(type="cuda", index=0)
+        self.shape, self.dtype = (2, 3), "float32"
+
+    def stride(self):
+        return (3, 1)
+
+    def clone(self):
+        return _FakeTensor(self.log, self.name + "'")
+
+    def copy_(self, other):
+        self.log.append(("copy", other.name, self.name))
+
+    def record_stream(self, s):
+        self.log.append(("record", self.name, s.name))
+
+
+def _fake_recorder(cuda: _FakeCuda) -> CudaRecorder:
+    rec = CudaRecorder.__new__(CudaRecorder)  # (no torch needed: its torch is the stand-in)
+    rec._torch = SimpleNamespace(cuda=cuda, inference_mode=contextlib.nullcontext, Tensor=_FakeTensor)
+    rec.device, rec._streams = SimpleNamespace(type="cuda", index=None), {}
+    return rec
+
+
+def test_the_cuda_recorder_captures_on_a_stream_of_its_own_and_gives_the_callers_back():
+    cuda = _FakeCuda()
+    rec = _fake_recorder(cuda)
+    x = _FakeTensor(cuda.log, "x")
+    graph, static, outs = rec.capture(lambda *a: (_FakeTensor(cuda.log, "out"),), (x,))
+    assert cuda.current_stream() is cuda.legacy
+    # one warm-up on a side stream after the caller's work, then the capture on a stream of its
+    # own, in thread_local mode, holding the process's capture lock
+    assert cuda.log == [("wait", "s1", "legacy"), ("wait", "legacy", "s1"), ("capture", "s2", "thread_local", True)]
+    assert not CudaRecorder._capturing.locked()
+    # a capture that fails when it ends: the caller's stream is the current one again
+    cuda = _FakeCuda(fail_capture_end=True)
+    rec = _fake_recorder(cuda)
+    with pytest.raises(RuntimeError, match="during capture"):
+        rec.capture(lambda *a: (_FakeTensor(cuda.log, "out"),), (_FakeTensor(cuda.log, "x"),))
+    assert cuda.current_stream() is cuda.legacy
+    assert not CudaRecorder._capturing.locked()
+
+
+def test_a_replay_runs_on_the_networks_stream_between_the_callers_work():
+    cuda = _FakeCuda()
+    rec = _fake_recorder(cuda)
+    g = GraphedNet(lambda x: (x.clone(),), rec, eager_calls=0)
+    g._graphs[("k",)] = _Graph(cuda.CUDAGraph(), [_FakeTensor(cuda.log, "in")], (_FakeTensor(cuda.log, "out"),))
+    x = _FakeTensor(cuda.log, "x")
+    for _ in range(2):
+        cuda.log.clear()
+        out = g._replay(g._graphs[("k",)], (x,))
+        assert out[0].name == "out'"
+        # the network's stream (the same every time) waits for the caller's work, copies in,
+        # replays, copies out (recorded as used on the caller's stream); the caller waits for it
+        assert cuda.log == [("wait", "s1", "legacy"), ("copy", "x", "in"), ("replay", "s1"), ("record", "out'", "legacy"),
+                            ("wait", "legacy", "s1")]
+        assert cuda.current_stream() is cuda.legacy
+
+
 # --------------------------------------------------------------------------------------------------
 # The real torch models, replayed from static buffers on the CPU
 
@@ -278,7 +392,7 @@ class TorchHostRecorder:
         for o, n in zip(outs, fn(*static)):
             o.copy_(n)
 
-    def ordered(self):
+    def ordered(self, inputs):
         return contextlib.nullcontext(lambda x: x)
 
     def copy(self, dst, src) -> None:

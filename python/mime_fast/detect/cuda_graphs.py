@@ -67,10 +67,10 @@ class Recorder(Protocol):
     def capture(self, fn: Callable, inputs: tuple) -> tuple[Any, list, tuple]:
         """``(graph, static inputs, static outputs)``: ``fn`` recorded on copies of ``inputs``."""
 
-    def ordered(self) -> ContextManager[Callable[[Any], Any]]:
-        """Around a replay (its copies in, the replay, its copies out): makes it follow the
-        caller's work so far, and the caller's later work follow it; yields what each copy out
-        goes through before it is handed back."""
+    def ordered(self, inputs: tuple) -> ContextManager[Callable[[Any], Any]]:
+        """Around a replay on ``inputs`` (its copies in, the replay, its copies out): makes it
+        follow the caller's work so far, and the caller's later work follow it; yields what each
+        copy out goes through before it is handed back."""
 
     def replay(self, graph: Any) -> None:
         """Run ``graph`` again on the current contents of its static inputs."""
@@ -139,12 +139,13 @@ class CudaRecorder:
         return graph, static, tuple(outs)
 
     @contextlib.contextmanager
-    def ordered(self):
+    def ordered(self, inputs):
         t = self._torch
-        caller = t.cuda.current_stream()
-        own = self._streams.get(caller.device.index)
+        device = inputs[0].device  # (the graph's: keys hold the device)
+        caller = t.cuda.current_stream(device)
+        own = self._streams.get(device.index)
         if own is None:
-            own = self._streams[caller.device.index] = t.cuda.Stream(caller.device)
+            own = self._streams[device.index] = t.cuda.Stream(device)
         own.wait_stream(caller)  # the inputs the caller may still be writing
 
         def hand_back(x):
@@ -152,7 +153,7 @@ class CudaRecorder:
             return x
 
         try:
-            with t.cuda.stream(own):
+            with t.cuda.device(device), t.cuda.stream(own):
                 yield hand_back
         finally:
             caller.wait_stream(own)
@@ -229,7 +230,7 @@ class GraphedNet:
 
     def _replay(self, g: _Graph, inputs: tuple) -> tuple:
         rec = self.recorder
-        with rec.ordered() as hand_back:
+        with rec.ordered(inputs) as hand_back:
             for s, x in zip(g.inputs, inputs):
                 rec.copy(s, x)
             rec.replay(g.graph)

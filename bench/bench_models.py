@@ -117,7 +117,10 @@ def main() -> None:
         line += f"  (detector, frames already on the device: {results['detector'][str(B)]['torch_on_device'][unit['detector']]:.2f})"
         print(f"B={B:2d} ms per frame / face, cpu stack -> torch {dev}: {line}", flush=True)
     meta = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(), "frames": source,
-            "frame_size": list(frames[0].shape[:2]), "faces_in_frame": len(faces0), "batches": list(BATCHES)}
+            "frame_size": list(frames[0].shape[:2]), "faces_in_frame": len(faces0), "batches": list(BATCHES),
+            # what "cpu_stack" ran per model (with OpenCV 5 the mesh's CPU model is its torch port)
+            "cpu_stack": {m: f"{type(c).__name__} ({getattr(c, 'backend', None) or 'onnxruntime'})"
+                          for m, c in cpu.items()}}
     if dev == "cuda":
         from mime_fast.detect.cuda_graphs import GraphedNet
 

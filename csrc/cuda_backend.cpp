@@ -446,22 +446,27 @@ Rect blur_hull_region(int W, int H, const Hull& hull, const HullMaskParams& para
     return bbox_from(b);
 }
 
-// A pointer a caller says is in device memory: a host address (a CPU tensor's data_ptr, say) would
-// otherwise fault inside a kernel, and an illegal address spoils the CUDA context for good.
+// A pointer a caller says the kernels can read: an address of plain host memory (a CPU tensor's
+// data_ptr, say) on a GPU that cannot read pageable memory would fault inside a kernel, and an
+// illegal address spoils the CUDA context for good; device memory of another GPU than this
+// thread's would be read through the wrong stream. Only what is known to be wrong is refused:
+// an address the runtime cannot describe (allocators differ in what they report) passes.
 void require_device_pointer(const void* p, const char* what) {
     cudaPointerAttributes a{};
-    const cudaError_t e = cudaPointerGetAttributes(&a, p);
-    if (e != cudaSuccess) {
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError();  // (not sticky: cleared, so that the next launch is not blamed for it)
-        invalid(std::string(what) + ": not a CUDA address (" + cudaGetErrorString(e) + ")");
+        return;
     }
-    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
-        invalid(std::string(what) + " must point to device memory, not host memory");
     int current = 0;
     check(cudaGetDevice(&current), "cudaGetDevice");
-    if (a.device != current)
+    if (a.type == cudaMemoryTypeUnregistered) {
+        int pageable = 0;  // (HMM, or a coherent CPU-GPU link: the GPU reads pageable memory)
+        cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, current);
+        if (!pageable) invalid(std::string(what) + " must point to device memory, not host memory");
+    } else if (a.type == cudaMemoryTypeDevice && a.device >= 0 && a.device != current) {
         invalid(std::string(what) + " is on CUDA device " + std::to_string(a.device) + ", this thread uses device " +
                 std::to_string(current));
+    }
 }
 
 void check_nv12(const Nv12Device& f) {

@@ -128,9 +128,11 @@ def compare(contenders: dict[str, Callable[[], object]], repeats: int, warmup: i
 
 
 def save(name: str, payload: dict, device: str = "cpu") -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    """Write ``payload`` as bench/results/NAME-DEVICE.json; ``name`` may be a path (another folder,
+    made if missing), whose last part names the benchmark."""
     path = RESULTS / f"{name}-{device}.json"
-    payload = {"benchmark": name, "device": device, "machine": machine(), **payload}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": Path(name).name, "device": device, "machine": machine(), **payload}
     path.write_text(json.dumps(payload, indent=2) + "\n")
     return path
 

@@ -61,7 +61,8 @@ log "build (sm_90)"
 t0=$(date +%s)
 cmake -S . -B /tmp/mf-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIME_FAST_CUDA=ON -DMIME_FAST_CUDA_ARCHITECTURES=90 \
     -DPython_EXECUTABLE="$(command -v python3)" -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" >"$OUT/build.log" 2>&1 &&
-    cmake --build /tmp/mf-build -j"$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+    cmake --build /tmp/mf-build -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; rm -f "$OUT/.start"; exit 1; }
 cp /tmp/mf-build/_core*.so python/mime_fast/
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 log "built in $(( $(date +%s) - t0 )) s; $(python3 -c 'import mime_fast; print(mime_fast.cuda_status())')"
@@ -71,15 +72,18 @@ GPU_TESTS="tests/test_cuda.py tests/test_blur_hull_yuv420.py tests/test_warp_aff
     tests/test_torch_hog.py tests/test_subsets.py tests/test_options.py tests/test_devices.py"
 new_results() { find bench/results -name '*-cuda.json' -newer "$OUT/.start" -printf '%f\n'; }
 
+failed=0  # the exit status: 1 when the tests failed
 if [ "$what" = tests ] || [ "$what" = all ]; then
     log "tests (MIME_FAST_REQUIRE_CUDA=1): ${*:-the GPU test files}"
     # shellcheck disable=SC2086
-    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs ${@:-$GPU_TESTS} 2>&1 |
-        tee "$OUT/pytest.log" | tail -25
+    [ $# -eq 0 ] && set -- $GPU_TESTS  # (pytest args as given, quoted: -k "a and not b" stays one)
+    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 |
+        tee "$OUT/pytest.log" | tail -25 || failed=1
 fi
 if [ "$what" = suite ]; then
     log "the whole suite (MIME_FAST_REQUIRE_CUDA=1): ${*:-every file}"
-    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 | tee "$OUT/pytest.log" | tail -25
+    MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 | tee "$OUT/pytest.log" |
+        tail -25 || failed=1
 fi
 if [ "$what" = sanitize ] || [ "$what" = all ]; then
     log "compute-sanitizer memcheck over the CUDA operator tests"
@@ -118,3 +122,4 @@ if [ "$what" = pipeline-diag ]; then
         --result "$OUT/pipeline_diagnostics" 2>&1) | tee "$OUT/pipeline_diagnostics.log" | tail -30
 fi
 rm -f "$OUT/.start"
+exit "$failed"

@@ -33,7 +33,8 @@ for w in "$work"/wheels/*.whl; do "$PY" -m zipfile -e "$w" "$work/site"; done
 # and headers). "pynvvideocodec." holds the CUDA runtime its modules load (their RPATH:
 # $ORIGIN/../pynvvideocodec.): without it `import PyNvVideoCodec` fails there.
 (cd "$work/site" && rm -rf samples benchmarks ./*.data &&
-    test -e pynvvideocodec./libcudart-*.so* &&
+    { compgen -G 'pynvvideocodec./libcudart*' >/dev/null ||
+      { echo "make_gpu_bundle: pynvvideocodec $NVCODEC has no pynvvideocodec./libcudart*: see its RPATH" >&2; exit 1; }; } &&
     tar -cf - av av.libs av-*.dist-info PyNvVideoCodec pynvvideocodec. pynvvideocodec-*.dist-info |
     xz -9 -T0 >"$out/site.tar.xz")
 

@@ -241,6 +241,14 @@ std::pair<size_t, size_t> memory() {
     return {free, total};
 }
 
+bool pageable_memory_access() {
+    require();
+    int device = 0, pageable = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device), "cudaDeviceGetAttribute");
+    return pageable != 0;
+}
+
 void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst) {
     require();
     Workspace& ws = Workspace::current();

@@ -28,6 +28,8 @@ void require();
 
 // (free, total) bytes of the current device's memory (cudaMemGetInfo).
 std::pair<size_t, size_t> memory();
+// Whether the current device reads pageable host memory (HMM, or a coherent CPU-GPU link).
+bool pageable_memory_access();
 
 void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst);
 Rect hull_mask(const Hull& hull, const HullMaskParams& params, const ImageU8& mask);

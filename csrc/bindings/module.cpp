@@ -35,4 +35,6 @@ PYBIND11_MODULE(_core, m) {
     m.def("cuda_available", &mf::cuda::available);
     m.def("cuda_status", &mf::cuda::status);
     m.def("cuda_memory", &mf::cuda::memory, "(free, total) bytes of the device's memory (CUDA builds).");
+    m.def("cuda_pageable_memory_access", &mf::cuda::pageable_memory_access,
+          "Whether the device's kernels read pageable host memory (HMM, a coherent link; CUDA builds).");
 }

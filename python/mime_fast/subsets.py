@@ -430,7 +430,8 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
+    # (asked only for the GPU path: nvdec_reason may import PyNvVideoCodec)
+    why_not = ("nvdec is off" if not st.compute.nvdec else nvdec_reason(info)) if st.compute.device == "cuda" else None
     on_device: Callable | None = None  # NVDEC frame -> its RGB kept on the GPU, for a stack that reads it there
     if st.compute.device == "cuda" and why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""

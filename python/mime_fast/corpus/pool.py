@@ -189,10 +189,11 @@ def _fatal(exc: BaseException) -> tuple[str, BaseException | None]:
     said = traceback.format_exc(limit=4)
     if isinstance(exc, ImportError):
         try:
-            pickle.loads(pickle.dumps(exc))
+            back = pickle.loads(pickle.dumps(exc))
         except Exception:  # noqa: BLE001 - its text is enough
             return said, None
-        return said, exc
+        if type(back) is type(exc) and str(back) == str(exc):  # (a class whose pickling garbles its text: not sent)
+            return said, exc
     return said, None
 
 

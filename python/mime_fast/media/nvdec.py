@@ -85,7 +85,8 @@ def _nvcodec_import_error() -> str:
     try:
         importlib.import_module("PyNvVideoCodec")
     except Exception as exc:  # noqa: BLE001 - ImportError, OSError from the loader, ...
-        return " ".join(f"{type(exc).__name__}: {exc}".split())
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__  # (its first line: a manifest field)
     return ""
 
 
@@ -121,12 +122,12 @@ def nv12_frame(tensor, width: int, height: int) -> Nv12Frame:
     else (a decoder that pads rows at the bottom, say, or crops differently from FFmpeg) is a
     ``ValueError`` naming both layouts: read as it is, its chroma would be taken from the wrong
     rows or past the end of the surface."""
-    rows = height + (height + 1) // 2
+    rows, row_bytes = height + (height + 1) // 2, max(width, 2 * ((width + 1) // 2))
     shape = tuple(tensor.shape)
-    if len(shape) != 2 or shape[0] != rows or shape[1] < width or tensor.stride(1) != 1 or \
+    if len(shape) != 2 or shape[0] != rows or shape[1] < row_bytes or tensor.stride(1) != 1 or \
             str(tensor.dtype) != "torch.uint8":
         raise ValueError(f"NVDEC's frame is a {'x'.join(map(str, shape))} {tensor.dtype} surface (strides "
-                         f"{tuple(tensor.stride())}), not the {rows} rows of at least {width} bytes of a "
+                         f"{tuple(tensor.stride())}), not the {rows} rows of at least {row_bytes} bytes of a "
                          f"{width}x{height} NV12 frame")
     return Nv12Frame(tensor, int(width), int(height))
 

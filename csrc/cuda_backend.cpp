@@ -241,12 +241,20 @@ std::pair<size_t, size_t> memory() {
     return {free, total};
 }
 
-bool pageable_memory_access() {
-    require();
-    int device = 0, pageable = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
+namespace {
+// Whether `device` reads pageable host memory (HMM, or a coherent CPU-GPU link).
+bool reads_pageable(int device) {
+    int pageable = 0;
     check(cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, device), "cudaDeviceGetAttribute");
     return pageable != 0;
+}
+}  // namespace
+
+bool pageable_memory_access() {
+    require();
+    int device = 0;
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    return reads_pageable(device);
 }
 
 void gaussian_blur(const ConstImageU8& src, Rect roi, int ksize, const ImageU8& dst) {
@@ -468,9 +476,7 @@ void require_device_pointer(const void* p, const char* what) {
     int current = 0;
     check(cudaGetDevice(&current), "cudaGetDevice");
     if (a.type == cudaMemoryTypeUnregistered) {
-        int pageable = 0;  // (HMM, or a coherent CPU-GPU link: the GPU reads pageable memory)
-        cudaDeviceGetAttribute(&pageable, cudaDevAttrPageableMemoryAccess, current);
-        if (!pageable) invalid(std::string(what) + " must point to device memory, not host memory");
+        if (!reads_pageable(current)) invalid(std::string(what) + " must point to device memory, not host memory");
     } else if (a.type == cudaMemoryTypeDevice && a.device >= 0 && a.device != current) {
         invalid(std::string(what) + " is on CUDA device " + std::to_string(a.device) + ", this thread uses device " +
                 std::to_string(current));

@@ -430,10 +430,13 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    # (asked only for the GPU path: nvdec_reason may import PyNvVideoCodec)
-    why_not = ("nvdec is off" if not st.compute.nvdec else nvdec_reason(info)) if st.compute.device == "cuda" else None
+    # why PyAV decodes ("": the CPU path, which never asks nvdec_reason: it may import PyNvVideoCodec)
+    if st.compute.device != "cuda":
+        why_not: str | None = ""
+    else:
+        why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
     on_device: Callable | None = None  # NVDEC frame -> its RGB kept on the GPU, for a stack that reads it there
-    if st.compute.device == "cuda" and why_not is None:
+    if why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""
         if observe is not None and observe_device:
             from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
@@ -441,7 +444,7 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             on_device = lambda decoded: DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))  # noqa: E731
         frames = iter_nvdec_frames(src, info, rgb=observe is not None and on_device is None)
     else:
-        result.decoder, result.decoder_reason = "pyav", why_not if st.compute.device == "cuda" else ""
+        result.decoder, result.decoder_reason = "pyav", why_not
         if result.decoder_reason:
             log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)
         frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)

@@ -7,7 +7,8 @@ with the offline CPU stack, once with the models running (their answers recorded
 ``_replay.py``), then ``--repeats`` times with the models answering instantly from that record.
 The replayed runs' CPU time (all the process's threads: ``time.process_time``) is the host work:
 decode, the detector's downscale, tracking, shots, masks and blur, frames handed to the writers.
-Reported per source frame, with the decode alone (both of the pipeline's decode passes, PyAV)
+Reported per source frame, with the decode alone (the pipeline's decode passes, PyAV: two, or
+one where the detection pass keeps its frames for the face pass, ``ClipResult.decodes``)
 measured apart and subtracted, and the rate one core would reach on the rest.  Each replay checks
 it made every recorded call and tracked as the recording did.
 
@@ -111,12 +112,15 @@ def child(clip: Path, repeats: int) -> dict:
     n = r0.source_frames
     tracking = _tracking(r0)
 
+    passes = getattr(r0, "decodes", 2)  # (a version before ClipResult.decodes decoded twice)
+
     def decode_only() -> float:
         c0 = time.process_time()
         for _ in iter_display_frames(clip, info, rgb=True, keep_yuv=True):  # the pass that detects
             pass
-        for _ in iter_display_frames(clip, info, rgb=False, keep_yuv=True):  # the face pass
-            pass
+        if passes > 1:
+            for _ in iter_display_frames(clip, info, rgb=False, keep_yuv=True):  # the face pass
+                pass
         return time.process_time() - c0
 
     replays, decodes = [], []
@@ -130,7 +134,7 @@ def child(clip: Path, repeats: int) -> dict:
             raise RuntimeError(f"{clip.name}: the replay did not track as the recording (left {left})")
         replays.append({"cpu_s": cpu, "wall_s": wall, "pass1_cpu_s": first, "device_side_cpu_s": dict(moved)})
         decodes.append(decode_only())
-    return {"mime_fast": str(Path(mime_fast.__file__).parent), "source_frames": n,
+    return {"mime_fast": str(Path(mime_fast.__file__).parent), "source_frames": n, "decodes": passes,
             "size": [info.width, info.height], "tracking": tracking,
             "recorded": {"cpu_s": cpu0, "wall_s": wall0, "model_s": log.seconds, "model_calls": log.calls},
             "replays": replays, "decode_cpu_s": decodes}
@@ -159,7 +163,7 @@ def summary(m: dict) -> dict:
     kinds = m["replays"][0]["device_side_cpu_s"]
     device = {k: med(r["device_side_cpu_s"][k] for r in m["replays"]) / n * 1e3 for k in kinds}
     stays = max(rest - sum(device.values()), 1e-9)
-    return {"source_frames": n, "size": m["size"],
+    return {"source_frames": n, "size": m["size"], "decodes": m.get("decodes", 2),
             "models_ms": m["recorded"]["model_s"] / n * 1e3, "model_calls_per_frame": m["recorded"]["model_calls"] / n,
             "host_cpu_ms": host, "host_wall_ms": med(r["wall_s"] for r in m["replays"]) / n * 1e3,
             "pass1_cpu_ms": med(r["pass1_cpu_s"] for r in m["replays"]) / n * 1e3,

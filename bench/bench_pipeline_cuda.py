@@ -63,7 +63,8 @@ null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` wi
 writes bench/results/NAME-<device>.json instead.  The JSON is written again after each contender
 (``complete``: false until the last): a run stopped at a time limit keeps what it measured.  With
 ``--device cuda`` the run stops at once if ``device="cuda"`` would not load the torch stack on the
-GPU; each no-encode clip records its decoder (``nvdec``, or ``pyav: <why>``).
+GPU; each no-encode clip records its decoder (``nvdec``, or ``pyav: <why>``) and how many times it
+was decoded (``decodes``: 1 when the detection pass kept its frames for the face pass).
 
     python bench/bench_pipeline_cuda.py --device cuda [--repeats 1] [--gpu-workers 8] [--skip-cpu] [--clips-per-process 8]
     python bench/bench_pipeline_cuda.py --device cuda --contenders cpu,gpu,encoders,no_encode   # the targets' four
@@ -344,7 +345,7 @@ def _no_encode_clip(job: tuple) -> dict:
     r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE, **extra)
     return {"source_frames": r.source_frames, "busy_s": round(time.perf_counter() - t, 2), "stack": _WORKER["stack"],
             "decoder": r.decoder if r.decoder != "pyav" or not r.decoder_reason else f"pyav: {r.decoder_reason}",
-            "graphs": graph_stats(default_stack(device)),
+            "decodes": r.decodes, "graphs": graph_stats(default_stack(device)),
             "tracking": getattr(r.tracking, "status", None)}
 
 
@@ -513,7 +514,9 @@ def report(args, clips: list[Clip], media_note: str, contenders: dict, skipped: 
                          "fm_in_pipeline": fm, "plan_matches_pipeline": fm is None or c.fm.startswith(fm),
                          "not_ok": seen.get("not_ok"),
                          "stack": no_encode.get("clips", {}).get(c.name, {}).get("stack", stacks.get(dev)),
-                         "decoder": no_encode.get("clips", {}).get(c.name, {}).get("decoder")})
+                         "decoder": no_encode.get("clips", {}).get(c.name, {}).get("decoder"),
+                         "decodes": no_encode.get("clips", {}).get(c.name, {}).get("decodes")})
+
     def steady(name):  # every worker busy: source frames / (the clips' summed build times / workers)
         if not runs.get(name):
             return None

@@ -92,3 +92,104 @@ def test_prefetch_propagates_errors_and_stops_early():
     assert next(it) == 0
     it.close()  # consumer stops: the producer thread must stop too, bounded by the queue
     assert len(produced) <= 5
+
+
+# ------------------------------------------------------------------ frames kept from one pass for the next
+
+
+def _decoded(path, rgb=True):
+    info = media.probe(path)
+    return info, list(media.iter_display_frames(path, info, rgb=rgb, keep_yuv=True))
+
+
+@pytest.mark.parametrize("rotation", [0, 90], ids=["yuv420p", "rotated"])
+def test_kept_frames_replay_what_a_second_decode_yields(tmp_path, rotation):
+    """A pass that decodes with RGB (for the models) keeps each frame as a decode without RGB would
+    give it: the decoded yuv420p frame alone when it passes through, the RGB alone when it must be
+    converted (rotated); the replay hands them back in order, equal to a second decode, and holds
+    none of them afterwards."""
+    clip = samples.make_clip(tmp_path / "c.mp4", duration=0.4, fps=25, size=(320, 240), audio=False, seed=2,
+                             rotation=rotation)
+    info, first = _decoded(clip.path)
+    kept = media.KeptFrames(64 << 20)
+    for item in first:
+        kept.add(*item)
+    assert kept.complete
+    assert kept.bytes == sum(media.frame_bytes(rgb if frame is None else frame) for _, _, rgb, frame in first)
+    _, second = _decoded(clip.path, rgb=False)
+    replayed = list(kept.replay())
+    assert len(replayed) == len(second) == 10
+    for (i, t, rgb, frame), (j, u, rgb2, frame2) in zip(replayed, second):
+        assert (i, t) == (j, u)
+        assert (rgb is None) == (rgb2 is None) and (frame is None) == (frame2 is None)
+        if rotation:
+            assert frame is None and np.array_equal(rgb, rgb2)
+        else:
+            assert rgb is None
+            for p, q in zip(frame.planes, frame2.planes):
+                assert bytes(p) == bytes(q)
+    assert not kept.complete and kept.bytes == 0
+    with pytest.raises(RuntimeError, match="decode the source again"):
+        next(kept.replay())
+
+
+def test_kept_frames_keep_nothing_past_the_budget(tmp_path):
+    clip = samples.make_clip(tmp_path / "c.mp4", duration=0.4, fps=25, size=(320, 240), audio=False)
+    _, first = _decoded(clip.path)
+    one = media.frame_bytes(first[0][3])
+    assert one >= 320 * 240 * 3 // 2
+    kept = media.KeptFrames(4 * one)  # room for 4 of the 10 frames: all or nothing
+    for k, item in enumerate(first):
+        kept.add(*item)
+        assert kept.complete == (k < 4) and kept.bytes == (k + 1) * one * (k < 4)
+    expected = media.KeptFrames(100 * one)
+    expected.expect(101 * one)  # told up front the clip will not fit
+    expected.add(*first[0])
+    assert not expected.complete and expected.bytes == 0
+    assert not media.KeptFrames(0).complete  # 0: keep nothing
+
+
+def test_frame_bytes_counts_host_and_device_parts():
+    class Nv12:  # a device frame without a tensor: its NV12 size
+        width, height = 64, 48
+
+    class Tensor:
+        def numel(self):
+            return 1000
+
+        def element_size(self):
+            return 1
+
+    class Owned(Nv12):
+        tensor = Tensor()
+
+    class Nvdec:
+        def __init__(self, nv12):
+            self.frame, self.nv12 = np.zeros((48, 64), np.uint8), nv12
+
+    assert media.frame_bytes(None, np.zeros((2, 3), np.int32)) == 24
+    assert media.frame_bytes(Nv12()) == 64 * 48 * 3 // 2
+    assert media.frame_bytes(Nvdec(Owned())) == 64 * 48 + 1000
+
+
+def test_nvdec_frames_are_kept_on_the_device_alone(monkeypatch):
+    """An NVDEC frame is kept without its host copy (half the memory); the replay downloads it again
+    from the device frame, with the colour tags it was decoded with."""
+    import av
+
+    from mime_fast.media import nvdec
+
+    class Dev:
+        width, height = 64, 48
+
+    host = av.VideoFrame(64, 48, "yuv420p")
+    host.colorspace, host.color_range = 1, 1
+    tags = (host.colorspace, host.color_range, host.color_primaries, host.color_trc)
+    made = []
+    monkeypatch.setattr(nvdec, "nv12_host_frame", lambda dev, color: made.append((dev, color)) or host)
+    dev = Dev()
+    kept = media.KeptFrames(1 << 20)
+    kept.add(0, Fraction(0), np.zeros((48, 64, 3), np.uint8), nvdec.NvdecFrame(host, dev))
+    assert kept.bytes == 64 * 48 * 3 // 2  # the device frame alone: no host copy, no RGB
+    ((i, t, rgb, frame),) = list(kept.replay())
+    assert (i, t, rgb) == (0, 0, None) and frame.nv12 is dev and frame.frame is host and made == [(dev, tags)]

@@ -116,15 +116,18 @@ def _fake_nvdec(monkeypatch, calls: list) -> None:
 
     from mime_fast import subsets
 
+    def host_copy(dev, color):  # frames.nv12_host_frame: the host copy, from the NV12
+        vf = av.VideoFrame(dev.width, dev.height, "yuv420p")
+        for dst, src in zip(yuv420_planes(vf), dev.planes()):
+            np.copyto(dst, src)
+        vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = color
+        return vf
+
     def frames(path, info, *, rgb=False, gpu=0):
         for n, t, img, frame in iter_display_frames(path, info, rgb=rgb, keep_yuv=True):
             assert frame is not None  # NVDEC is chosen only for clips whose frames pass through
             dev = _HostNv12([np.array(p) for p in yuv420_planes(frame)])
-            vf = av.VideoFrame(dev.width, dev.height, "yuv420p")  # the host copy, from the NV12
-            for dst, src in zip(yuv420_planes(vf), dev.planes()):
-                np.copyto(dst, src)
-            vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = info.facts.color
-            yield n, t, img, nvdec.NvdecFrame(vf, dev)
+            yield n, t, img, nvdec.NvdecFrame(host_copy(dev, info.facts.color), dev)
 
     cpu_step = ops.blur_hull_yuv420
 
@@ -136,6 +139,7 @@ def _fake_nvdec(monkeypatch, calls: list) -> None:
         return cpu_step(planes, points, outs, ksizes, **kw)
 
     monkeypatch.setattr(subsets, "iter_nvdec_frames", frames)
+    monkeypatch.setattr(nvdec, "nv12_host_frame", host_copy)
     monkeypatch.setattr(ops, "blur_hull_yuv420", blur_hull_yuv420)
     monkeypatch.setattr(subsets, "nvdec_reason", lambda info: None if info.yuv_passthrough else "converting")
     monkeypatch.setattr(ops, "blur_hull_nv12", blur_hull_nv12)
@@ -159,6 +163,42 @@ def test_pipeline_nvdec_path_gives_the_cpu_bytes(tmp_path: Path, monkeypatch) ->
                                   device="cuda", nvdec=False)
     assert off.decoder == "pyav" and off.decoder_reason == "nvdec is off"
     assert sha256(off.outputs["FDM"]) == sha256(ref.outputs["FDM"])
+
+
+def test_pipeline_nvdec_decodes_a_detected_clip_once(tmp_path: Path, monkeypatch) -> None:
+    """With automatic detection (two passes over the frames) NVDEC decodes the clip once: the first
+    pass keeps its device frames for the face pass (keep_frames_mb), their host copies made again
+    from them; the outputs are the CPU path's bytes, and those of a build that decodes twice."""
+    from mime_fast import subsets
+
+    clip = make_clip(tmp_path / "c.mp4", duration=1.0, fps=30, size=(640, 480), bframes=2)
+    ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", subsets=SUBSETS, min_height=0)
+    assert ref.decoder == "pyav" and ref.decodes == 1 and ref.tracking.detected > 0
+    calls: list = []
+    _fake_nvdec(monkeypatch, calls)
+    decodes: list = []
+    fake = subsets.iter_nvdec_frames
+
+    def counted(*a, **k):
+        decodes.append(k.get("rgb"))
+        return fake(*a, **k)
+
+    monkeypatch.setattr(subsets, "iter_nvdec_frames", counted)
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    remade: list = []
+    host_copy = nvdec.nv12_host_frame
+    monkeypatch.setattr(nvdec, "nv12_host_frame", lambda dev, color: remade.append(color) or host_copy(dev, color))
+    got = mime_fast.build_subsets(clip.path, tmp_path / "gpu", subsets=SUBSETS, min_height=0, device="cuda")
+    assert got.decoder == "nvdec" and got.decodes == 1 and decodes == [True]
+    assert len(calls) == got.source_frames  # the face step read the kept device frames
+    assert len(remade) == got.source_frames  # their host copies made again, tagged as decoded
+    assert set(remade) == {probe(clip.path).facts.color}
+    assert got.tracking == ref.tracking
+    twice = mime_fast.build_subsets(clip.path, tmp_path / "twice", subsets=SUBSETS, min_height=0, device="cuda",
+                                    keep_frames_mb=0)
+    assert twice.decoder == "nvdec" and twice.decodes == 2 and decodes == [True, True, False]
+    for c in SUBSETS:
+        assert sha256(got.outputs[c]) == sha256(ref.outputs[c]) == sha256(twice.outputs[c]), c
 
 
 def test_pipeline_feeds_a_gpu_stack_the_frames_on_the_device(tmp_path: Path, monkeypatch) -> None:

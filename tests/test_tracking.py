@@ -243,10 +243,11 @@ def _video_packets(path) -> list[bytes]:
 
 
 def test_detection_rides_along_the_fm_vmm_pass(tmp_path, stack, monkeypatch):
-    """Without landmarks=, build_subsets decodes the clip twice, not three times: the subject is
-    detected on the pass that encodes FM and VMM (no mask needed), the face subsets follow with the
-    masks of the whole clip.  Every output is the same bytes as a run given those masks up front
-    (one pass), and the tracking report is the same."""
+    """Without landmarks=, build_subsets makes two passes over the clip's frames, not three: the
+    subject is detected on the pass that encodes FM and VMM (no mask needed), the face subsets
+    follow with the masks of the whole clip, from the frames the first pass kept (one decode), or
+    decoded again when they do not fit in keep_frames_mb.  Every output is the same bytes as a run
+    given those masks up front (one pass), and the tracking report is the same."""
     from mime_fast import subsets
 
     clip = samples.make_clip(tmp_path / "src" / "r.mp4", duration=1.0, fps=25, size=(640, 360), audio=True, seed=5)
@@ -259,15 +260,24 @@ def test_detection_rides_along_the_fm_vmm_pass(tmp_path, stack, monkeypatch):
 
     monkeypatch.setattr(subsets, "iter_display_frames", counting)
     auto = build_subsets(clip.path, tmp_path / "auto", min_height=0, min_duration=0)
-    assert passes == [True, False]  # pass 1: RGB for the models; pass 2: only the blurred regions
+    assert passes == [True] and auto.decodes == 1  # pass 1 decodes (RGB for the models) and keeps its frames
     assert sorted(auto.outputs) == sorted(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"))
+    twice = build_subsets(clip.path, tmp_path / "twice", min_height=0, min_duration=0, keep_frames_mb=0)
+    assert passes == [True, True, False] and twice.decodes == 2  # pass 2: only the blurred regions converted
+    # 25 frames of 640x360 yuv420p: 8.6 MB, more than 8 MB: decoded twice as well
+    small = build_subsets(clip.path, tmp_path / "small", min_height=0, min_duration=0, keep_frames_mb=8,
+                          subsets=["FDM"])
+    assert passes == [True, True, False, True, False] and small.decodes == 2
     given = build_subsets(clip.path, tmp_path / "given", min_height=0, min_duration=0,
                           landmarks=detect_subject(clip.path, stack=stack))
-    assert passes == [True, False, False]
-    assert auto.tracking.as_dict() == given.tracking.as_dict() and auto.tracking.frames == clip.frames
+    assert passes[5:] == [False] and given.decodes == 1
+    assert auto.tracking.as_dict() == given.tracking.as_dict() == twice.tracking.as_dict()
+    assert auto.tracking.frames == clip.frames
     assert auto.fsm_kernel == given.fsm_kernel == 35
     for c in auto.outputs:
         assert _video_packets(auto.outputs[c]) == _video_packets(given.outputs[c]), c
+        assert auto.outputs[c].read_bytes() == twice.outputs[c].read_bytes(), c
+    assert small.outputs["FDM"].read_bytes() == auto.outputs["FDM"].read_bytes()
     assert auto.audio.read_bytes() == given.audio.read_bytes()
 
 

@@ -7,8 +7,8 @@ groups and :class:`Settings` composes them, so splitting them would split the on
 =============================  ====================================================================
 group (``Settings.<group>``)   options (keyword / ``mime-fast build`` flag)
 =============================  ====================================================================
-:class:`EncodeOptions`         ``fps``, ``crf``, ``preset``, ``threads``, ``queue_size``, ``fm_copy``
-(``encode``)
+:class:`EncodeOptions`         ``fps``, ``crf``, ``preset``, ``threads``, ``queue_size``,
+(``encode``)                   ``keep_frames_mb``, ``fm_copy``
 :class:`AudioOptions`          ``audio_rate`` (field ``rate``), ``audio_channels`` (``channels``)
 (``audio``)
 :class:`GateOptions`           ``min_height``, ``min_duration``, ``min_frames``
@@ -17,7 +17,7 @@ group (``Settings.<group>``)   options (keyword / ``mime-fast build`` flag)
 (``mask``)
 :class:`DetectOptions`         ``hold_s``, ``detect_size``, ``detect_every``, ``hull_margin_frac``,
 (``detect``)                   ``faces``
-:class:`DeviceOptions`         ``device``, ``nvdec``
+:class:`DeviceOptions`         ``device``, ``nvdec``, ``device_frames``
 (``compute``)
 =============================  ====================================================================
 
@@ -116,7 +116,12 @@ class EncodeOptions:
     fixed ``threads`` keeps outputs byte-identical across runs and machines with the same FFmpeg
     build.  ``queue_size``: decoding runs on its own thread and every encoder on its own, each fed
     by a bounded queue of this many frames, so memory stays constant whatever the clip length (0:
-    everything on the calling thread); outputs do not depend on it.  ``fm_copy``: FM is a stream
+    everything on the calling thread); outputs do not depend on it.  ``keep_frames_mb``: a clip
+    whose subject is detected is built in two passes over its frames (detection with FM and VMM,
+    then the face subsets); when its decoded frames fit in this many MB (host and GPU memory
+    together) the first pass keeps them for the second, so the source is decoded once
+    (:class:`mime_fast.media.KeptFrames`); a longer clip is decoded twice (0: always).  Memory
+    therefore stays below this bound whatever the clip length; outputs do not depend on it.  ``fm_copy``: FM is a stream
     copy of the source's video when the source already meets FM's standard
     (:func:`mime_fast.fm_copy.fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
     off, FM is always encoded.  The decision is in ``ClipResult.fm_video`` / ``fm_video_reason``."""
@@ -128,6 +133,9 @@ class EncodeOptions:
     threads: int = _opt(2, "libx264 threads per output (a fixed count keeps the outputs byte-identical)", "N")
     queue_size: int = _opt(4, "frames queued between the decode, mask and encoder threads (0: one thread; "
                               "outputs do not depend on it)", "N")
+    keep_frames_mb: int = _opt(512, "MB of decoded frames a clip keeps from its detection pass for its face pass, so "
+                                    "the source is decoded once (a longer clip is decoded twice; 0: always; outputs "
+                                    "do not depend on it)", "MB")
     fm_copy: bool = _opt(True, "FM as a stream copy of the source's H.264 video when the source already meets FM's "
                                "standard (no generation loss, one encode fewer); --no-fm-copy: always encode FM")
 
@@ -137,6 +145,7 @@ class EncodeOptions:
         _check(self.preset in X264_PRESETS, "preset", f"must be one of {', '.join(X264_PRESETS)}; got {self.preset!r}")
         _check(int(self.threads) >= 1, "threads", "must be >= 1 (a fixed count keeps outputs deterministic)")
         _check(int(self.queue_size) >= 0, "queue_size", "must be >= 0")
+        _check(int(self.keep_frames_mb) >= 0, "keep_frames_mb", "must be >= 0")
         _check(isinstance(self.fm_copy, bool), "fm_copy", f"must be True or False, got {self.fm_copy!r}")
 
 

@@ -20,11 +20,13 @@ FSAM   FSM's encoded video packets, remuxed               none
 AMM    FM's encoded video packets, remuxed                none
 =====  =================================================  ======================
 
-With ``landmarks=`` given, :func:`build_subsets` decodes the source once.  Without them it decodes
-it twice: the first pass detects and tracks the subject
+With ``landmarks=`` given, :func:`build_subsets` makes one pass over the source's frames.  Without
+them it makes two: the first detects and tracks the subject
 (:class:`mime_fast.landmarks.SubjectDetection`) on the same frames it encodes into FM and VMM, which
 need no mask; the second encodes FDM and FSM once the masks of the whole clip are known (why they
-must be: :func:`mime_fast.landmarks.detect_subject`).  For every decoded frame of the pass that
+must be: :func:`mime_fast.landmarks.detect_subject`).  The second pass replays the frames the
+first one decoded when they fit in ``keep_frames_mb`` (:class:`mime_fast.media.KeptFrames`), and
+decodes the source again otherwise: the same frames either way.  For every decoded frame of the pass that
 blurs, it asks the landmark provider for the subject's points and the face step
 (:func:`mime_fast.face_step.face_frames`) makes both blur levels inside one mask; frames are mapped
 to the constant-rate grid by timestamp (:class:`mime_fast.media.FrameStandardiser`) and fed to one
@@ -40,7 +42,8 @@ converted back (:func:`mime_fast.frames.patched_frame`).
 
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
 encoder thread per output, linked by bounded queues (``EncodeOptions.queue_size`` frames each), so memory
-does not grow with the clip length; libx264 additionally runs its own ``threads``.
+does not grow with the clip length beyond the frames kept between passes (at most
+``EncodeOptions.keep_frames_mb``); libx264 additionally runs its own ``threads``.
 
 Output files appear only when the whole clip succeeded: everything is written under temporary names
 ``.<clip_id>.tmp-<pid>.<ext>`` in the destination directories and renamed at the end; on any error
@@ -76,6 +79,7 @@ from .media import (
     atomic_outputs,
     extract_audio_wav,
     FrameStandardiser,
+    KeptFrames,
     frame_parts,
     iter_display_frames,
     iter_nvdec_frames,
@@ -152,6 +156,10 @@ class ClipResult:
     #: why not NVDEC in ``decoder_reason``); ``None`` when nothing was decoded.
     decoder: str | None = None
     decoder_reason: str = ""
+    #: How many times the source's video was decoded: 1 with landmarks given, or when the detection
+    #: pass's frames were kept for the face pass (``keep_frames_mb``); 2 when they did not fit; one
+    #: more when FM's stream copy is refused after the first pass.
+    decodes: int = 0
     #: Whose faces were blurred (``DetectOptions.faces``), and with ``"all"`` how many face tracks the
     #: masks come from (detected face tracks, or the faces of the landmarks given that appear in
     #: some frame); ``None`` otherwise or when no face subset was made.
@@ -315,7 +323,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     todo = result.plan = todo.copy_refused(why)
             copy_faults: list[str] | None = [] if todo.copied else None
 
-            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None, observe_device=False) -> None:
+            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None, observe_device=False,
+                       keep: KeptFrames | None = None, replay: KeptFrames | None = None) -> None:
                 writers: dict[str, Mp4Writer] = {}
                 enc = st.encode
                 try:
@@ -330,7 +339,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                                matrix=info.matrix)
                     if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
-                                     progress, faults, observe_device)
+                                     progress, faults, observe_device, keep, replay)
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
@@ -340,8 +349,9 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             if detection is None:
                 encode(list(todo.first_pass), provider, fsm_k, faults=copy_faults)
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
+                kept = _kept_frames(info, st) if todo.face_pass else None  # the first pass's frames, for the second
                 encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
-                       detection.device_frames and st.compute.device_frames)
+                       detection.device_frames and st.compute.device_frames, keep=kept)
                 provider = detection.result()
                 _check_frame_count(src, provider, info)
                 fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
@@ -349,7 +359,9 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     todo = result.plan = todo.without_subject(no_subject)
                     _skip(todo, result)
                 if todo.face_pass:
-                    encode(list(todo.face_pass), provider, fsm_k)
+                    encode(list(todo.face_pass), provider, fsm_k, replay=kept)
+                if kept is not None:
+                    kept.drop()
             if copy_faults:  # a frame broke the rule after the first: FM encoded after all, on a pass of its own
                 todo = result.plan = todo.copy_refused(copy_faults[0])
                 encode(["FM"], None, None)
@@ -374,14 +386,30 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
         result.audio_reason = "source has no audio"
 
 
+def _kept_frames(info: SourceInfo, st: Settings) -> KeptFrames:
+    """A store for the detection pass's frames (``keep_frames_mb``), already empty when the clip's
+    frames will not fit: its decoded yuv420p frames (NVDEC's: in device memory), or its RGB frames
+    where they need converting."""
+    kept = KeptFrames(int(st.encode.keep_frames_mb) << 20)
+    if info.yuv_passthrough:
+        per_frame = info.coded_width * info.coded_height * 3 // 2
+    else:
+        per_frame = info.width * info.height * 3
+    kept.expect(per_frame * int(info.video_frames))
+    return kept
+
+
 def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe=None,
-                 progress=None, copy_faults: list[str] | None = None, observe_device: bool = False):
-    """One decode pass feeding ``writers``; ``observe(rgb)``, when given, sees every decoded source
-    frame in RGB first (the subject detection riding along the FM/VMM pass; ``observe_device``: on
-    NVDEC, the frame's RGB made and kept on the GPU, ``torch_ops.DeviceFrame``, for models that read
-    it there; else host RGB); ``progress(1)``, when given, is called after each decoded source frame
-    is processed.  ``copy_faults``, when given (FM is a stream copy), gets the first frame that
-    breaks the copy rule (:func:`mime_fast.fm_copy.copy_fault`)."""
+                 progress=None, copy_faults: list[str] | None = None, observe_device: bool = False,
+                 keep: KeptFrames | None = None, replay: KeptFrames | None = None):
+    """One pass over the source's frames feeding ``writers``; ``observe(rgb)``, when given, sees every
+    decoded source frame in RGB first (the subject detection riding along the FM/VMM pass;
+    ``observe_device``: on NVDEC, the frame's RGB made and kept on the GPU, ``torch_ops.DeviceFrame``,
+    for models that read it there; else host RGB); ``progress(1)``, when given, is called after each
+    decoded source frame is processed.  ``copy_faults``, when given (FM is a stream copy), gets the
+    first frame that breaks the copy rule (:func:`mime_fast.fm_copy.copy_fault`).  ``keep``: the
+    decoded frames go there too (for the next pass); ``replay``: when it kept every frame of the
+    pass before, its frames stand in for a decode."""
     std = FrameStandardiser(info.start, fps, n_out)
     kcodes = [c for c in FACE_SUBSETS if c in writers]
     kernels = [{"fdm": fdm_k, "fsm": fsm_k}[spec(c).kernel] for c in kcodes]
@@ -430,26 +458,17 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
             w.write_audio_until(Fraction(out_i + 1) / fps)
 
     n_src = 0
-    # why PyAV decodes ("": the CPU path, which never asks nvdec_reason: it may import PyNvVideoCodec)
-    if st.compute.device != "cuda":
-        why_not: str | None = ""
-    else:
-        why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
     on_device: Callable | None = None  # NVDEC frame -> its RGB kept on the GPU, for a stack that reads it there
-    if why_not is None:
-        result.decoder, result.decoder_reason = "nvdec", ""
-        if observe is not None and observe_device:
-            from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
-
-            on_device = lambda decoded: DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))  # noqa: E731
-        frames = iter_nvdec_frames(src, info, rgb=observe is not None and on_device is None)
+    if replay is not None and replay.complete:  # the pass before kept every frame it decoded
+        frames, ahead = replay.replay(), 0  # (nothing to decode: no thread ahead)
     else:
-        result.decoder, result.decoder_reason = "pyav", why_not
-        if result.decoder_reason:
-            log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)
-        frames = iter_display_frames(src, info, rgb=observe is not None, keep_yuv=True)
-    for src_i, t, rgb, decoded in prefetch(frames, st.encode.queue_size):
+        frames, on_device = _decode(src, info, st, result, observe is not None, observe_device)
+        ahead = st.encode.queue_size
+        result.decodes += 1
+    for src_i, t, rgb, decoded in prefetch(frames, ahead):
         n_src += 1
+        if keep is not None:
+            keep.add(src_i, t, rgb, decoded)
         if observe is not None:
             observe(rgb if on_device is None else on_device(decoded))
         for out_i, item in std.push(t, (src_i, rgb, decoded)):
@@ -461,6 +480,33 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     if copy_faults == [] and n_src != n_out:
         copy_faults.append(f"{n_src} source frames decoded for {n_out} output frames")
     result.source_frames = n_src  # the writers mux the rest of the audio when they close
+
+
+def _decode(src: Path, info: SourceInfo, st: Settings, result: ClipResult, rgb: bool, observe_device: bool
+            ) -> tuple:
+    """The decode of one pass: ``(frames, on_device)``, the frames as :func:`iter_display_frames`
+    with ``keep_yuv`` yields them (``rgb``: with the RGB the subject detection reads), from NVDEC
+    where ``device="cuda"`` and it takes the clip, else PyAV; the decoder and why not NVDEC go in
+    ``result``.  ``on_device``: with NVDEC and ``observe_device``, what turns a decoded frame into
+    its RGB made and kept on the GPU (``torch_ops.DeviceFrame``; the frames then come without host
+    RGB), else ``None``."""
+    # why PyAV decodes ("": the CPU path, which never asks nvdec_reason: it may import PyNvVideoCodec)
+    if st.compute.device != "cuda":
+        why_not: str | None = ""
+    else:
+        why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
+    if why_not is None:
+        result.decoder, result.decoder_reason = "nvdec", ""
+        on_device = None
+        if rgb and observe_device:
+            from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
+
+            on_device = lambda decoded: DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))  # noqa: E731
+        return iter_nvdec_frames(src, info, rgb=rgb and on_device is None), on_device
+    result.decoder, result.decoder_reason = "pyav", why_not
+    if result.decoder_reason:
+        log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)
+    return iter_display_frames(src, info, rgb=rgb, keep_yuv=True), None
 
 
 def _prepare(src, landmarks, st: Settings) -> tuple[Path, SourceInfo, MaskProvider | None]:

@@ -5,7 +5,8 @@ frames **as displayed**: the display matrix (FFmpeg ``AV_FRAME_DATA_DISPLAYMATRI
 phones write as "rotate") is applied (:func:`apply_display_transform`): rotations by multiples of
 90 degrees and mirrorings (the eight EXIF orientations); other angles are snapped to the nearest
 quarter turn (:func:`mime_fast.media.probe`).  The RGB conversion is
-:func:`mime_fast.frames.frame_rgb`.  :func:`prefetch` runs a decode on a thread of its own.
+:func:`mime_fast.frames.frame_rgb`.  :func:`prefetch` runs a decode on a thread of its own;
+:class:`KeptFrames` keeps a decode pass's frames for the next pass, within a memory budget.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..frames import frame_matrix, frame_rgb, native_yuv
 from .errors import ClipError, ffmpeg_detail, interrupted, open_input
 from .source import SourceInfo, probe
 
-__all__ = ["apply_display_transform", "decode_frames", "iter_display_frames", "prefetch"]
+__all__ = ["KeptFrames", "apply_display_transform", "decode_frames", "frame_bytes", "iter_display_frames", "prefetch"]
 
 
 def apply_display_transform(img: np.ndarray, t: tuple[int, int, int, int]) -> np.ndarray:
@@ -166,3 +167,86 @@ def prefetch(iterable, maxsize: int = 4):
             with contextlib.suppress(queue.Empty):
                 q.get(timeout=0.05)
         t.join()
+
+
+def frame_bytes(*parts) -> int:
+    """Bytes held by the parts of a decoded source frame: numpy arrays, ``av.VideoFrame`` planes,
+    device frames (their tensor, or ``width x height x 3/2`` for an NV12 frame without one) and
+    what holds them (an :class:`~mime_fast.media.NvdecFrame`'s ``frame``, if any, and ``nv12``);
+    ``None`` is 0."""
+    n = 0
+    for x in parts:
+        if x is None:
+            continue
+        if isinstance(x, np.ndarray):
+            n += x.nbytes
+        elif isinstance(x, av.VideoFrame):
+            n += sum(int(p.buffer_size) for p in x.planes)
+        elif hasattr(x, "nv12") and hasattr(x, "frame"):  # NvdecFrame: the host copy and the device frame
+            n += frame_bytes(x.frame, x.nv12)
+        elif hasattr(x, "tensor"):  # Nv12Frame: the tensor that owns it, pitch padding included
+            n += int(x.tensor.numel()) * int(x.tensor.element_size())
+        else:
+            n += int(x.width) * int(x.height) * 3 // 2
+    return n
+
+
+class KeptFrames:
+    """The decoded source frames of one decode pass, kept for the next pass of the same clip so the
+    source is decoded once, within ``budget`` bytes (host and device memory together).
+
+    :meth:`add` takes each ``(source_index, time_seconds, rgb, decoded)`` as the pass gets it and
+    keeps what a decode with ``rgb=False`` would yield (the RGB only for a frame without its
+    decoded yuv420p frame, :func:`iter_display_frames` with ``keep_yuv``; of an NVDEC frame only its
+    device frame, the host copy downloaded again when replayed:
+    :meth:`mime_fast.media.NvdecFrame.without_host`).  Past the budget, or
+    told up front by :meth:`expect` that the clip will not fit, it keeps nothing: the next pass
+    decodes again (all or nothing, since a decode cannot start midway).  :meth:`replay` hands the
+    frames back in order, letting go of each as it goes.  Decoding is deterministic, so the
+    frames replayed are those a second decode would give, and the outputs are the same bytes."""
+
+    def __init__(self, budget: int):
+        self.budget = max(int(budget), 0)
+        self.bytes = 0
+        self._items: list | None = [] if self.budget > 0 else None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every frame the pass decoded is kept (:meth:`replay` can stand in for a decode)."""
+        return self._items is not None
+
+    def expect(self, nbytes: int) -> None:
+        """The whole clip will take about ``nbytes``: beyond the budget, keep nothing."""
+        if nbytes > self.budget:
+            self.drop()
+
+    def drop(self) -> None:
+        """Keep nothing (more): the next pass decodes the source again."""
+        self._items, self.bytes = None, 0
+
+    def add(self, index: int, t, rgb, decoded) -> None:
+        if self._items is None:
+            return
+        if hasattr(decoded, "without_host"):  # NVDEC's: the device frame alone, its host copy made again
+            decoded, rgb = decoded.without_host(), None
+        elif decoded is not None:
+            rgb = None  # (the next pass converts only what it blurs)
+        self.bytes += frame_bytes(rgb, decoded)
+        if self.bytes > self.budget:
+            self.drop()
+        else:
+            self._items.append((index, t, rgb, decoded))
+
+    def replay(self):
+        """The kept frames, in order, as :func:`iter_display_frames` with ``keep_yuv`` and
+        ``rgb=False`` would yield them; each is let go of once handed over, and the store is empty
+        afterwards."""
+        if self._items is None:
+            raise RuntimeError("the frames were not all kept: decode the source again")
+        items, self._items, self.bytes = self._items, None, 0
+        items.reverse()
+        while items:
+            index, t, rgb, decoded = items.pop()
+            if hasattr(decoded, "with_host"):
+                decoded = decoded.with_host()
+            yield index, t, rgb, decoded

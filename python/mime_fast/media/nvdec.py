@@ -136,10 +136,27 @@ def nv12_frame(tensor, width: int, height: int) -> Nv12Frame:
 class NvdecFrame:
     """What the NVDEC decode gives the pipeline for one source frame: ``frame``, the host yuv420p
     ``av.VideoFrame`` the encoders take (tagged with the stream's colour properties, as FFmpeg's
-    frames are), and ``nv12``, the same frame on the device."""
+    frames are), and ``nv12``, the same frame on the device.  Kept for a later pass
+    (:class:`mime_fast.media.KeptFrames`), it holds the device frame alone (:meth:`without_host`,
+    ``frame`` ``None`` and its tags in ``color``) and makes its host copy again when replayed
+    (:meth:`with_host`): the same samples, half the memory held."""
 
     frame: Any
     nv12: Nv12Frame
+    color: tuple | None = None
+
+    def without_host(self) -> NvdecFrame:
+        """This frame without its host copy (:meth:`with_host` makes it again)."""
+        f = self.frame
+        if f is None:
+            return self
+        return NvdecFrame(None, self.nv12, (f.colorspace, f.color_range, f.color_primaries, f.color_trc))
+
+    def with_host(self) -> NvdecFrame:
+        """This frame with its host copy, downloaded again from the device frame if let go of."""
+        if self.frame is not None:
+            return self
+        return NvdecFrame(nv12_host_frame(self.nv12, self.color), self.nv12)
 
 
 def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterator[tuple]:

@@ -88,7 +88,7 @@ def test_still_run_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_size
         assert sha256(cached) == sha256(direct), (w, h, n)
     assert len(media.StillRun._instances) == 3
     assert all(b._enc is None for b in media.StillRun._instances.values())  # no encoder held after the writers
-    assert len(media.StillRun.shared((64, 48, Fraction(30), 18, "ultrafast", 2, "bt601"), BLACK)._packets) == 251
+    assert len(media.StillRun.shared((64, 48, Fraction(30), 18, "ultrafast", 2, "bt601", None), BLACK)._packets) == 251
     dec, times, _ = decode_video(tmp_path / "cached5.mp4")
     assert len(dec) == 251 and times[-1] == Fraction(250, 30) and max(int(d.max()) for d in dec) <= 2
     # out of order is refused; another preset encodes black frames itself

@@ -159,3 +159,31 @@ def test_truncated_data_is_detected_even_with_a_readable_header(tmp_path, suffix
     cut.write_bytes(data[: int(len(data) * 0.6)])
     with pytest.raises(ClipError, match="truncated"):
         media.probe(cut)
+
+
+def test_the_stream_read_is_the_one_players_show(tmp_path):
+    """Of several video streams, the one FFmpeg picks as best (the default-marked one, as players and
+    NVDEC's demuxer choose) is read, not merely the first: here a 320x180 preview comes first and
+    the 640x480 picture is the default stream."""
+    import av
+
+    path = tmp_path / "two.mkv"
+    rng = np.random.default_rng(0)
+    with av.open(str(path), "w") as c:
+        small, main = (c.add_stream("libx264", rate=30) for _ in range(2))
+        for s, (w, h) in ((small, (320, 180)), (main, (640, 480))):
+            s.width, s.height, s.pix_fmt = w, h, "yuv420p"
+        small.disposition, main.disposition = av.stream.Disposition(0), av.stream.Disposition.default
+        for i in range(15):
+            for s in (small, main):
+                f = av.VideoFrame.from_ndarray(rng.integers(0, 255, (s.height, s.width, 3), np.uint8), format="rgb24")
+                f.pts = i
+                for p in s.encode(f):
+                    c.mux(p)
+        for s in (small, main):
+            for p in s.encode(None):
+                c.mux(p)
+    info = media.probe(path)
+    assert (info.stream_index, info.width, info.height, info.video_frames) == (1, 640, 480, 15)
+    frames = list(media.iter_display_frames(path, info))
+    assert len(frames) == 15 and frames[0][2].shape == (480, 640, 3)

@@ -607,6 +607,38 @@ def test_only_vmm_without_audio_is_skipped_without_writing(tmp_path):
 # ------------------------------------------------------------------ exactness before encoding, 10-bit input
 
 
+@pytest.mark.parametrize("rotation", [0, 90], ids=["upright", "rotated"])
+def test_non_square_pixels_keep_the_sources_aspect_ratio(tmp_path, rotation):
+    """An anamorphic source (a 4:3 sample aspect ratio: 640x480 pixels shown 16:9, as on DVDs) is
+    shown by every output as by the source: each carries the sample aspect ratio (the H.264 VUI and
+    the MP4's pasp box), turned with the picture when the source is displayed rotated; the pixels
+    are those of the same source with square pixels (nothing is resampled)."""
+    import av
+
+    def video(path):
+        with av.open(str(path)) as c:
+            s = c.streams.video[0]
+            frames = [np.array(p) for f in c.decode(s) for p in yuv420_planes(f)]
+            return s.sample_aspect_ratio, s.codec_context.sample_aspect_ratio, s.display_aspect_ratio, frames
+
+    kw = dict(duration=0.6, fps=30, size=(640, 480), seed=1, rotation=rotation)
+    ana = samples.make_clip(tmp_path / "ana.mp4", sar=Fraction(4, 3), **kw)
+    square = samples.make_clip(tmp_path / "square.mp4", **kw)
+    info = media.probe(ana.path)
+    shown = Fraction(4, 3) if rotation == 0 else Fraction(3, 4)  # a quarter turn swaps the pixel's sides
+    assert info.facts.sample_aspect_ratio == Fraction(4, 3) and info.output_sar == shown
+    assert media.probe(square.path).output_sar is None
+    got = build_subsets(ana.path, tmp_path / "ana", landmarks=ana.landmarks, min_height=0)
+    ref = build_subsets(square.path, tmp_path / "square", landmarks=square.landmarks, min_height=0)
+    assert sorted(got.outputs) == sorted(("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM"))
+    for c in got.outputs:
+        sar, vui, dar, frames = video(got.outputs[c])
+        assert sar == vui == shown and dar == Fraction(640, 480) * shown, c
+        sar0, _, dar0, frames0 = video(ref.outputs[c])
+        assert sar0 in (None, 0, 1) and dar0 in (None, Fraction(4, 3)), c
+        assert len(frames) == len(frames0) and all(np.array_equal(a, b) for a, b in zip(frames, frames0)), c
+
+
 @pytest.mark.parametrize("rotation", [0, 90], ids=["passthrough", "rotated"])
 def test_blurred_frames_before_encoding_equal_the_core_operator(tmp_path, monkeypatch, rotation):
     # Capture the yuv420p frames the pipeline hands each encoder and recompute them from the decoded
@@ -727,3 +759,22 @@ def test_device_setting_is_validated(tmp_path):
     if not mime_fast.cuda_available():
         with pytest.raises(RuntimeError, match="cuda"):
             subsets_mod.Settings(device="cuda")
+
+
+def test_names_with_a_colon_are_files_not_protocols(tmp_path, monkeypatch):
+    """FFmpeg reads a relative name with a colon before any slash (``a:b.mp4``) as a protocol, and
+    pyarrow a path string like ``o:x/...`` as a URI: relative inputs and output folders with a colon
+    are read and written as the local files they are, by the pipeline and by a corpus run (its
+    manifest's parquet too)."""
+    from mime_fast.corpus import discover, run_corpus
+    from mime_fast.manifest import read_rows
+
+    clip = samples.make_clip(tmp_path / "a:b.mp4", duration=0.6, fps=30, size=(320, 240), audio=True)
+    monkeypatch.chdir(tmp_path)
+    r = build_subsets("a:b.mp4", "o:x", landmarks=clip.landmarks, subsets=["FM", "FDM"], **SMALL)
+    assert r.ok and sorted(r.outputs) == ["FDM", "FM"]
+    assert media.probe("o:x/FDM/a:b.mp4").video_frames == r.frames
+    run_corpus(discover("a:b.mp4"), "c:y", subsets=["FM"], progress=lambda line: None, **SMALL)
+    rows = [(row["clip_id"], row["subset"], row["status"]) for row in read_rows(Path("c:y"))]
+    assert ("a:b", "FM", "ok") in rows
+    assert (tmp_path / "c:y" / "manifest.parquet").stat().st_size > 0

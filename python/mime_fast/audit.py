@@ -79,8 +79,8 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
-from .manifest import MANIFEST_JSONL, compact, read_rows
-from .media import iter_display_frames, probe
+from .manifest import MANIFEST_JSONL, compact, read_rows, write_parquet
+from .media import av_path, iter_display_frames, probe
 
 __all__ = [
     "AUDITED",
@@ -255,7 +255,7 @@ def _video_digest(path: Path) -> str:
     import av
 
     h = hashlib.sha256()
-    with av.open(str(path)) as c:
+    with av.open(av_path(path)) as c:
         for p in c.demux(c.streams.video[0]):
             if p.size:
                 h.update(bytes(p))
@@ -468,10 +468,9 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    write_parquet(pa.Table.from_pylist(rows), tmp)
     tmp.replace(path)
 
 

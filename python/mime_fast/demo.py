@@ -48,8 +48,9 @@ def labelled_row(tiles: list[np.ndarray], labels: list[str], header: int = 24) -
 
 def middle_frame(path: Path) -> np.ndarray:
     import av
+    from .media import av_path
 
-    with av.open(str(path)) as c:
+    with av.open(av_path(path)) as c:
         frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     return frames[len(frames) // 2]
 

@@ -95,6 +95,7 @@ __all__ = [
     "compact",
     "read_rows",
     "write_compacted",
+    "write_parquet",
 ]
 
 MANIFEST_JSONL = "manifest.jsonl"
@@ -207,6 +208,16 @@ def _atomic_write(path: Path, write) -> None:
             tmp.unlink()
 
 
+def write_parquet(table, path: Path) -> None:
+    """Write the pyarrow ``table`` to the local file ``path`` through a file object: given a path
+    string, pyarrow reads it as a URI, and a folder named like ``o:x`` becomes a filesystem scheme
+    it does not know."""
+    import pyarrow.parquet as pq
+
+    with open(path, "wb") as f:
+        pq.write_table(table, f)
+
+
 def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
     """Rewrite manifest.jsonl with exactly ``rows`` and write manifest.parquet, both atomically."""
     out_dir = Path(out_dir)
@@ -220,7 +231,6 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
 
     def parquet(tmp: Path) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         schema = pa.schema([
             (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_shots", "face_tracks")
@@ -230,8 +240,7 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
              else pa.string())
             for c in COLUMNS
         ])
-        table = pa.Table.from_pylist([_row(r) for r in rows], schema=schema)
-        pq.write_table(table, tmp)
+        write_parquet(pa.Table.from_pylist([_row(r) for r in rows], schema=schema), tmp)
 
     _atomic_write(out_dir / MANIFEST_JSONL, jsonl)
     _atomic_write(out_dir / MANIFEST_PARQUET, parquet)

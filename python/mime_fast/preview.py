@@ -73,8 +73,9 @@ def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=
 
 def _frames_at(path: Path, n: int) -> tuple[list[np.ndarray], list[float], bool]:
     import av
+    from .media import av_path
 
-    with av.open(str(path)) as c:
+    with av.open(av_path(path)) as c:
         has_audio = len(c.streams.audio) > 0
         frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
     if not frames:

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Callable, Sequence
 
 import av
 
-from .media import video_streams
+from .media import av_path, main_video_stream
 
 if TYPE_CHECKING:  # for annotations only: corpus imports this module
     from .corpus import ClipSpec
@@ -104,11 +104,10 @@ def estimate_frames(path: str | Path) -> int | None:
     """The video frames ``path`` declares (its frame count, or its duration times its frame rate),
     read from the container without decoding; ``None`` when it says neither or cannot be read."""
     try:
-        with av.open(str(path)) as c:
-            streams = video_streams(c)
-            if not streams:
+        with av.open(av_path(path)) as c:
+            vs = main_video_stream(c)
+            if vs is None:
                 return None
-            vs = streams[0]
             if vs.frames:
                 return int(vs.frames)
             rate = vs.average_rate or vs.guessed_rate

@@ -336,7 +336,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                         writers[c] = Mp4Writer(tmp[c], enc_w, enc_h, fps=fps, crf=enc.crf,
                                                preset="ultrafast" if spec(c).video == "black" else enc.preset,
                                                threads=enc.threads, audio_track=track, queue_size=enc.queue_size,
-                                               matrix=info.matrix)
+                                               matrix=info.matrix, sar=info.output_sar)
                     if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
                                      progress, faults, observe_device, keep, replay)

@@ -76,8 +76,9 @@ def _data_url(mime: str, data: bytes) -> str:
 def _jpeg_frames(path: Path, count: int, frame_size: int, total: int | None) -> list[bytes]:
     """``count`` frames sampled evenly over the video (the centre of ``count`` equal spans), as JPEG."""
     import av
+    from ..media import av_path
 
-    with av.open(str(path)) as c:
+    with av.open(av_path(path)) as c:
         stream = c.streams.video[0]
         n = total or stream.frames
         if not n:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable
 
 from ..corpus import sha256_file
-from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows
+from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
 from .client import ChatClient, Completion, Media, MediaOptions, elide, media_parts
@@ -358,7 +358,6 @@ def read_coe(corpus_dir: str | os.PathLike) -> list[dict[str, Any]]:
 
 def _write_outputs(corpus: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -370,7 +369,7 @@ def _write_outputs(corpus: Path, rows: list[dict[str, Any]]) -> None:
     def parquet(tmp: Path) -> None:
         schema = pa.schema([(c, pa.int64() if c in _INT else pa.float64() if c in _FLOAT else pa.string())
                             for c in COLUMNS])
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        write_parquet(pa.Table.from_pylist(rows, schema=schema), tmp)
 
     def summary(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -23,11 +23,11 @@ from __future__ import annotations
 from .audio import AacTrack, WavReader, extract_audio_wav, read_wav, write_wav
 from .decode import KeptFrames, apply_display_transform, decode_frames, frame_bytes, iter_display_frames, prefetch
 from .encode import Mp4Writer, StillRun
-from .errors import ClipError
+from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
 from .nvdec import Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason
 from .outputs import atomic_outputs, grid_packets, remux_video
-from .source import ColorTags, SourceInfo, StreamFacts, probe, video_streams
+from .source import ColorTags, SourceInfo, StreamFacts, main_video_stream, probe, video_streams
 from .x264 import add_x264_stream, x264_asm, x264_options
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "add_x264_stream",
     "apply_display_transform",
     "atomic_outputs",
+    "av_path",
     "decode_frames",
     "extract_audio_wav",
     "frame_bytes",
@@ -54,6 +55,7 @@ __all__ = [
     "grid_packets",
     "iter_display_frames",
     "iter_nvdec_frames",
+    "main_video_stream",
     "nv12_of_planes",
     "nvdec_available",
     "nvdec_reason",

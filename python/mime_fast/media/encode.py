@@ -18,6 +18,7 @@ import numpy as np
 
 from ..frames import Still, even_crop, yuv420_frame
 from .audio import AacTrack
+from .errors import av_path
 from .x264 import add_x264_stream
 
 __all__ = ["Mp4Writer", "StillRun"]
@@ -43,7 +44,7 @@ class StillRun:
     _instances: dict = {}  # (config, still) -> StillRun, most recently used last (at most 8)
 
     def __init__(self, config: tuple, still: Still):
-        self.config = config  # (width, height, fps, crf, preset, threads, matrix) of add_x264_stream
+        self.config = config  # (width, height, fps, crf, preset, threads, matrix, sar) of add_x264_stream
         self.still = still
         self._packets: list[tuple[bytes, int, int, int, bool]] = []
         self._enc = None  # [container, stream, frame, frames fed] while a writer extends the run
@@ -109,7 +110,8 @@ class Mp4Writer:
 
     ``width``/``height`` are the (even) encoded size.  Frames given to :meth:`write_rgb` may be one
     pixel larger (odd source): they are cropped with :func:`~mime_fast.frames.even_crop`.  Video pts are frame indices
-    in a ``1/fps`` time base.  Audio is either int16 PCM ``(n, channels)`` at ``audio_rate``
+    in a ``1/fps`` time base.  ``sar``: the frames' sample aspect ratio when the pixels are not
+    square (written into the stream, :func:`~mime_fast.media.add_x264_stream`).  Audio is either int16 PCM ``(n, channels)`` at ``audio_rate``
     (:meth:`write_audio`, encoded here) or an :class:`AacTrack` (``audio_track``, muxed as it is
     along the video by :meth:`write_audio_until`).
 
@@ -122,12 +124,13 @@ class Mp4Writer:
     def __init__(self, path, width: int, height: int, *, fps=30, crf: int = 18, preset: str = "veryfast",
                  threads: int = 2, audio_rate: int | None = None, audio_channels: int = 1,
                  audio_track: AacTrack | None = None, queue_size: int = 0, matrix: str = "bt601",
-                 video_template=None):
+                 video_template=None, sar: Fraction | None = None):
         self.path = Path(path)
         self.width, self.height = int(width), int(height)
         self.fps = Fraction(fps)
-        self.c = av.open(str(self.path), "w", format="mp4")
-        self._config = (self.width, self.height, self.fps, int(crf), str(preset), int(threads), matrix)
+        self.c = av.open(av_path(self.path), "w", format="mp4")
+        self._config = (self.width, self.height, self.fps, int(crf), str(preset), int(threads), matrix,
+                        None if sar is None or sar == 1 else Fraction(sar))
         self._copy = video_template is not None
         try:
             if self._copy:

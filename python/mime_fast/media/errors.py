@@ -4,11 +4,19 @@ from a truncated or corrupt one when FFmpeg cannot read it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import av
 
-__all__ = ["ClipError", "ffmpeg_detail", "interrupted", "open_input"]
+__all__ = ["ClipError", "av_path", "ffmpeg_detail", "interrupted", "open_input"]
+
+
+def av_path(path) -> str:
+    """``path`` as FFmpeg must be given a local file: absolute.  FFmpeg reads a relative name with a
+    colon before any slash (``a:b.mp4``, an output folder ``o:x``) as a protocol and fails with
+    "Protocol not found"; an absolute path starts with a slash and is always a file."""
+    return os.path.abspath(os.fspath(path))
 
 
 class ClipError(ValueError):
@@ -95,7 +103,7 @@ def open_input(path):
     """The clip at ``path`` opened for reading (``av.open``); a file FFmpeg cannot open raises
     :class:`ClipError` saying why."""
     try:
-        return av.open(str(path), "r")
+        return av.open(av_path(path), "r")
     except av.FFmpegError as exc:
         interrupted(exc)
         raise _unreadable(Path(path), exc) from exc

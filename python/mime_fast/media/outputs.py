@@ -20,7 +20,7 @@ from typing import Iterator
 
 import av
 
-from .errors import open_input
+from .errors import av_path, open_input
 from .source import SourceInfo
 
 __all__ = ["atomic_outputs", "grid_packets", "remux_video"]
@@ -32,9 +32,9 @@ def remux_video(src, dst) -> int:
     Every other stream is dropped.  Returns the number of packets copied.
     """
     n = 0
-    with contextlib.closing(av.open(str(src), "r")) as ic:
+    with contextlib.closing(av.open(av_path(src), "r")) as ic:
         ivs = ic.streams.video[0]
-        with contextlib.closing(av.open(str(dst), "w", format="mp4")) as oc:
+        with contextlib.closing(av.open(av_path(dst), "w", format="mp4")) as oc:
             ovs = oc.add_stream_from_template(ivs)
             for pkt in ic.demux(ivs):
                 if pkt.dts is None and pkt.size == 0:

@@ -18,7 +18,7 @@ import numpy as np
 from ..frames import frame_matrix
 from .errors import ClipError, ffmpeg_detail, interrupted, open_input
 
-__all__ = ["ColorTags", "SourceInfo", "StreamFacts", "probe", "video_streams"]
+__all__ = ["ColorTags", "SourceInfo", "StreamFacts", "main_video_stream", "probe", "video_streams"]
 
 
 #: Colour tags ``(colorspace, color_range, color_primaries, color_trc)`` as FFmpeg numbers them
@@ -109,6 +109,17 @@ class SourceInfo:
         """Mean source frame rate (frames / duration)."""
         return float(self.video_frames / self.duration) if self.duration else 0.0
 
+    @property
+    def output_sar(self) -> Fraction | None:
+        """The sample aspect ratio of the frames as displayed, which the outputs are made of:
+        the stream's (anamorphic footage, DVDs), inverted when the display turns the frame by a
+        quarter turn; ``None`` for square pixels or none set.  The outputs carry it, so they show
+        the picture as the source does; the pixels themselves are not resampled."""
+        s = self.facts.sample_aspect_ratio
+        if not s or s == 1:
+            return None
+        return 1 / s if self.display_transform[0] == 0 else s
+
 
 def video_streams(c):
     """Real video streams of a container (cover art / attached pictures excluded)."""
@@ -122,6 +133,21 @@ def video_streams(c):
         if not pic:
             out.append(st)
     return out
+
+
+def main_video_stream(c):
+    """The video stream of container ``c`` that the pipeline reads, ``None`` when it has no real one
+    (:func:`video_streams`): the one FFmpeg picks as best (``av_find_best_stream``: a stream marked
+    default, then the most pixels and frames, as players and NVDEC's demuxer choose), else the
+    first.  A clip whose first stream is a small preview is read at its main picture."""
+    videos = video_streams(c)
+    if not videos:
+        return None
+    try:
+        best = c.streams.best("video")
+    except Exception:  # noqa: BLE001 - an older PyAV: the first real stream
+        best = None
+    return next((v for v in videos if best is not None and v.index == best.index), videos[0])
 
 
 #: FFmpeg demuxers of image files (a JPEG renamed .mp4 opens as ``jpeg_pipe``; every ``*_pipe``
@@ -163,11 +189,10 @@ def probe(path) -> SourceInfo:
     if size == 0:
         raise ClipError(path, "empty file (0 bytes)")
     with contextlib.closing(open_input(path)) as c:
-        videos = video_streams(c)
-        if not videos:
+        vs = main_video_stream(c)
+        if vs is None:
             kind = "audio-only file" if c.streams.audio else "no audio or video streams"
             raise ClipError(path, f"no video stream ({kind})")
-        vs = videos[0]
         stream_index = vs.index
         tb = vs.time_base or Fraction(1, 90000)
         codec = vs.codec_context.name
@@ -267,7 +292,7 @@ def probe(path) -> SourceInfo:
         passthrough = (first.format.name == "yuv420p" and int(first.color_range) != 2 and transform == (1, 0, 0, 1)
                        and cw % 2 == 0 and ch % 2 == 0)
         extradata = vs.codec_context.extradata
-        sar = vs.codec_context.sample_aspect_ratio
+        sar = getattr(vs, "sample_aspect_ratio", None) or vs.codec_context.sample_aspect_ratio  # (container's, else H.264's)
         facts = StreamFacts(
             pixel_format=first.format.name,
             color=(int(first.colorspace), int(first.color_range), int(first.color_primaries), int(first.color_trc)),

@@ -91,8 +91,12 @@ def x264_options(crf: int, preset: str) -> dict[str, str]:
     return opts
 
 
-def add_x264_stream(c, width: int, height: int, fps: Fraction, crf: int, preset: str, threads: int, matrix: str):
-    """The libx264 yuv420p stream of every output (one place, so cached packets match a writer's)."""
+def add_x264_stream(c, width: int, height: int, fps: Fraction, crf: int, preset: str, threads: int, matrix: str,
+                    sar: Fraction | None = None):
+    """The libx264 yuv420p stream of every output (one place, so cached packets match a writer's).
+    ``sar``: the frames' sample aspect ratio where the pixels are not square (the source's, as
+    displayed: :attr:`mime_fast.media.SourceInfo.output_sar`), written in the H.264 VUI and the
+    MP4's ``pasp`` box so players show the picture as the source shows it."""
     vs = c.add_stream("libx264", rate=fps)
     vs.width, vs.height = width, height
     vs.pix_fmt = "yuv420p"
@@ -103,5 +107,7 @@ def add_x264_stream(c, width: int, height: int, fps: Fraction, crf: int, preset:
     # the colour matrix the frames were converted with, limited range
     vs.codec_context.colorspace = COLORSPACE[matrix]
     vs.codec_context.color_range = 1
+    if sar is not None and sar != 1:
+        vs.codec_context.sample_aspect_ratio = Fraction(sar)
     return vs
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..frames import yuv420_frame
-from ..media import x264_options
+from ..media import av_path, x264_options
 
 __all__ = ["SampleClip", "make_clip", "make_audio_only", "face_sprite", "FACE_TONES_HZ", "main"]
 
@@ -52,7 +52,7 @@ def _writing(path: Path):
     """An output container for ``path``; on any error it is closed and the partial file removed."""
     import av
 
-    c = av.open(str(path), "w")
+    c = av.open(av_path(path), "w")
     try:
         yield c
     except BaseException:
@@ -143,7 +143,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
               face_scale: float | None = None, face: bool = True, seed: int = 0, crf: int = 16,
               codec: str = "libx264", save_npz: bool = True, audio_delay: float = 0.0,
               hflip: bool = False, start: float = 0.0, audio_marks=None, bframes: int | None = None,
-              color: str | None = None) -> SampleClip:
+              color: str | None = None, sar: Fraction | None = None) -> SampleClip:
     """Write a synthetic clip to ``path`` (container from the suffix: .mp4, .mkv, .mov) and its
     ground truth to ``<stem>.npz``.
 
@@ -164,6 +164,8 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     (default: the preset's, none), so packets come out of presentation order.  ``color``:
     ``"bt709"`` or ``"bt601"``: frames converted with that matrix (:func:`mime_fast.frames.yuv420_frame`)
     and the stream tagged with it (``bt709`` / ``smpte170m``, limited range); default untagged.
+    ``sar``: the stream's sample aspect ratio (non-square pixels, as on DVDs and anamorphic
+    footage; the frames are drawn as for square pixels); default unset.
     """
     import av
 
@@ -216,6 +218,8 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
             vs.codec_context.max_b_frames = int(bframes)
         if color is not None:
             vs.codec_context.colorspace, vs.codec_context.color_range = {"bt709": 1, "bt601": 6}[color], 1
+        if sar is not None:
+            vs.codec_context.sample_aspect_ratio = Fraction(sar)
         if k or hflip:
             if not hasattr(vs, "set_display_rotation"):
                 raise RuntimeError("writing rotation metadata needs PyAV >= 18.1 (Stream.set_display_rotation)")
@@ -293,7 +297,7 @@ def make_audio_only(path, *, duration: float = 1.0, rate: int = 44100) -> Path:
     import av
 
     path = Path(path)
-    with contextlib.closing(av.open(str(path), "w")) as c:
+    with contextlib.closing(av.open(av_path(path), "w")) as c:
         ast = c.add_stream("aac", rate=rate, layout="mono")
         total = int(duration * rate)
         pcm = (0.25 * np.sin(2 * np.pi * 440 * np.arange(total) / rate) * 32767).astype(np.int16)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..media import x264_options
+from ..media import av_path, x264_options
 from .clip import _writing
 
 __all__ = ["CutSequence", "make_cut_sequence"]
@@ -44,7 +44,7 @@ def _read_frames(src: Path, first: int, count: int, size: tuple[int, int]) -> li
 
     w, h = size
     out = []
-    with av.open(str(src)) as c:
+    with av.open(av_path(src)) as c:
         for i, f in enumerate(c.decode(c.streams.video[0])):
             if i < first:
                 continue

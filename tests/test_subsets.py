@@ -585,6 +585,8 @@ def test_degrade_vmm_needs_audio_and_validates_kernel(tmp_path):
         degrade(clip.path, tmp_path / "o" / "fsm.mp4", "FSM", 40, landmarks=clip.landmarks, **SMALL)
     with pytest.raises(ValueError, match="overwrite the input"):
         degrade(clip.path, clip.path, "FM", landmarks=clip.landmarks, **SMALL)
+    with pytest.raises(ValueError, match=r"must name an MP4 file"):  # an .avi holding MP4 would mislead
+        degrade(clip.path, tmp_path / "o" / "fm.avi", "FM", landmarks=clip.landmarks, **SMALL)
     assert tree_files(tmp_path / "o") == []
 
 

@@ -608,9 +608,12 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
 
     ``kernel`` is the blur kernel for FDM/FDAM (default ``fdm_kernel``, 15) and FSM/FSAM (default
     55); ignored for FM/VMM/AMM.  Other arguments as in :func:`build_subsets`.  Raises
-    :class:`ClipError` for VMM when the source has no audio.
+    :class:`ClipError` for VMM when the source has no audio, and ``ValueError`` before reading
+    anything when ``dst`` names another container than MP4 (``.mp4``, ``.m4v``, ``.mov``).
     """
     code = _codes([subset])[0]
+    if Path(dst).suffix.lower() not in (".mp4", ".m4v", ".mov"):
+        raise ValueError(f"dst {dst} must name an MP4 file (.mp4, .m4v or .mov): degrade writes H.264 in MP4")
     st = Settings.resolve(settings, **options)
     src, info, provider = _prepare(src, landmarks, st)
     dst = Path(dst)

@@ -39,7 +39,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing import connection
+from multiprocessing import connection, resource_tracker
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -274,6 +274,10 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
         process = ctx.Process(target=_worker_main,
                               args=(there, index, gpus, threads, slots, settings.compute.device if detecting else None),
                               name=f"mime-fast-worker-{index}", daemon=True)
+        # The spawn context launches multiprocessing's resource tracker with the first process, and
+        # unblocks SIGINT (SIG_UNBLOCK, not the mask it found) once it has: launched here first, so
+        # that this process too starts with SIGINT blocked.
+        resource_tracker.ensure_running()
         with _sigint_blocked():  # the process starts with SIGINT blocked
             process.start()
         there.close()

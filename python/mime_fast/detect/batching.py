@@ -245,11 +245,15 @@ class ModelBroker:
                         finally:
                             self._cond.acquire()
                             self._busy = False
+                            released = time.monotonic()
                             for r in reqs:
                                 if r.result is _UNSET and r.error is None:  # the leader was interrupted
                                     r.error = RuntimeError(f"{lane.name}: the batch holding this call was interrupted")
                                 r.done = True
                                 self._waiting.discard(r.thread)  # running again from now on
+                                # ... and active: its idle clock starts now, not at the end of its
+                                # previous call (it may not run again before idle_s has passed since)
+                                self._seen[r.thread] = released
                             self._cond.notify_all()
                         continue
                     # until the deadline, or until a thread that is not waiting counts as idle

@@ -366,3 +366,44 @@ def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
     stats = shared.broker.stats()
     for lane in ("detector", "landmarks", "embedder"):
         assert stats[lane]["mixes"] and all(stats[lane]["mixes"].values()), (lane, stats[lane])
+
+
+def test_threads_released_from_a_slow_forward_are_still_waited_for():
+    """A forward slower than ``idle_s`` (a long model call, a loaded machine): the threads it
+    releases count as active from then on, so their next calls meet again.  Before, a released
+    thread's idle clock ran from the end of its previous call: the thread that ran the forward
+    called again at once, found the other one idle and ran alone (about 1.5 forwards per round)."""
+    import time
+
+    model = _Batched()
+    fast = model.detect_batch
+
+    def slow(frames):
+        time.sleep(0.5)
+        return fast(frames)
+
+    st = model.stack()
+    st.detector.detect_batch = slow
+    stack = shared_stack(st, batch=8, wait_s=30.0, idle_s=0.4)
+    stack.detector.detect(_frame(200))  # the shape's probe, before the clock
+    _WARMED[id(stack)] = stack.broker.stats()
+    go = threading.Barrier(2)
+    errors: list = []
+    rounds = 6
+
+    def work(t: int) -> None:
+        try:
+            go.wait()
+            for i in range(rounds):
+                stack.detector.detect(_frame(10 * t + i))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    det = _counted(stack)["detector"]
+    assert det["items"] == 2 * rounds and det["forwards"] <= rounds + 1, det  # a forward per round (one spare)

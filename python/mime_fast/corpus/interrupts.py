@@ -84,6 +84,19 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def start_sigint_blocked(process) -> None:
+    """``process.start()`` with SIGINT blocked (:func:`_sigint_blocked`), so the process starts
+    with it blocked.  multiprocessing's resource tracker is launched first: the first process a
+    spawn context starts launches it, and it unblocks SIGINT in this thread once it has (it undoes
+    its own block, not the mask it found), so the first worker would start with SIGINT deliverable
+    and die of a Ctrl-C in its imports."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    with _sigint_blocked():
+        process.start()
+
+
 def stacks_on_sigusr1() -> None:
     """``kill -USR1`` (to the run's process group) then prints every thread's stack of each process
     to stderr and the run goes on: how a run that hangs is looked into (the CLI and the corpus

@@ -39,7 +39,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
-from multiprocessing import connection, resource_tracker
+from multiprocessing import connection
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -49,7 +49,7 @@ from ..options import Settings
 from ..progress import Monitor
 from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
 from .inputs import ClipSpec
-from .interrupts import _sigint_blocked, stacks_on_sigusr1
+from .interrupts import stacks_on_sigusr1, start_sigint_blocked
 from .resume import clean_stale_temporaries
 from .workers import share_cores, worker_threads
 
@@ -86,7 +86,7 @@ def _worker_setup(index: int, gpus: int = 0, threads: int = 0) -> None:
     reaches every process of the group; the driver decides, and says ``stop``), stacks on
     SIGUSR1, the cores shared out (:func:`~mime_fast.corpus.workers.share_cores`), and with
     ``gpus > 1`` GPU ``index`` mod ``gpus`` (of those visible) as its only GPU."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the process started: _sigint_blocked)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (and blocked since the process started: start_sigint_blocked)
     stacks_on_sigusr1()
     if threads:
         share_cores(threads)
@@ -274,12 +274,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
         process = ctx.Process(target=_worker_main,
                               args=(there, index, gpus, threads, slots, settings.compute.device if detecting else None),
                               name=f"mime-fast-worker-{index}", daemon=True)
-        # The spawn context launches multiprocessing's resource tracker with the first process, and
-        # unblocks SIGINT (SIG_UNBLOCK, not the mask it found) once it has: launched here first, so
-        # that this process too starts with SIGINT blocked.
-        resource_tracker.ensure_running()
-        with _sigint_blocked():  # the process starts with SIGINT blocked
-            process.start()
+        start_sigint_blocked(process)  # the process starts with SIGINT blocked
         there.close()
         live[here] = _Worker(index, process, here)
 

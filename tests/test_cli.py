@@ -368,7 +368,7 @@ def test_worker_processes_start_with_sigint_blocked(tmp_path: Path) -> None:
         return out.stdout.strip().splitlines()[-1]
 
     assert masks("pool") == "[True, True]"
-    # (Python 3.11 to 3.13 start the first one with SIGINT unblocked when the block alone is used:
+    # (Python 3.11 starts the first one with SIGINT unblocked when the block alone is used:
     # masks("plain") == "[False, True]")
 
 

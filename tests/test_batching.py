@@ -90,11 +90,28 @@ def _counted(stack) -> dict:
             for n, v in now.items()}
 
 
+def _in_threads(work, n: int) -> None:
+    """``work(t)`` on ``n`` threads at once (``t`` = 0 .. n-1); fails with the errors they raised."""
+    errors: list = []
+
+    def run(t: int) -> None:
+        try:
+            work(t)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
 def _hammer(stack, threads: int, calls: int) -> list[list]:
     """Each thread makes ``calls`` calls of every model (its own inputs); returns each thread's
     results in call order."""
     out: list[list] = [[] for _ in range(threads)]
-    errors: list = []
     # Each thread first makes one call of every model (not counted: the broker's stats are taken
     # again once all have), and only then do they start: a thread is waited for once it has made a
     # call, and on a busy machine the first thread to run would otherwise make dozens of calls alone
@@ -103,23 +120,15 @@ def _hammer(stack, threads: int, calls: int) -> list[list]:
     start = threading.Barrier(threads, action=lambda: _WARMED.__setitem__(id(stack), stack.broker.stats()))
 
     def work(t: int) -> None:
-        try:
-            stack.detector.detect(warm[0]), stack.landmarks.landmarks(*warm), stack.embedder.embed(*warm)
-            start.wait()
-            for i in range(calls):
-                f = _frame(10 * t + i % 7)
-                fc = _faces(1 + (t + i) % 3, float(t + i))
-                out[t].append((stack.detector.detect(f), stack.landmarks.landmarks(f, fc),
-                               stack.embedder.embed(f, fc)))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        stack.detector.detect(warm[0]), stack.landmarks.landmarks(*warm), stack.embedder.embed(*warm)
+        start.wait()
+        for i in range(calls):
+            f = _frame(10 * t + i % 7)
+            fc = _faces(1 + (t + i) % 3, float(t + i))
+            out[t].append((stack.detector.detect(f), stack.landmarks.landmarks(f, fc),
+                           stack.embedder.embed(f, fc)))
 
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors
+    _in_threads(work, threads)
     return out
 
 
@@ -388,22 +397,13 @@ def test_threads_released_from_a_slow_forward_are_still_waited_for():
     stack.detector.detect(_frame(200))  # the shape's probe, before the clock
     _WARMED[id(stack)] = stack.broker.stats()
     go = threading.Barrier(2)
-    errors: list = []
     rounds = 6
 
     def work(t: int) -> None:
-        try:
-            go.wait()
-            for i in range(rounds):
-                stack.detector.detect(_frame(10 * t + i))
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
+        go.wait()
+        for i in range(rounds):
+            stack.detector.detect(_frame(10 * t + i))
 
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(2)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    assert not errors, errors
+    _in_threads(work, 2)
     det = _counted(stack)["detector"]
     assert det["items"] == 2 * rounds and det["forwards"] <= rounds + 1, det  # a forward per round (one spare)

@@ -683,3 +683,92 @@ def test_a_full_output_disk_stops_the_run_instead_of_failing_every_clip(corpus: 
     again = subprocess.run(cmd[:-len(SMALL)] + SMALL, capture_output=True, text=True, timeout=600)  # room again
     assert again.returncode == 0, again.stderr
     assert {r["clip_id"] for r in read_rows(out) if r["status"] == "ok"} == {"happy01", "sad02", "full02"}
+
+
+# ---------------------------------------------------------------------------- inputs and reruns
+
+
+def test_an_earlier_output_folder_inside_the_input_folder_is_not_an_input(corpus: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    # in/out1 (a build kept beside the clips) is outputs, not clips: out2 builds happy01 alone, and
+    # --list-skipped says why out1 was left out
+    root = _clips(tmp_path, corpus, happy01="a/happy01.mp4")
+    args = ["build", str(root), "--subsets", "FM,AMM", *SMALL, "-q"]
+    assert main([*args, "--out", str(root / "out1")]) == 0
+    assert main([*args, "--out", str(root / "out2")]) == 0, capsys.readouterr().err
+    rows = read_rows(root / "out2")
+    assert {(r["clip_id"], r["subset"], r["status"]) for r in rows} == {
+        ("happy01", s, "ok") for s in ("FM", "AMM", "audio")}
+    assert {r["source"] for r in rows} == {str(root / "happy01.mp4")}
+    capsys.readouterr()
+    assert main(["build", str(root), "--list-skipped"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed == [f"{root / name}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)"
+                      for name in ("out1", "out2")]
+    # a subset folder of a build given as the folder to search is a build's too
+    from mime_fast.corpus import find_inputs
+
+    found = find_inputs(root / "out1" / "FM")
+    assert found.clips == [] and found.builds == [root / "out1" / "FM"]
+    # a manifest.jsonl that is not a manifest does not hide its folder's clips
+    (root / "other").mkdir()
+    (root / "other" / "manifest.jsonl").write_text('{"name": "not ours"}\n')
+    (root / "other" / "x.mp4").write_bytes((root / "happy01.mp4").read_bytes())
+    assert [c.clip_id for c in find_inputs(root / "other").clips] == ["x"]
+
+
+def test_lists_saved_with_a_byte_order_mark_read(corpus: Path, tmp_path: Path) -> None:
+    from mime_fast.corpus import find_inputs
+
+    (tmp_path / "c.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfpath,clip_id\r\nc.mp4,c1\r\n")  # Excel's "CSV UTF-8"
+    (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"path": "c.mp4", "clip_id": "c2"}\n')
+    for name, clip_id in (("bom.csv", "c1"), ("bom.jsonl", "c2")):
+        (clip,) = find_inputs(tmp_path / name).clips
+        assert (clip.clip_id, clip.path, clip.error) == (clip_id, tmp_path / "c.mp4", None)
+
+
+def test_a_malformed_jsonl_list_is_one_line_naming_the_file_and_line(tmp_path: Path, capsys) -> None:
+    from mime_fast.corpus import find_inputs
+
+    lst = tmp_path / "l.jsonl"
+    lst.write_text('{"path": "c.mp4"}\n["c.mp4"]\n')
+    assert main(["build", str(lst), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) == (f"mime-fast build: error: {lst}:2: not a JSON object (a JSON array); each line is "
+                             'one clip, e.g. {"path": "clip.mp4"}')
+    assert not (tmp_path / "o").exists()
+    # a value of the wrong type is the row's problem, as a missing path is: a failed row, the batch goes on
+    lst.write_text('{"path": 7}\n\n{"path": "c.mp4", "dataset": ["x"]}\n{"clip_id": "k"}\n')
+    clips = find_inputs(lst).clips
+    assert [(c.clip_id, c.error) for c in clips] == [
+        ("row1", f"{lst} line 1: path must be text, got 7"),
+        ("c", f"{lst} line 3: dataset must be text, got [\"x\"]"),
+        ("k", f"{lst} line 4: no path")]
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in text, text
+    return lines[0]
+
+
+def test_containers_ffmpeg_reads_are_videos_whatever_their_case(corpus: Path, tmp_path: Path) -> None:
+    from mime_fast.corpus import VIDEO_EXTENSIONS, find_inputs
+
+    clip = (corpus / "a" / "happy01.mp4").read_bytes()
+    videos = [".MTS", ".m2ts", ".ogv", ".mxf", ".vob", ".mpg", ".mpeg", ".ts", ".m4v", ".wmv", ".asf", ".flv",
+              ".f4v", ".3g2", ".divx", ".dv", ".y4m", ".nut", ".rmvb", ".rm", ".MOV"]
+    others = [".jpg", ".png", ".gif", ".ogg", ".wav", ".mp3", ".m4a", ".txt"]
+    for i, ext in enumerate(videos + others):
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / f"f{i:02d}{ext}").write_bytes(clip)
+    found = find_inputs(tmp_path / "in")
+    assert [c.path.suffix for c in found.clips] == videos
+    assert [p.suffix for p in found.skipped] == others
+    assert not VIDEO_EXTENSIONS & {e.lower() for e in others}
+    # given directly, an .MTS file from a camera is a clip (and builds)
+    cam = tmp_path / "cam.MTS"
+    cam.write_bytes(clip)
+    assert main(["build", str(cam), "--out", str(tmp_path / "out"), "--subsets", "FM", *SMALL, "-q"]) == 0
+    assert {(r["clip_id"], r["status"]) for r in read_rows(tmp_path / "out")} == {("cam", "ok")}

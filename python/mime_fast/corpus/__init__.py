@@ -2,13 +2,16 @@
 
 Inputs (:func:`find_inputs`, :func:`discover`), any number of:
 
-- a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`); the clip id is the file
-  stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
-  (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`);
+- a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`, any case); the clip id
+  is the file stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
+  (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`), and so
+  are folders that hold a mime-fast build (:attr:`Inputs.builds`: an earlier output folder);
 - a video file (same rules);
 - a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
   optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),
-  ``dataset`` and ``landmarks`` columns.
+  ``dataset`` and ``landmarks`` columns (read as ``utf-8-sig``: a byte order mark is no part of
+  the first column's name; a JSONL line that is not an object is ``ValueError``, a row without a
+  text path a failed clip).
 
 Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the manifest
 (:mod:`mime_fast.manifest`).

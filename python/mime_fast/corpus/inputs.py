@@ -1,21 +1,38 @@
 """The clips of a corpus run: folders, video files and CSV/JSONL lists found (:func:`find_inputs`,
-:func:`discover`) and validated, each problem recorded on its clip (:attr:`ClipSpec.error`)."""
+:func:`discover`) and validated, each problem recorded on its clip (:attr:`ClipSpec.error`).
+
+Folders that hold a mime-fast build (:func:`is_build_folder`) are never searched for clips: a
+corpus's earlier output folder kept inside its input folder would otherwise be built again from its
+own outputs (and every clip id would be a duplicate)."""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
-from ..manifest import EMOTIONS
+from ..manifest import EMOTIONS, MANIFEST_JSONL
+from ..spec import CODES
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "discover", "find_inputs"]
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "discover", "find_inputs", "is_build_folder"]
 
-VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".mpg", ".mpeg", ".ts", ".flv",
-                              ".wmv", ".3gp"})
+#: The file extensions taken as videos (compared in lower case): the containers FFmpeg reads that
+#: cameras, phones, broadcast and the web write.  Still images (a JPEG, PNG, GIF) and audio files
+#: (``.ogg``, ``.wav``, ...) are not here: a folder's other files are skipped and listed, and a
+#: misnamed file still fails its clip with a plain reason (:func:`mime_fast.media.probe`).
+VIDEO_EXTENSIONS = frozenset({
+    ".mp4", ".m4v", ".mov", ".qt", ".mkv", ".webm", ".avi", ".divx", ".wmv", ".asf", ".flv", ".f4v",
+    ".3gp", ".3g2",  # phones
+    ".mpg", ".mpeg", ".mpe", ".m1v", ".m2v", ".vob",  # MPEG program streams, DVD
+    ".ts", ".mts", ".m2ts", ".m2t",  # MPEG transport streams (AVCHD cameras: .MTS)
+    ".mxf", ".dv",  # broadcast and camcorder
+    ".ogv", ".nut", ".y4m", ".rm", ".rmvb",
+})
+#: The folders a build writes beside its manifest (:func:`is_build_folder`).
+_BUILD_SUBFOLDERS = (*CODES, "audio")
 _EMOTION_BY_LOWER = {e.lower(): e for e in EMOTIONS}
 
 
@@ -45,46 +62,115 @@ def _valid_id(clip_id: str) -> str | None:
     return None
 
 
-def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path]]:
-    """The clips of a folder, and its other files (hidden files and landmark sidecars aside)."""
-    specs, others = [], []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or p.name.startswith("."):
-            continue
-        if exclude is not None and exclude in p.resolve().parents:
+def is_build_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a mime-fast build: a ``manifest.jsonl`` whose first row is a
+    manifest row (a JSON object with ``clip_id``, ``subset`` and ``status``), or an empty one (a run
+    killed before its first clip finished) beside a subset or ``audio`` folder; or ``folder`` is one
+    of the subset folders of such a build.  Its files are outputs, never inputs."""
+    if folder.name in _BUILD_SUBFOLDERS and _holds_manifest(folder.parent):
+        return True
+    return _holds_manifest(folder)
+
+
+def _holds_manifest(folder: Path) -> bool:
+    manifest = folder / MANIFEST_JSONL
+    if not manifest.is_file():
+        return False
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            first = next((line for line in f if line.strip()), None)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if first is None:
+        return any((folder / name).is_dir() for name in _BUILD_SUBFOLDERS)
+    try:
+        row = json.loads(first)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(row, dict) and {"clip_id", "subset", "status"} <= row.keys()
+
+
+def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path], list[Path]]:
+    """The clips of a folder, its other files (hidden files and landmark sidecars aside), and the
+    folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`)."""
+    files, builds = [], []
+    for dirpath, dirnames, filenames in os.walk(root):
+        folder = Path(dirpath)
+        if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
+            dirnames[:] = []
             continue  # never take our own outputs as inputs
+        if is_build_folder(folder):
+            builds.append(folder)
+            dirnames[:] = []
+            continue
+        files.extend(folder / n for n in filenames if not n.startswith("."))
+    specs, others = [], []
+    for p in sorted(files):  # the order of the clips (the first of a duplicate id keeps it)
+        if not p.is_file():
+            continue
         if p.suffix.lower() in VIDEO_EXTENSIONS:
             specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
         else:
             others.append(p)
     sidecars = {s.landmarks for s in specs}
-    return specs, [p for p in others if p not in sidecars]
+    return specs, [p for p in others if p not in sidecars], sorted(builds)
+
+
+#: The columns of a list whose values are text (a clip id may also be a number: it is named by its text).
+_TEXT_COLUMNS = ("path", "emotion", "label", "dataset", "landmarks")
+
+
+def _list_records(list_path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The records of a CSV or JSONL list, each with where it is (``"<list> row <n>"``: the n-th
+    row under a CSV's header; ``"<list> line <n>"``: a JSONL's line).  Read as ``utf-8-sig``: a list saved as Excel's "CSV UTF-8" starts with a byte order
+    mark, which would otherwise be part of the first column's name.  A JSONL line that is not a
+    JSON object is ``ValueError`` naming the file and line: the list itself is broken, as for a
+    CSV that cannot be read."""
+    if list_path.suffix.lower() == ".csv":
+        with open(list_path, newline="", encoding="utf-8-sig") as f:
+            return [(f"{list_path} row {n}", rec) for n, rec in enumerate(csv.DictReader(f), 1)]
+    records = []
+    for line_no, line in enumerate(list_path.read_text(encoding="utf-8-sig").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{list_path}:{line_no}: not a JSON object ({exc})") from exc
+        if not isinstance(rec, dict):
+            raise ValueError(f"{list_path}:{line_no}: not a JSON object (a JSON {_json_type(rec)}); each line "
+                             'is one clip, e.g. {"path": "clip.mp4"}')
+        records.append((f"{list_path} line {line_no}", rec))
+    return records
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
 
 
 def _from_list(list_path: Path) -> list[ClipSpec]:
+    """The clips of a list; a record that cannot be a clip (no path, a value that is not text) is a
+    clip with its ``error`` (a failed row naming the list and the row), as a missing file is."""
     base = list_path.parent
-    if list_path.suffix.lower() == ".csv":
-        with open(list_path, newline="", encoding="utf-8") as f:
-            records = list(csv.DictReader(f))
-    else:
-        records = []
-        for n, line in enumerate(list_path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{list_path}:{n}: not a JSON object ({exc})") from exc
     specs = []
-    for n, rec in enumerate(records, 1):
+    for n, (where, rec) in enumerate(_list_records(list_path), 1):
         rec = {str(k).strip().lower(): (v.strip() if isinstance(v, str) else v) for k, v in rec.items() if k}
         raw = rec.get("path")
-        if not raw:
-            specs.append(ClipSpec(str(rec.get("clip_id") or f"row{n}"), list_path, error=f"{list_path} row {n}: no path"))
+        clip_id = rec.get("clip_id")
+        clip_id = str(clip_id) if clip_id not in (None, "") else Path(raw).stem if isinstance(raw, str) and raw \
+            else f"row{n}"
+        if raw in (None, ""):
+            specs.append(ClipSpec(clip_id, list_path, error=f"{where}: no path"))
+            continue
+        wrong = next((c for c in _TEXT_COLUMNS if rec.get(c) is not None and not isinstance(rec[c], str)), None)
+        if wrong is not None:
+            specs.append(ClipSpec(clip_id, list_path,
+                                  error=f"{where}: {wrong} must be text, got {json.dumps(rec[wrong])}"))
             continue
         path = Path(raw) if Path(raw).is_absolute() else base / raw
         lmk = rec.get("landmarks")
         specs.append(ClipSpec(
-            clip_id=str(rec.get("clip_id") or path.stem),
+            clip_id=clip_id,
             path=path,
             label=rec.get("emotion") or rec.get("label") or None,
             dataset=rec.get("dataset") or None,
@@ -95,19 +181,22 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
 
 @dataclass
 class Inputs:
-    """What :func:`find_inputs` found: the clips, and the files of the folders searched that are
-    not videos (hidden files and the landmarks beside clips aside), which are skipped."""
+    """What :func:`find_inputs` found: the clips, the files of the folders searched that are
+    not videos (hidden files and the landmarks beside clips aside), which are skipped, and the
+    folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched."""
 
     clips: list[ClipSpec]
     skipped: list[Path]
+    builds: list[Path] = field(default_factory=list)
 
 
 def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 exclude: str | os.PathLike | None = None) -> Inputs:
     """The clips of one or more inputs -- folders, video files, CSV/JSONL lists -- validated: each
     problem is recorded on its clip (``error``), never raised, except for an input that is none of
-    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder).
-    A file reached twice (a clip given and also inside a folder given) is taken once."""
+    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder);
+    nor are those of a folder that holds a mime-fast build (:func:`is_build_folder`), an earlier
+    output folder kept inside an input folder.  A file reached twice (a clip given and also inside a folder given) is taken once."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [Path(s) for s in sources]
@@ -116,11 +205,13 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     excluded = Path(exclude).resolve() if exclude else None
     specs: list[ClipSpec] = []
     skipped: list[Path] = []
+    builds: list[Path] = []
     found: set[Path] = set()
     for source in sources:
         suffix = source.suffix.lower()
         if source.is_dir():
-            clips, others = _from_folder(source, excluded)
+            clips, others, inner = _from_folder(source, excluded)
+            builds.extend(inner)
         elif source.is_file() and suffix in (".csv", ".jsonl"):
             specs.extend(_from_list(source))
             continue
@@ -138,7 +229,7 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 specs.append(spec)
         skipped.extend(others)
     _validate(specs)
-    return Inputs(specs, skipped)
+    return Inputs(specs, skipped, builds)
 
 
 def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -715,6 +716,33 @@ def test_an_earlier_output_folder_inside_the_input_folder_is_not_an_input(corpus
     (root / "other" / "manifest.jsonl").write_text('{"name": "not ours"}\n')
     (root / "other" / "x.mp4").write_bytes((root / "happy01.mp4").read_bytes())
     assert [c.clip_id for c in find_inputs(root / "other").clips] == ["x"]
+
+
+def test_temporaries_of_a_zombie_process_are_removed(tmp_path: Path) -> None:
+    # kill -9 of a run's process group leaves its processes zombies for a moment (until their
+    # parent collects them); signal 0 still reaches a zombie, but it writes nothing any more
+    from mime_fast.corpus import clean_stale_temporaries
+    from mime_fast.corpus.resume import _runs, clips_of_dead_runs
+
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    try:
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not end"
+            time.sleep(0.05)
+        os.kill(child.pid, 0)  # a zombie answers signal 0
+        assert not _runs(child.pid) and _runs(os.getpid())
+        names = [f"FM/.c.tmp-{child.pid}.mp4", f"VMM/.c.tmp-{child.pid}.mp4", f"audio/.c.scratch-{child.pid}.wav"]
+        mine = f"FM/.d.tmp-{os.getpid()}.mp4"  # a running process's: kept
+        for n in (*names, mine):
+            (tmp_path / n).parent.mkdir(exist_ok=True)
+            (tmp_path / n).write_bytes(b"x")
+        (tmp_path / f".in-progress-{child.pid}.json").write_text('["c"]')
+        assert clips_of_dead_runs(tmp_path) == {"c"}
+        assert sorted(clean_stale_temporaries(tmp_path)) == sorted(tmp_path / n for n in names)
+        assert (tmp_path / mine).is_file()
+    finally:
+        child.wait()
 
 
 def test_lists_saved_with_a_byte_order_mark_read(corpus: Path, tmp_path: Path) -> None:

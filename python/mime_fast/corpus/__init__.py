@@ -18,15 +18,16 @@ Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the man
 
 Safety: a clip that cannot be used (missing or unreadable file, duplicate clip id, unknown emotion,
 corrupt video, no usable landmarks, …) gets manifest rows with status ``"failed"`` and the reason,
-and the batch goes on; so does a clip whose worker process dies building it (``--workers``: killed
-by the out-of-memory killer, a crash in a native library); with one worker such a crash ends the
-run, and the rerun builds that clip in a worker process of its own
-(:class:`~mime_fast.corpus.resume.InProgress`). Outputs are written under temporary names and renamed when the clip is
-complete; manifest rows are appended after that, so a run killed at any moment (even ``kill -9``)
-and rerun completes with no partial file and no duplicated row: a rerun skips clips whose manifest
-rows match the files on disk (size and SHA-256), redoes the others, and removes temporaries a killed
-run left behind. An interrupted run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes
-their temporaries, compacts the manifest (rows of finished clips only) and re-raises.
+and the batch goes on; so does a clip whose worker process dies
+building it (``--workers``: killed by the out-of-memory killer, a crash in a native library); with
+one worker such a crash ends the run, and the rerun builds that clip in a worker process of its own
+(:class:`~mime_fast.corpus.resume.InProgress`). Outputs are written under temporary names and
+renamed when the clip is complete; manifest rows are appended after that, so a run killed at any
+moment (even ``kill -9``) and rerun completes with no partial file and no duplicated row: a rerun
+skips clips whose manifest rows match the files on disk (size and SHA-256), redoes the others, and
+removes temporaries a killed run left behind (its processes ended, zombies included).  An interrupted
+run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes their temporaries, compacts
+the manifest (rows of finished clips only) and re-raises.
 
 Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
 started, frames processed, finished).

@@ -122,10 +122,10 @@ _TEXT_COLUMNS = ("path", "emotion", "label", "dataset", "landmarks")
 
 def _list_records(list_path: Path) -> list[tuple[str, dict[str, Any]]]:
     """The records of a CSV or JSONL list, each with where it is (``"<list> row <n>"``: the n-th
-    row under a CSV's header; ``"<list> line <n>"``: a JSONL's line).  Read as ``utf-8-sig``: a list saved as Excel's "CSV UTF-8" starts with a byte order
-    mark, which would otherwise be part of the first column's name.  A JSONL line that is not a
-    JSON object is ``ValueError`` naming the file and line: the list itself is broken, as for a
-    CSV that cannot be read."""
+    row under a CSV's header; ``"<list> line <n>"``: a JSONL's line).  Read as ``utf-8-sig``: a
+    list saved as Excel's "CSV UTF-8" starts with a byte order mark, which would otherwise be part
+    of the first column's name.  A JSONL line that is not a JSON object is ``ValueError`` naming
+    the file and line: the list itself is broken, as when a line is not JSON at all."""
     if list_path.suffix.lower() == ".csv":
         with open(list_path, newline="", encoding="utf-8-sig") as f:
             return [(f"{list_path} row {n}", rec) for n, rec in enumerate(csv.DictReader(f), 1)]
@@ -196,7 +196,8 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     problem is recorded on its clip (``error``), never raised, except for an input that is none of
     these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder);
     nor are those of a folder that holds a mime-fast build (:func:`is_build_folder`), an earlier
-    output folder kept inside an input folder.  A file reached twice (a clip given and also inside a folder given) is taken once."""
+    output folder kept inside an input folder.  A file reached twice (a clip given and also inside
+    a folder given) is taken once."""
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     sources = [Path(s) for s in sources]

@@ -49,14 +49,30 @@ _TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")
 
 
 def _runs(pid: int) -> bool:
-    """Whether process ``pid`` exists (signal 0 only asks)."""
+    """Whether process ``pid`` runs (signal 0 only asks).  A zombie -- a process that has ended but
+    whose parent has not collected it yet, as a run killed with its process group (``kill -9``)
+    stays for a moment -- answers signal 0 too, but writes nothing any more: it counts as ended
+    (its state in ``/proc/<pid>/stat``, where there is a ``/proc``), so that an immediate rerun
+    removes its temporaries."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+        pass
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``/proc`` says process ``pid`` has ended (state Z, zombie, or X, dead); False where
+    it cannot tell."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except OSError:  # no /proc (macOS): taken as running, as before
+        return False
+    # "<pid> (<command, which may hold spaces and parentheses>) <state> ...": the state follows the last ")"
+    fields = stat[stat.rfind(")") + 1:].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 class InProgress:

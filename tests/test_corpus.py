@@ -718,6 +718,42 @@ def test_an_earlier_output_folder_inside_the_input_folder_is_not_an_input(corpus
     assert [c.clip_id for c in find_inputs(root / "other").clips] == ["x"]
 
 
+def test_a_duplicate_clip_id_keeps_the_built_clips_rows_on_every_rerun(corpus: Path, tmp_path: Path) -> None:
+    root = _clips(tmp_path, corpus, a="a/happy01.mp4")
+    (root / "sub").mkdir()
+    (root / "sub" / "a.mp4").write_bytes((root / "a.mp4").read_bytes())
+    out = tmp_path / "out"
+    runs = []
+    for _ in range(3):
+        assert main(["build", str(root), "--out", str(out), "--subsets", "FM", *SMALL, "-q"]) == 1
+        rows = read_rows(out)
+        assert {(r["clip_id"], r["subset"], r["status"]) for r in rows} == {
+            ("a", "FM", "ok"), ("a", "audio", "ok"), ("a", None, "failed")}
+        (dup,) = [r for r in rows if r["status"] == "failed"]
+        assert dup["source"] == str(root / "sub" / "a.mp4") and str(root / "a.mp4") in dup["reason"]
+        assert dup["reason"].startswith("duplicate clip id 'a'")
+        runs.append({r["run"] for r in rows if r["status"] == "ok"})
+        assert (out / "FM" / "a.mp4").is_file()
+    assert runs[0] == runs[1] == runs[2]  # built once, then skipped as complete
+
+
+def test_compact_keeps_duplicate_rows_apart_from_the_clips() -> None:
+    from mime_fast.manifest import DUPLICATE, _row, compact
+
+    def row(subset, run, status="ok", detail=None, source="a.mp4"):
+        return _row({"clip_id": "a", "subset": subset, "status": status, "run": run, "detail": detail,
+                     "source": source})
+
+    built = [row("FM", "20260101T000000Z-1"), row("audio", "20260101T000000Z-1")]
+    dup1 = row(None, "20260101T000000Z-1", "failed", DUPLICATE, "sub/a.mp4")
+    dup2 = row(None, "20260102T000000Z-2", "failed", DUPLICATE, "sub/a.mp4")
+    assert compact([*built, dup1, dup2]) == [*built, dup2]  # the clip's rows kept, the latest duplicate's
+    rebuilt = [row("FM", "20260103T000000Z-3"), row("audio", "20260103T000000Z-3")]
+    assert compact([*built, dup2, *rebuilt]) == rebuilt  # rebuilt without the duplicate: its row goes
+    failed = row(None, "20260103T000000Z-3", "failed", "InvalidDataError")  # the clip's own failure
+    assert compact([*built, dup2, failed]) == [failed]
+
+
 def test_temporaries_of_a_zombie_process_are_removed(tmp_path: Path) -> None:
     # kill -9 of a run's process group leaves its processes zombies for a moment (until their
     # parent collects them); signal 0 still reaches a zombie, but it writes nothing any more
@@ -800,3 +836,30 @@ def test_containers_ffmpeg_reads_are_videos_whatever_their_case(corpus: Path, tm
     cam.write_bytes(clip)
     assert main(["build", str(cam), "--out", str(tmp_path / "out"), "--subsets", "FM", *SMALL, "-q"]) == 0
     assert {(r["clip_id"], r["status"]) for r in read_rows(tmp_path / "out")} == {("cam", "ok")}
+
+
+def test_a_rerun_with_settings_that_change_the_outputs_is_refused(corpus: Path, tmp_path: Path, capsys) -> None:
+    src = tmp_path / "c.mp4"
+    src.write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    out = tmp_path / "out"
+    args = ["build", str(src), "--out", str(out), *SMALL]
+    assert main([*args, "--subsets", "FM"]) == 0
+    rows = read_rows(out)
+    assert {json.loads(r["settings"])["fps"] for r in rows} == {30}  # recorded on every row
+    before = (out / "FM" / "c.mp4").read_bytes(), (out / "manifest.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main([*args, "--subsets", "FM", "--fps", "25", "--crf", "40"]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"mime-fast build: error: {out} was built with other settings (fps 30 -> 25, crf 18 -> 40): its clips "
+        f"would be skipped as complete; build into another output folder (--out), or delete "
+        f"{out / 'manifest.jsonl'} (or the folder) to rebuild every clip with these")
+    assert ((out / "FM" / "c.mp4").read_bytes(), (out / "manifest.jsonl").read_bytes()) == before  # untouched
+    # what does not change the bytes may change; more subsets are built (the clip is not complete)
+    assert main([*args, "--subsets", "FM", "--queue-size", "0", "--keep-frames-mb", "0", "--workers", "2"]) == 0
+    assert "already complete" in capsys.readouterr().err
+    assert main([*args, "--subsets", "FM,AMM", "--fsm-kernel", "auto", "--margin-px", "0"]) == 0
+    assert {r["subset"] for r in read_rows(out)} == {"FM", "AMM", "audio"}
+    # a manifest from before the column: nothing is known against the settings, the run goes on
+    old = [{k: v for k, v in r.items() if k != "settings"} for r in read_rows(out)]
+    (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    assert main([*args, "--subsets", "FM", "--crf", "40"]) == 0

@@ -73,6 +73,19 @@ def test_flat_keywords_build_the_groups_and_read_through_them() -> None:
         s.no_such_option  # noqa: B018
 
 
+def test_output_settings_are_every_option_but_those_documented_not_to_change_the_bytes() -> None:
+    # what the manifest records so that a rerun with other values is refused (corpus.resume)
+    from mime_fast.options import BYTE_NEUTRAL
+
+    assert BYTE_NEUTRAL == {"queue_size", "keep_frames_mb", "device", "nvdec", "device_frames"}
+    for name in BYTE_NEUTRAL:  # each one's help says so, or its group's docstring does
+        f = next(f for f in FIELDS if f.name == name)
+        assert "do not depend on it" in f.help or "the same" in f.help or "same bytes" in GROUPS[f.group].__doc__
+    s = Settings(crf=20, queue_size=0)
+    assert list(s.output_settings()) == [f.name for f in FIELDS if f.name not in BYTE_NEUTRAL]
+    assert s.output_settings()["crf"] == 20 and "queue_size" not in s.output_settings()
+
+
 def test_groups_given_and_keywords_combine() -> None:
     base = Settings(encode=EncodeOptions(crf=20, threads=1))
     assert Settings(encode=base.encode, crf=22).encode == EncodeOptions(crf=22, threads=1)  # keywords win

@@ -70,8 +70,16 @@ status                 ``"ok"``, ``"skipped"`` or ``"failed"``
 reason                 why, for anything but a plain success, in plain words (e.g. "not a media
                        file", "truncated: ...", "corrupt video stream: ...", "below the quality
                        gate: too short ...", "no subject: ...")
-detail                 for a failed clip: FFmpeg's own message (or the error's type), else ``None``
+detail                 for a failed clip: FFmpeg's own message (or the error's type), else ``None``;
+                       :data:`DUPLICATE` for a file given the id of another clip (see :func:`compact`)
 run                    id of the run that wrote the row (UTC time and process id)
+settings               the settings the outputs were built with, as JSON text: every option that
+                       changes the outputs' bytes by its flat keyword
+                       (:meth:`mime_fast.options.Settings.output_settings`), e.g.
+                       ``{"fps": 30, "crf": 18, ...}``; on every row a corpus run writes.  A rerun
+                       into the folder with other values refuses to start
+                       (:func:`mime_fast.corpus.resume.check_same_settings`); ``None`` in manifests
+                       written before this column existed, which are accepted as they are
 =====================  =========================================================================
 """
 
@@ -88,6 +96,7 @@ __all__ = [
     "BLUR_LEVEL",
     "CLEAR_VERSION",
     "COLUMNS",
+    "DUPLICATE",
     "EMOTIONS",
     "MANIFEST_JSONL",
     "MANIFEST_PARQUET",
@@ -121,8 +130,12 @@ COLUMNS: tuple[str, ...] = (
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_head",
     "tracking_frames_without_subject", "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
-    "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run",
+    "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run", "settings",
 )
+
+#: The ``detail`` of the failed row of a clip whose id another clip of the run already has (a
+#: second ``a.mp4`` in a subfolder): that row is the second file's, not the clip's (:func:`compact`).
+DUPLICATE = "duplicate clip id"
 
 
 def _row(values: dict[str, Any]) -> dict[str, Any]:
@@ -187,15 +200,30 @@ def read_rows(out_dir: Path) -> list[dict[str, Any]]:
 
 def compact(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of each clip's latest run (a rerun, failed or not, supersedes older rows of that
-    clip), one per subset, ordered by clip_id and then the MIME subset order."""
+    clip), one per subset, ordered by clip_id and then the MIME subset order.
+
+    The failed rows of a duplicate clip id (``detail`` :data:`DUPLICATE`: another file given an id
+    that a clip of the run has) are the other file's, not the clip's: they never supersede the
+    clip's rows -- a rerun that skips the complete clip and fails its duplicate again keeps the
+    clip's outputs -- and follow them, one per file, those of the latest run that met the
+    duplicate; a later rebuild of the clip without it drops them (runs compared by their ids,
+    which start with the UTC time)."""
     rows = list(rows)
-    last_run = {r["clip_id"]: r["run"] for r in rows}
-    latest: dict[tuple[str, Any], dict[str, Any]] = {}
-    for r in rows:
+    own = [r for r in rows if r["detail"] != DUPLICATE]
+    duplicates = [r for r in rows if r["detail"] == DUPLICATE]
+    last_run = {r["clip_id"]: r["run"] for r in own}
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in own:
         if r["run"] == last_run[r["clip_id"]]:
             latest[(r["clip_id"], r["subset"])] = r
+    last_duplicate_run = {r["clip_id"]: r["run"] for r in duplicates}
+    for r in duplicates:
+        clip_run = last_run.get(r["clip_id"])
+        if r["run"] == last_duplicate_run[r["clip_id"]] and (clip_run is None or str(r["run"]) >= str(clip_run)):
+            latest[(r["clip_id"], DUPLICATE, r["source"] or r["path"])] = r
     order = {s: i for i, s in enumerate(_ROW_ORDER)}
-    return sorted(latest.values(), key=lambda r: (r["clip_id"], order.get(r["subset"], -1)))
+    return sorted(latest.values(), key=lambda r: (r["clip_id"], r["detail"] == DUPLICATE, order.get(r["subset"], -1),
+                                                  str(r["source"])))
 
 
 def _atomic_write(path: Path, write) -> None:

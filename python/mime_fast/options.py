@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Literal, get_args, get_origin
 
 __all__ = [
     "AudioOptions",
+    "BYTE_NEUTRAL",
     "DetectOptions",
     "DETECT_DEFAULTS",
     "DeviceOptions",
@@ -410,6 +411,18 @@ class Settings:
         """Every option by its flat keyword (:data:`FIELDS` order)."""
         return {f.name: getattr(getattr(self, f.group), f.field) for f in FIELDS}
 
+    def output_settings(self) -> dict[str, Any]:
+        """The options that change the outputs (their bytes, or which clips pass the gate) by flat
+        keyword, :data:`FIELDS` order: all but :data:`BYTE_NEUTRAL`.  The manifest records them
+        (column ``settings``) so that a rerun into the same folder with other values is refused
+        instead of mixing two settings in one corpus."""
+        return {k: v for k, v in self.flat().items() if k not in BYTE_NEUTRAL}
+
+
+#: The options documented not to change the outputs' bytes (how the work is scheduled, and where:
+#: the CPU and CUDA paths give the same bytes): a rerun may change them
+#: (:meth:`Settings.output_settings`).
+BYTE_NEUTRAL = frozenset({"queue_size", "keep_frames_mb", "device", "nvdec", "device_frames"})
 
 #: The option groups of :class:`Settings`: attribute -> class.
 GROUPS: dict[str, type] = {f.name: f.type for f in fields(Settings)}
@@ -422,6 +435,7 @@ _BY_NAME: dict[str, OptionField] = {n: f for f in FIELDS for n in f.names}
 _BY_FIELD: dict[tuple[str, str], OptionField] = {(f.group, f.field): f for f in FIELDS}
 assert len(_BY_NAME) == sum(len(f.names) for f in FIELDS), "option keywords must be unique"
 assert not set(_BY_NAME) & set(GROUPS), "an option keyword cannot name a group"
+assert BYTE_NEUTRAL <= set(_BY_NAME), "BYTE_NEUTRAL names options"
 
 
 def _unknown(key: str) -> str:

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..corpus import Inputs, check_settings, find_inputs, run_corpus
+from ..corpus import Inputs, SettingsChanged, check_settings, find_inputs, run_corpus
 from ..devices import auto_workers
 from ..progress import LineMonitor, TqdmMonitor
 from ..spec import CODES
@@ -63,10 +63,14 @@ def run(args: argparse.Namespace) -> int:
         monitor = TqdmMonitor()
     else:
         monitor = LineMonitor()
-    summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
-                         clips_per_process=args.clips_per_process, use_ray=args.ray, detect_ahead=args.detect_ahead,
-                         ray_address=args.ray_address, ray_cpus_per_clip=args.ray_cpus_per_clip,
-                         clip_timeout=args.clip_timeout, settings=settings)
+    try:
+        summary = run_corpus(inputs.clips, args.out, subsets=codes, monitor=monitor, workers=args.workers,
+                             clips_per_process=args.clips_per_process, use_ray=args.ray,
+                             detect_ahead=args.detect_ahead, ray_address=args.ray_address,
+                             ray_cpus_per_clip=args.ray_cpus_per_clip, clip_timeout=args.clip_timeout,
+                             settings=settings)
+    except SettingsChanged as exc:  # --out built with other settings: refused before anything is written
+        raise UsageError(str(exc)) from None
     if not args.quiet:
         print(f"done {len(summary.done)} (no subject {len(summary.no_subject)}), already complete "
               f"{len(summary.skipped)}, failed {len(summary.failed)} in {summary.elapsed_s:.1f} s; "

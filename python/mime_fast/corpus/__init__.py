@@ -18,14 +18,17 @@ Outputs: ``DIR/<SUBSET>/<clip_id>.mp4``, ``DIR/audio/<clip_id>.wav`` and the man
 
 Safety: a clip that cannot be used (missing or unreadable file, duplicate clip id, unknown emotion,
 corrupt video, no usable landmarks, …) gets manifest rows with status ``"failed"`` and the reason,
-and the batch goes on; so does a clip whose worker process dies
+and the batch goes on (a duplicate's row is the second file's: the clip that keeps the id keeps its
+outputs and rows, :func:`mime_fast.manifest.compact`); so does a clip whose worker process dies
 building it (``--workers``: killed by the out-of-memory killer, a crash in a native library); with
 one worker such a crash ends the run, and the rerun builds that clip in a worker process of its own
 (:class:`~mime_fast.corpus.resume.InProgress`). Outputs are written under temporary names and
 renamed when the clip is complete; manifest rows are appended after that, so a run killed at any
 moment (even ``kill -9``) and rerun completes with no partial file and no duplicated row: a rerun
 skips clips whose manifest rows match the files on disk (size and SHA-256), redoes the others, and
-removes temporaries a killed run left behind (its processes ended, zombies included).  An interrupted
+removes temporaries a killed run left behind (its processes ended, zombies included).  A rerun with
+other values of a setting that changes the outputs is refused before anything is written
+(:func:`~mime_fast.corpus.resume.check_same_settings`, :class:`SettingsChanged`).  An interrupted
 run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes their temporaries, compacts
 the manifest (rows of finished clips only) and re-raises.
 
@@ -44,12 +47,13 @@ from __future__ import annotations
 
 from ..spec import CODES
 from .inputs import VIDEO_EXTENSIONS, ClipSpec, Inputs, discover, find_inputs
-from .resume import clean_stale_temporaries, sha256_file
+from .resume import SettingsChanged, clean_stale_temporaries, sha256_file
 from .clip import Progress, RunStopped
 from .workers import share_cores, worker_threads
 from .run import CorpusSummary, check_settings, run_corpus
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "check_settings", "discover", "find_inputs",
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "CorpusSummary", "Inputs", "SettingsChanged", "check_settings", "discover",
+           "find_inputs",
            "run_corpus", "clean_stale_temporaries", "sha256_file", "worker_threads", "share_cores", "Progress", "RunStopped",
            "ALL_SUBSETS"]
 

@@ -10,7 +10,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from ..manifest import BLUR_LEVEL, CLEAR_VERSION
+from ..manifest import BLUR_LEVEL, CLEAR_VERSION, DUPLICATE
 from ..media import ClipError
 from ..options import Settings
 from ..spec import SUBSETS, face_codes
@@ -106,8 +106,8 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
     bad clip (``KeyboardInterrupt`` propagates, and :class:`RunStopped` for a full output disk). Runs in the driver (local runs) or in a worker.
     ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
     started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
-    if spec.error:
-        return _failed(spec, spec.error, run)
+    if spec.error:  # a duplicate id's row is told apart, so that it never supersedes the clip's (manifest.compact)
+        return _failed(spec, spec.error, run, DUPLICATE if spec.duplicate_of is not None else None)
     try:
         landmarks = _wait(located, progress) if located is not None else spec.landmarks
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,

@@ -46,6 +46,8 @@ class ClipSpec:
     dataset: str | None = None
     landmarks: Path | None = None
     error: str | None = None
+    #: the path of the clip that has this clip's id, when this one is a duplicate (``error`` says so)
+    duplicate_of: Path | None = None
 
 
 def _sidecar_landmarks(video: Path) -> Path | None:
@@ -248,7 +250,8 @@ def _validate(specs: list[ClipSpec]) -> None:
         if s.error:
             continue
         if s.clip_id in seen:
-            s.error = f"duplicate clip id {s.clip_id!r} (also {seen[s.clip_id]})"
+            s.error = f"duplicate clip id {s.clip_id!r}: {s.path} (also {seen[s.clip_id]}, which keeps the id)"
+            s.duplicate_of = seen[s.clip_id]
             continue
         seen[s.clip_id] = s.path
         if s.label is not None:

@@ -1,4 +1,5 @@
-"""Resuming a corpus run: which clips are complete on disk (the manifest's rows, sizes and
+"""Resuming a corpus run: whether the output folder was built with the same settings
+(:func:`check_same_settings`), which clips are complete on disk (the manifest's rows, sizes and
 SHA-256 checked), the temporaries a killed run left behind, and the clips a run that built them in
 its own process was building when it died (:class:`InProgress`)."""
 
@@ -12,9 +13,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..manifest import MANIFEST_JSONL
+from ..options import Settings
 from ..spec import SUBSETS
 
-__all__ = ["sha256_file", "clean_stale_temporaries", "clip_temporaries", "InProgress", "clips_of_dead_runs"]
+__all__ = ["sha256_file", "clean_stale_temporaries", "clip_temporaries", "InProgress", "clips_of_dead_runs",
+           "SettingsChanged", "check_same_settings", "settings_record"]
 
 
 def sha256_file(path: Path) -> str:
@@ -43,6 +47,75 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str],
         if not p.is_file() or p.stat().st_size != r["bytes"] or sha256_file(p) != r["sha256"]:
             return False
     return True
+
+
+class SettingsChanged(ValueError):
+    """A run into an output folder whose clips were built with other settings: its message is the
+    one line that names the options that differ (old -> new) and the remedy."""
+
+
+#: Options a rerun may change although they change outputs: resume rebuilds what they touch
+#: (``faces``: the face subsets made with the other policy are not complete, :func:`_complete`).
+_REBUILT_ON_CHANGE = frozenset({"faces"})
+
+
+def settings_record(settings: Settings) -> str:
+    """The manifest's ``settings`` column for ``settings``: the options that change the outputs
+    (:meth:`~mime_fast.options.Settings.output_settings`) as compact JSON text."""
+    return json.dumps(settings.output_settings(), separators=(",", ":"))
+
+
+def check_same_settings(rows: Iterable[dict[str, Any]], settings: Settings, out_dir: Path) -> None:
+    """Raise :class:`SettingsChanged` when the clips built in ``out_dir`` (its compacted manifest
+    ``rows`` that are not failed) were built with other values of an option that changes the
+    outputs than ``settings``: resuming would mix two settings in one corpus and skip the complete
+    clips as if they had these.  Options that do not change the bytes
+    (:data:`~mime_fast.options.BYTE_NEUTRAL`: queue size, kept frames, device, NVDEC) and the
+    subsets asked for (a rerun that asks for more builds them: the clips are not complete) may
+    change; so may ``faces``, whose face subsets a rerun rebuilds.  Rows without the column
+    (manifests written before it), and options a row does not record or no longer exist, are
+    accepted: nothing is known against them.  Failed clips built nothing, so they never refuse."""
+    new = json.loads(settings_record(settings))
+    old: dict[str, list[Any]] = {}
+    for r in rows:
+        if r["status"] == "failed" or not r.get("settings"):
+            continue
+        try:
+            recorded = json.loads(r["settings"])
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(recorded, dict):
+            continue
+        for key, value in recorded.items():
+            if key in new and key not in _REBUILT_ON_CHANGE and _canonical(value) != _canonical(new[key]) \
+                    and value not in old.setdefault(key, []):
+                old[key].append(value)
+    changed = [f"{key} {'/'.join(_shown(v) for v in values)} -> {_shown(new[key])}"
+               for key, values in old.items() if values]
+    if changed:
+        raise SettingsChanged(
+            f"{out_dir} was built with other settings ({', '.join(changed)}): its clips would be skipped as "
+            f"complete; build into another output folder (--out), or delete {out_dir / MANIFEST_JSONL} (or the "
+            "folder) to rebuild every clip with these")
+
+
+def _canonical(value: Any) -> Any:
+    """A recorded value as compared: numbers as floats (``0`` and ``0.0``), numbers written as text
+    too (``fsm_kernel`` ``"55"`` and ``55``)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return json.dumps(value, sort_keys=True)
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
 
 
 _TEMP = re.compile(r"^\..+\.(?:tmp|scratch)-(\d+)(?:\.[A-Za-z0-9]+)?$")

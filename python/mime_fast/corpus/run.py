@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..manifest import ManifestWriter, compact, read_rows, write_compacted
+from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, write_compacted
 from ..options import Settings
 from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
@@ -20,7 +20,8 @@ from .clip import STALLED, WORKER_DIED, _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
 from .pool import worker_process_results
-from .resume import InProgress, _complete, clean_stale_temporaries, clips_of_dead_runs
+from .resume import (InProgress, _complete, check_same_settings, clean_stale_temporaries, clips_of_dead_runs,
+                     settings_record)
 from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results, exit_when_stalled
 
 __all__ = ["CorpusSummary", "check_settings", "run_corpus"]
@@ -86,8 +87,11 @@ def run_corpus(
     takes them) are what every clip is built with; they, ``subsets`` and the output folder are
     checked before anything is written or any clip starts (``ValueError`` /
     ``TypeError`` for a bad or unknown setting, ``RuntimeError`` for an unusable device, ``OSError`` for a
-    folder that cannot be written), and so are the detection models when a clip needs them
-    (``ImportError``). ``monitor`` hears about clips and frames as they go
+    folder that cannot be written, :class:`~mime_fast.corpus.resume.SettingsChanged` for an output
+    folder whose clips were built with other values of an option that changes the outputs:
+    :func:`~mime_fast.corpus.resume.check_same_settings`), and so are the detection models when a
+    clip needs them (``ImportError``).  Every row written records the settings (manifest column
+    ``settings``). ``monitor`` hears about clips and frames as they go
     (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
     printing through ``progress`` (default stderr) one line per clip.
     ``workers > 1`` builds that many clips at once in worker processes on this machine (each
@@ -124,6 +128,9 @@ def run_corpus(
     settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip,
                               clips_per_process=clips_per_process, clip_timeout=clip_timeout, settings=settings,
                               **options)  # before the first clip
+    previous = compact(read_rows(out_dir))
+    check_same_settings(previous, settings, out_dir)  # SettingsChanged, before anything is written
+    recorded = settings_record(settings)
     monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     _check_writable(out_dir)
@@ -131,8 +138,9 @@ def run_corpus(
     crashed = clips_of_dead_runs(out_dir)  # (before the temporaries: a dead run's are told by its pid)
     clean_stale_temporaries(out_dir)
     prev_by_clip: dict[str, list[dict[str, Any]]] = {}
-    for r in compact(read_rows(out_dir)):
-        prev_by_clip.setdefault(r["clip_id"], []).append(r)
+    for r in previous:
+        if r["detail"] != DUPLICATE:  # another file's row (manifest.compact)
+            prev_by_clip.setdefault(r["clip_id"], []).append(r)
 
     summary = CorpusSummary()
     pending = []
@@ -176,7 +184,7 @@ def run_corpus(
         try:
             for rows, reason, frames in results:
                 clip_id = rows[0]["clip_id"]
-                writer.append(rows)
+                writer.append([dict(r, settings=recorded) for r in rows])
                 if reason is not None:
                     summary.failed[clip_id] = reason
                 else:

@@ -270,7 +270,8 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     items = [{"i": i, "spec": json.dumps({"clip_id": s.clip_id, "path": str(s.path), "label": s.label,
                                           "dataset": s.dataset, "landmarks": str(s.landmarks) if s.landmarks else None,
-                                          "error": s.error})}
+                                          "error": s.error,
+                                          "duplicate_of": str(s.duplicate_of) if s.duplicate_of else None})}
              for i, s in enumerate(pending)]
     out = str(out_dir.resolve())
     timeout = float(clip_timeout or 0)
@@ -280,7 +281,8 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
     def task(item: dict[str, Any]) -> dict[str, Any]:
         d = json.loads(item["spec"])
         spec = ClipSpec(d["clip_id"], Path(d["path"]), d["label"], d["dataset"],
-                        Path(d["landmarks"]) if d["landmarks"] else None, d["error"])
+                        Path(d["landmarks"]) if d["landmarks"] else None, d["error"],
+                        Path(d["duplicate_of"]) if d["duplicate_of"] else None)
         marker = Path(stalls_at) / str(item["i"])
         try:
             if marker.exists():  # this task's last run made no progress: its process was ended

@@ -863,3 +863,32 @@ def test_a_rerun_with_settings_that_change_the_outputs_is_refused(corpus: Path, 
     old = [{k: v for k, v in r.items() if k != "settings"} for r in read_rows(out)]
     (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
     assert main([*args, "--subsets", "FM", "--crf", "40"]) == 0
+
+
+def test_a_clip_fails_for_the_same_reason_whether_detected_ahead_or_not(tmp_path: Path) -> None:
+    """One worker detects the next clip's subject ahead (its own decode, video only), a worker
+    process detects inside the build (audio first): a clip corrupt in the middle failed as
+    "corrupt video stream" one way and "corrupt audio stream" the other.  A detection ahead that
+    fails leaves the clip to the build, so the manifest's reason does not depend on --workers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mime_fast.corpus.clip import _process_clip
+    from mime_fast.media import ClipError
+    from mime_fast.options import Settings
+    from mime_fast.subsets import locate_subject
+
+    samples.make_clip(tmp_path / "c.mp4", duration=2.0, fps=30, size=(640, 480), audio=True, seed=3)
+    data = bytearray((tmp_path / "c.mp4").read_bytes())
+    third = len(data) // 3
+    data[third:third + 20000] = np.random.default_rng(0).integers(0, 256, 20000, dtype=np.uint8).tobytes()
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(bytes(data))
+    st = Settings(min_height=0)
+    spec = ClipSpec("bad", bad)
+    codes = ["FM", "FDM", "VMM"]
+    _, inside, _ = _process_clip(spec, tmp_path / "a", codes, st, "r")
+    with ThreadPoolExecutor(1) as ex:
+        ahead = ex.submit(locate_subject, bad, settings=st)
+        assert isinstance(ahead.exception(), ClipError)  # (the detection itself fails)
+        _, detected_ahead, _ = _process_clip(spec, tmp_path / "b", codes, st, "r", located=ahead)
+    assert inside is not None and detected_ahead == inside, (inside, detected_ahead)

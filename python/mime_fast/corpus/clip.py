@@ -105,11 +105,18 @@ def _process_clip(spec: ClipSpec, out_dir: Path, codes: list[str], settings: Set
     """Build one clip: (manifest rows, failure reason or None, source frames). Never raises for a
     bad clip (``KeyboardInterrupt`` propagates, and :class:`RunStopped` for a full output disk). Runs in the driver (local runs) or in a worker.
     ``located``: a future of the clip's :func:`~mime_fast.subsets.locate_subject` (detection
-    started ahead), or None; ``progress``: :func:`~mime_fast.subsets.build_subsets`'s."""
+    started ahead), or None; when it failed on the clip, the clip is built as without it, so its
+    failure reason is the same whichever way it was built; ``progress``:
+    :func:`~mime_fast.subsets.build_subsets`'s."""
     if spec.error:  # a duplicate id's row is told apart, so that it never supersedes the clip's (manifest.compact)
         return _failed(spec, spec.error, run, DUPLICATE if spec.duplicate_of is not None else None)
     try:
-        landmarks = _wait(located, progress) if located is not None else spec.landmarks
+        landmarks = spec.landmarks
+        if located is not None:
+            try:
+                landmarks = _wait(located, progress)
+            except ClipError:  # the build below meets it again, in its own order: the reason (audio
+                landmarks = None  # or video first) is the one a worker process, detecting inside, gives
         result = build_subsets(spec.path, out_dir, landmarks=landmarks, subsets=codes, clip_id=spec.clip_id,
                                progress=progress, settings=settings)
     except ClipError as exc:  # the clip itself: the reason in plain words, FFmpeg's message apart

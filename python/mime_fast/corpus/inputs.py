@@ -223,8 +223,9 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
         elif not source.exists():
             raise ValueError(f"{source}: no such file or folder")
         else:
-            raise ValueError(f"{source}: not a folder, a video ({', '.join(sorted(VIDEO_EXTENSIONS))}) or a "
-                             ".csv/.jsonl list of clips")
+            raise ValueError(f"{source}: not a folder, a video or a .csv/.jsonl list of clips (videos are told by "
+                             f"their extension, {suffix or 'none'} is not one of .mp4, .mov, .mkv, .avi, .webm, .ts "
+                             f"and {len(VIDEO_EXTENSIONS) - 6} more; a list may name a video of any extension)")
         for spec in clips:
             key = spec.path.resolve()
             if key not in found:

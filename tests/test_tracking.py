@@ -281,6 +281,30 @@ def test_detection_rides_along_the_fm_vmm_pass(tmp_path, stack, monkeypatch):
     assert auto.audio.read_bytes() == given.audio.read_bytes()
 
 
+def test_kept_frames_are_let_go_of_when_a_step_between_the_passes_fails(tmp_path, monkeypatch):
+    """The frames the detection pass keeps (up to keep_frames_mb, on the GPU with NVDEC) are let go
+    of when a step after it fails, not held by the traceback until that is gone."""
+    from mime_fast import media, subsets
+
+    stores = []
+
+    class Recorded(media.KeptFrames):
+        def __init__(self, budget):
+            super().__init__(budget)
+            stores.append(self)
+
+    def failing(*a, **k):  # runs once the detection pass is over
+        assert stores[0].complete and stores[0].bytes > 0  # every frame kept
+        raise RuntimeError("the step after the detection pass failed")
+
+    clip = samples.make_clip(tmp_path / "src" / "k.mp4", duration=0.6, fps=30, size=(640, 360), audio=False, seed=5)
+    monkeypatch.setattr(subsets, "KeptFrames", Recorded)
+    monkeypatch.setattr(subsets, "_check_frame_count", failing)
+    with pytest.raises(RuntimeError, match="the step after the detection pass failed"):
+        build_subsets(clip.path, tmp_path / "o", subsets=["FDM"], min_height=0, min_duration=0)
+    assert len(stores) == 1 and not stores[0].complete and stores[0].bytes == 0
+
+
 def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatch):
     """The detection now fails while FM and VMM are being written: the error propagates and no
     file (final or temporary) is left behind."""

@@ -120,9 +120,10 @@ class EncodeOptions:
     everything on the calling thread); outputs do not depend on it.  ``keep_frames_mb``: a clip
     whose subject is detected is built in two passes over its frames (detection with FM and VMM,
     then the face subsets); when its decoded frames fit in this many MB (host and GPU memory
-    together) the first pass keeps them for the second, so the source is decoded once
-    (:class:`mime_fast.media.KeptFrames`); a longer clip is decoded twice (0: always).  Memory
-    therefore stays below this bound whatever the clip length; outputs do not depend on it.  ``fm_copy``: FM is a stream
+    together; NVDEC's frames are kept on the GPU) the first pass keeps them for the second, so the
+    source is decoded once (:class:`mime_fast.media.KeptFrames`); a longer clip is decoded twice
+    (0: always).  The bound is per clip being built (``workers`` x ``clips_per_process`` of them at
+    once), whatever the clip length; outputs do not depend on it.  ``fm_copy``: FM is a stream
     copy of the source's video when the source already meets FM's standard
     (:func:`mime_fast.fm_copy.fm_copy_reason`; no generation loss, one encode fewer, AMM follows);
     off, FM is always encoded.  The decision is in ``ClipResult.fm_video`` / ``fm_video_reason``."""

@@ -350,18 +350,20 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 encode(list(todo.first_pass), provider, fsm_k, faults=copy_faults)
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
                 kept = _kept_frames(info, st) if todo.face_pass else None  # the first pass's frames, for the second
-                encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
-                       detection.device_frames and st.compute.device_frames, keep=kept)
-                provider = detection.result()
-                _check_frame_count(src, provider, info)
-                fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
-                if no_subject is not None:
-                    todo = result.plan = todo.without_subject(no_subject)
-                    _skip(todo, result)
-                if todo.face_pass:
-                    encode(list(todo.face_pass), provider, fsm_k, replay=kept)
-                if kept is not None:
-                    kept.drop()
+                try:
+                    encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
+                           detection.device_frames and st.compute.device_frames, keep=kept)
+                    provider = detection.result()
+                    _check_frame_count(src, provider, info)
+                    fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
+                    if no_subject is not None:
+                        todo = result.plan = todo.without_subject(no_subject)
+                        _skip(todo, result)
+                    if todo.face_pass:
+                        encode(list(todo.face_pass), provider, fsm_k, replay=kept)
+                finally:  # (not held by a traceback: up to keep_frames_mb, on the GPU with NVDEC)
+                    if kept is not None:
+                        kept.drop()
             if copy_faults:  # a frame broke the rule after the first: FM encoded after all, on a pass of its own
                 todo = result.plan = todo.copy_refused(copy_faults[0])
                 encode(["FM"], None, None)
@@ -391,8 +393,9 @@ def _kept_frames(info: SourceInfo, st: Settings) -> KeptFrames:
     frames will not fit: its decoded yuv420p frames (NVDEC's: in device memory), or its RGB frames
     where they need converting."""
     kept = KeptFrames(int(st.encode.keep_frames_mb) << 20)
-    if info.yuv_passthrough:
-        per_frame = info.coded_width * info.coded_height * 3 // 2
+    if info.yuv_passthrough:  # rows as decoders lay them out (FFmpeg pads them to 64 bytes)
+        w, h = info.coded_width, info.coded_height
+        per_frame = -(-w // 64) * 64 * h + 2 * -(-(w // 2) // 64) * 64 * (h // 2)
     else:
         per_frame = info.width * info.height * 3
     kept.expect(per_frame * int(info.video_frames))
@@ -460,12 +463,11 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     n_src = 0
     on_device: Callable | None = None  # NVDEC frame -> its RGB kept on the GPU, for a stack that reads it there
     if replay is not None and replay.complete:  # the pass before kept every frame it decoded
-        frames, ahead = replay.replay(), 0  # (nothing to decode: no thread ahead)
+        frames = replay.replay()  # (on the thread ahead too: NVDEC's host copies are downloaded there)
     else:
         frames, on_device = _decode(src, info, st, result, observe is not None, observe_device)
-        ahead = st.encode.queue_size
         result.decodes += 1
-    for src_i, t, rgb, decoded in prefetch(frames, ahead):
+    for src_i, t, rgb, decoded in prefetch(frames, st.encode.queue_size):
         n_src += 1
         if keep is not None:
             keep.add(src_i, t, rgb, decoded)

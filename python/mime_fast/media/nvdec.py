@@ -33,7 +33,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..frames import frame_rgb, nv12_host_frame
-from .errors import ClipError
+from .errors import ClipError, av_path
 
 __all__ = ["Nv12Frame", "NvdecFrame", "frame_parts", "iter_nvdec_frames", "nv12_frame", "nv12_of_planes",
            "nvdec_available", "nvdec_reason"]
@@ -173,7 +173,7 @@ def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterato
     last_t = info.start - step
     n = 0
     try:
-        dmx = nvc.CreateDemuxer(filename=str(path))
+        dmx = nvc.CreateDemuxer(filename=av_path(path))  # (FFmpeg's open: a relative a:b.mp4 is a protocol)
         if int(dmx.GetVideoStreamId()) != info.stream_index:
             raise ClipError(path, f"NVDEC's demuxer chose video stream {dmx.GetVideoStreamId()}, "
                                   f"not {info.stream_index}")
@@ -197,8 +197,8 @@ def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterato
     except ClipError:
         raise
     except Exception as exc:  # noqa: BLE001 - PyNvVideoCodec raises its own types
-        if type(exc).__name__ in ("KeyboardInterrupt", "SystemExit"):
-            raise
+        if type(exc).__name__ in ("KeyboardInterrupt", "SystemExit", "OutOfMemoryError"):
+            raise  # (the device's memory full is no fault of the clip's)
         raise ClipError(path, f"corrupt video stream: NVDEC fails after {n} frames", str(exc)) from exc
     if n < info.video_frames:
         raise ClipError(path, f"decoded only {n} of {info.video_frames} video frames (truncated or corrupt)")

@@ -159,8 +159,9 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
         rec = {str(k).strip().lower(): (v.strip() if isinstance(v, str) else v) for k, v in rec.items() if k}
         raw = rec.get("path")
         clip_id = rec.get("clip_id")
-        clip_id = str(clip_id) if clip_id not in (None, "") else Path(raw).stem if isinstance(raw, str) and raw \
-            else f"row{n}"
+        if clip_id in (None, ""):  # the file's name, else the row's number
+            clip_id = Path(raw).stem if isinstance(raw, str) and raw else f"row{n}"
+        clip_id = str(clip_id)
         if raw in (None, ""):
             specs.append(ClipSpec(clip_id, list_path, error=f"{where}: no path"))
             continue

@@ -193,7 +193,6 @@ def test_the_rule_condition_by_condition(tmp_path):
         "without a presentation time": dict(missing_pts=3),
         "discarded by an edit list": dict(discarded=2),
         "interlaced": dict(interlaced=True),
-        "sample aspect ratio 4/3": dict(sample_aspect_ratio=Fraction(4, 3)),
         "full-range": dict(color=(1, 2, 2, 2)),
         "colour matrix tagged bt470bg, FM's encode tags bt709": dict(color=(5, 1, 2, 2)),
         "colour primaries bt2020 / transfer smpte2084": dict(color=(1, 1, 9, 16)),
@@ -204,7 +203,8 @@ def test_the_rule_condition_by_condition(tmp_path):
     # tags FM's encode would write, or leaves out and players assume: still a copy
     for color in ((1, 0, 2, 2), (1, 1, 1, 1), (1, 1, 1, 6)):
         assert fm_copy_reason(dataclasses.replace(info, facts=dataclasses.replace(f, color=color)), st)[0], color
-    assert fm_copy_reason(dataclasses.replace(info, facts=dataclasses.replace(f, sample_aspect_ratio=Fraction(1))), st)[0]
+    for sar in (Fraction(1), Fraction(4, 3), Fraction(8, 9)):  # non-square pixels: carried (test below)
+        assert fm_copy_reason(dataclasses.replace(info, facts=dataclasses.replace(f, sample_aspect_ratio=sar)), st)[0]
     # a frame 2 ms off its slot: off the grid; 0.9 ms (a container's rounding): on it
     for shift, ok in ((Fraction(2, 1000), False), (Fraction(9, 10000), True)):
         times = list(info.frame_times)
@@ -213,6 +213,21 @@ def test_the_rule_condition_by_condition(tmp_path):
     # a last frame lasting two slots: FM's encode repeats it (16 frames from 15)
     longer = dataclasses.replace(info, duration=info.duration + Fraction(1, 30))
     assert "15 source frames make 16" in fm_copy_reason(longer, st)[1]
+
+
+@pytest.mark.parametrize("container", ["mp4", "mkv"])
+def test_anamorphic_source_is_copied_with_its_aspect_ratio(tmp_path, container):
+    # Non-square pixels (4:3 samples, shown 16:9): the copy carries the sample aspect ratio in the
+    # H.264 stream and the MP4's pasp box, as the encoded subsets do, so FM shows what they show.
+    clip = _clip(tmp_path / "src" / f"c.{container}", sar=Fraction(4, 3))
+    res = build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, subsets=["FM", "FDM", "AMM"], **SMALL)
+    assert res.fm_video == "copy", res.fm_video_reason
+    assert video_packets(res.outputs["FM"]) == video_packets(clip.path)
+    for name in ("FM", "FDM", "AMM"):
+        with av.open(str(res.outputs[name])) as c:
+            s = c.streams.video[0]
+            assert s.sample_aspect_ratio == s.codec_context.sample_aspect_ratio == Fraction(4, 3), name
+            assert s.display_aspect_ratio == Fraction(16, 9), name
 
 
 def test_stream_starting_without_a_keyframe_is_never_copied(tmp_path):

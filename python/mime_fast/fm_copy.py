@@ -45,9 +45,10 @@ def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
     * H.264 stored length-prefixed (``avcC``: MP4, MOV, Matroska; not MPEG-TS / raw Annex B), whose
       first packet in decoding order is an IDR picture shown first (no open-GOP or cut start), every
       packet with a presentation time and none that the demuxer drops (an edit list cutting a GOP);
-    * 8-bit yuv420p, progressive, even-sized, shown unrotated and unmirrored, with square or unset
-      sample aspect ratio (the encode writes square pixels): :attr:`SourceInfo.yuv_passthrough`, the
-      frames FM's encode takes as they are;
+    * 8-bit yuv420p, progressive, even-sized, shown unrotated and unmirrored:
+      :attr:`SourceInfo.yuv_passthrough`, the frames FM's encode takes as they are.  Any sample
+      aspect ratio: the encode writes the source's (:attr:`SourceInfo.output_sar`) and the copy
+      carries it in the stream and the container, which the probe back checks;
     * tagged with the colour matrix FM's encode writes (``bt709``, or ``smpte170m`` for BT.601: an
       untagged matrix is BT.601 here but BT.709 to many players for HD), limited or unspecified
       range (H.264 infers limited), SDR BT.709 / BT.601 primaries and transfer or none;
@@ -75,7 +76,6 @@ def fm_copy_reason(info: SourceInfo, st: Settings) -> tuple[bool, str]:
         (not f.interlaced, "interlaced"),
         (info.width % 2 == 0 and info.height % 2 == 0, f"odd size {info.width}x{info.height}"),
         (tuple(info.display_transform) == (1, 0, 0, 1), f"displayed rotated ({info.rotation} degrees) or mirrored"),
-        (f.sample_aspect_ratio in (None, 1), f"sample aspect ratio {f.sample_aspect_ratio}, not square"),
         (rng in (0, 1), "full-range video"),
         (cs == _MATRIX_TAG[info.matrix],
          f"colour matrix tagged {_tag(cs)}, FM's encode tags {_tag(_MATRIX_TAG[info.matrix])}"),

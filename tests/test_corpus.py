@@ -859,6 +859,15 @@ def test_a_rerun_with_settings_that_change_the_outputs_is_refused(corpus: Path, 
     assert "already complete" in capsys.readouterr().err
     assert main([*args, "--subsets", "FM,AMM", "--fsm-kernel", "auto", "--margin-px", "0"]) == 0
     assert {r["subset"] for r in read_rows(out)} == {"FM", "AMM", "audio"}
+    # a folder built by an engine of another output revision: refused alike
+    from mime_fast.spec import OUTPUT_REVISION
+    assert {json.loads(r["settings"])["output_revision"] for r in read_rows(out)} == {OUTPUT_REVISION}
+    older = [{**r, "settings": json.dumps({**json.loads(r["settings"]), "output_revision": OUTPUT_REVISION - 1})}
+             for r in read_rows(out)]
+    (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in older))
+    capsys.readouterr()
+    assert main([*args, "--subsets", "FM"]) == 2
+    assert f"(mime_fast output revision {OUTPUT_REVISION - 1} -> {OUTPUT_REVISION})" in capsys.readouterr().err
     # a manifest from before the column: nothing is known against the settings, the run goes on
     old = [{k: v for k, v in r.items() if k != "settings"} for r in read_rows(out)]
     (out / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))

@@ -75,8 +75,10 @@ detail                 for a failed clip: FFmpeg's own message (or the error's t
 run                    id of the run that wrote the row (UTC time and process id)
 settings               the settings the outputs were built with, as JSON text: every option that
                        changes the outputs' bytes by its flat keyword
-                       (:meth:`mime_fast.options.Settings.output_settings`), e.g.
-                       ``{"fps": 30, "crf": 18, ...}``; on every row a corpus run writes.  A rerun
+                       (:meth:`mime_fast.options.Settings.output_settings`) and the engine's
+                       ``output_revision`` (:data:`mime_fast.spec.OUTPUT_REVISION`), e.g.
+                       ``{"fps": 30, "crf": 18, ..., "output_revision": 1}``; on every row a
+                       corpus run writes.  A rerun
                        into the folder with other values refuses to start
                        (:func:`mime_fast.corpus.resume.check_same_settings`); ``None`` in manifests
                        written before this column existed, which are accepted as they are

@@ -170,6 +170,14 @@ BLUR_LEVEL: dict[Subset, str] = {c: s.blur_level for c, s in SUBSETS.items()}
 #: subsets, their own clear version, are not in it.
 CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if s.clear != c}
 
+#: The revision of what the engine makes of a clip with given settings.  It is raised by every
+#: change that alters an output for the same input and settings (the proof that a change alters
+#: none: ``bench/output_hashes.py --compare``), and a corpus run records it with the settings, so
+#: that a folder is not resumed by an engine that would make its remaining clips otherwise
+#: (:func:`mime_fast.corpus.resume.check_same_settings`).  1: non-square sources keep their aspect
+#: ratio and are stream-copied as FM when they conform.
+OUTPUT_REVISION = 1
+
 
 def spec(code: str) -> SubsetSpec:
     """The record of ``code`` (a :class:`Subset` or its exact string; ``ValueError`` otherwise)."""

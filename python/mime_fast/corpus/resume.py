@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..manifest import MANIFEST_JSONL
 from ..options import Settings
-from ..spec import SUBSETS
+from ..spec import OUTPUT_REVISION, SUBSETS
 
 __all__ = ["sha256_file", "clean_stale_temporaries", "clip_temporaries", "InProgress", "clips_of_dead_runs",
            "SettingsChanged", "check_same_settings", "settings_record"]
@@ -59,17 +59,23 @@ class SettingsChanged(ValueError):
 _REBUILT_ON_CHANGE = frozenset({"faces"})
 
 
+#: What the message calls a recorded key that is not an option.
+_LABELS = {"output_revision": "mime_fast output revision"}
+
+
 def settings_record(settings: Settings) -> str:
     """The manifest's ``settings`` column for ``settings``: the options that change the outputs
-    (:meth:`~mime_fast.options.Settings.output_settings`) as compact JSON text."""
-    return json.dumps(settings.output_settings(), separators=(",", ":"))
+    (:meth:`~mime_fast.options.Settings.output_settings`) and the engine's
+    :data:`~mime_fast.spec.OUTPUT_REVISION` (``output_revision``), as compact JSON text."""
+    return json.dumps({**settings.output_settings(), "output_revision": OUTPUT_REVISION}, separators=(",", ":"))
 
 
 def check_same_settings(rows: Iterable[dict[str, Any]], settings: Settings, out_dir: Path) -> None:
     """Raise :class:`SettingsChanged` when the clips built in ``out_dir`` (its compacted manifest
     ``rows`` that are not failed) were built with other values of an option that changes the
-    outputs than ``settings``: resuming would mix two settings in one corpus and skip the complete
-    clips as if they had these.  Options that do not change the bytes
+    outputs than ``settings``, or by an engine of another output revision
+    (:data:`~mime_fast.spec.OUTPUT_REVISION`): resuming would mix two settings in one corpus and
+    skip the complete clips as if they had these.  Options that do not change the bytes
     (:data:`~mime_fast.options.BYTE_NEUTRAL`: queue size, kept frames, device, NVDEC) and the
     subsets asked for (a rerun that asks for more builds them: the clips are not complete) may
     change; so may ``faces``, whose face subsets a rerun rebuilds.  Rows without the column
@@ -90,7 +96,7 @@ def check_same_settings(rows: Iterable[dict[str, Any]], settings: Settings, out_
             if key in new and key not in _REBUILT_ON_CHANGE and _canonical(value) != _canonical(new[key]) \
                     and value not in old.setdefault(key, []):
                 old[key].append(value)
-    changed = [f"{key} {'/'.join(_shown(v) for v in values)} -> {_shown(new[key])}"
+    changed = [f"{_LABELS.get(key, key)} {'/'.join(_shown(v) for v in values)} -> {_shown(new[key])}"
                for key, values in old.items() if values]
     if changed:
         raise SettingsChanged(

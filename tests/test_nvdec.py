@@ -123,7 +123,8 @@ def _fake_nvdec(monkeypatch, calls: list) -> None:
         vf.colorspace, vf.color_range, vf.color_primaries, vf.color_trc = color
         return vf
 
-    def frames(path, info, *, rgb=False, gpu=0):
+    def frames(path, info, *, rgb=False, gpu=0, demuxer=None):
+        assert demuxer == ("demuxer of", path)
         for n, t, img, frame in iter_display_frames(path, info, rgb=rgb, keep_yuv=True):
             assert frame is not None  # NVDEC is chosen only for clips whose frames pass through
             dev = _HostNv12([np.array(p) for p in yuv420_planes(frame)])
@@ -139,6 +140,7 @@ def _fake_nvdec(monkeypatch, calls: list) -> None:
         return cpu_step(planes, points, outs, ksizes, **kw)
 
     monkeypatch.setattr(subsets, "iter_nvdec_frames", frames)
+    monkeypatch.setattr(subsets, "open_nvdec_demuxer", lambda path, info: (("demuxer of", path), None))
     monkeypatch.setattr(nvdec, "nv12_host_frame", host_copy)
     monkeypatch.setattr(ops, "blur_hull_yuv420", blur_hull_yuv420)
     monkeypatch.setattr(subsets, "nvdec_reason", lambda info: None if info.yuv_passthrough else "converting")
@@ -257,6 +259,50 @@ def test_pipeline_falls_back_to_pyav_with_the_reason(tmp_path: Path, monkeypatch
     got = mime_fast.build_subsets(clip.path, tmp_path / "o", landmarks=lm, subsets=["FDM"], min_height=0,
                                   device="cuda")
     assert got.decoder == "pyav" and got.decoder_reason == "converting" and not calls
+
+
+def test_a_file_nvdecs_demuxer_reads_otherwise_is_decoded_by_pyav(tmp_path: Path, monkeypatch) -> None:
+    """PyNvVideoCodec demuxes with an FFmpeg of its own: where it cannot open the file, or reads
+    another video stream than the probe chose, the clip is decoded by PyAV with the reason recorded
+    (the same bytes), not failed.  PyNvVideoCodec faked; the stream check is the real one."""
+    import sys
+    import types
+
+    clip = make_clip(tmp_path / "c.mp4", duration=0.6, fps=30, size=(320, 240))
+    lm = np.load(clip.path.with_suffix(".npz"))["landmarks"]
+    info = probe(clip.path)
+    ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", landmarks=lm, subsets=["FDM"], min_height=0)
+    _fake_nvdec(monkeypatch, [])
+    from mime_fast import subsets
+
+    monkeypatch.setattr(subsets, "open_nvdec_demuxer", nvdec.open_nvdec_demuxer)  # the real one, on a fake
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    opened: list = []
+
+    def demuxer(stream):
+        class Demuxer:
+            def __init__(self, filename):
+                opened.append(filename)
+                if stream is None:
+                    raise RuntimeError("Failed to open input\nsecond line")
+
+            def GetVideoStreamId(self):
+                return stream
+
+        return Demuxer
+
+    for stream, reason in ((info.stream_index + 1, f"NVDEC's demuxer reads video stream {info.stream_index + 1}, "
+                                                   f"not stream {info.stream_index}"),
+                           (None, "NVDEC's demuxer cannot open it: Failed to open input")):
+        monkeypatch.setitem(sys.modules, "PyNvVideoCodec", types.SimpleNamespace(CreateDemuxer=demuxer(stream)))
+        got = mime_fast.build_subsets(clip.path, tmp_path / f"o{stream}", landmarks=lm, subsets=["FDM"],
+                                      min_height=0, device="cuda")
+        assert (got.decoder, got.decoder_reason) == ("pyav", reason)
+        assert opened[-1] == str(clip.path.resolve())
+        assert sha256(got.outputs["FDM"]) == sha256(ref.outputs["FDM"])
+        # and decoding it straight on NVDEC is an error naming the clip and the reason
+        with pytest.raises(nvdec.ClipError, match=reason.split(":")[0]):
+            next(nvdec.iter_nvdec_frames(clip.path, info))
 
 
 def test_a_decoders_surface_is_read_only_in_the_layout_the_kernels_read() -> None:

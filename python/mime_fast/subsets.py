@@ -84,6 +84,7 @@ from .media import (
     iter_display_frames,
     iter_nvdec_frames,
     nvdec_reason,
+    open_nvdec_demuxer,
     output_frame_count,
     prefetch,
     probe,
@@ -497,6 +498,9 @@ def _decode(src: Path, info: SourceInfo, st: Settings, result: ClipResult, rgb: 
         why_not: str | None = ""
     else:
         why_not = nvdec_reason(info) if st.compute.nvdec else "nvdec is off"
+    demuxer = None
+    if why_not is None:
+        demuxer, why_not = open_nvdec_demuxer(src, info)
     if why_not is None:
         result.decoder, result.decoder_reason = "nvdec", ""
         on_device = None
@@ -504,7 +508,7 @@ def _decode(src: Path, info: SourceInfo, st: Settings, result: ClipResult, rgb: 
             from .detect.torch_ops import DeviceFrame  # torch: only with a stack that runs on it
 
             on_device = lambda decoded: DeviceFrame.of_nv12(decoded.nv12, frame_matrix(decoded.frame))  # noqa: E731
-        return iter_nvdec_frames(src, info, rgb=rgb and on_device is None), on_device
+        return iter_nvdec_frames(src, info, rgb=rgb and on_device is None, demuxer=demuxer), on_device
     result.decoder, result.decoder_reason = "pyav", why_not
     if result.decoder_reason:
         log.info("%s: decoded by PyAV, not NVDEC: %s", src, result.decoder_reason)

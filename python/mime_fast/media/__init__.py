@@ -25,7 +25,8 @@ from .decode import KeptFrames, apply_display_transform, decode_frames, frame_by
 from .encode import Mp4Writer, StillRun
 from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
-from .nvdec import Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason
+from .nvdec import (Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason,
+                    open_nvdec_demuxer)
 from .outputs import atomic_outputs, grid_packets, remux_video
 from .source import ColorTags, SourceInfo, StreamFacts, main_video_stream, probe, video_streams
 from .x264 import add_x264_stream, x264_asm, x264_options
@@ -59,6 +60,7 @@ __all__ = [
     "nv12_of_planes",
     "nvdec_available",
     "nvdec_reason",
+    "open_nvdec_demuxer",
     "output_frame_count",
     "prefetch",
     "probe",

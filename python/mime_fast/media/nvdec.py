@@ -13,7 +13,9 @@ packets' timestamps as with PyAV, so the 30 fps mapping is unchanged.
 
 Anything NVDEC cannot take (another codec, a size outside its limits, a frame that needs
 conversion, PyNvVideoCodec or a CUDA-enabled PyTorch not installed) is decoded by PyAV, and
-:func:`nvdec_reason` says why; the clip's result records which decoder ran.
+:func:`nvdec_reason` says why; so is a file whose video PyNvVideoCodec's own demuxer cannot open or
+reads from another stream (:func:`open_nvdec_demuxer`).  The clip's result records which decoder
+ran and why.
 
 Install: ``pip install 'mime-fast[gpu]'`` (PyNvVideoCodec; the NVIDIA driver provides the NVDEC
 library ``libnvcuvid``) and a CUDA build of PyTorch.
@@ -36,7 +38,7 @@ from ..frames import frame_rgb, nv12_host_frame
 from .errors import ClipError, av_path
 
 __all__ = ["Nv12Frame", "NvdecFrame", "frame_parts", "iter_nvdec_frames", "nv12_frame", "nv12_of_planes",
-           "nvdec_available", "nvdec_reason"]
+           "nvdec_available", "nvdec_reason", "open_nvdec_demuxer"]
 
 #: Codecs NVDEC decodes on the GPUs this targets (Ampere and Hopper), by FFmpeg's codec name.
 #: Only H.264 is verified sample for sample against FFmpeg here; the others are NVDEC's documented
@@ -159,24 +161,48 @@ class NvdecFrame:
         return NvdecFrame(nv12_host_frame(self.nv12, self.color), self.nv12)
 
 
-def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0) -> Iterator[tuple]:
+def open_nvdec_demuxer(path, info) -> tuple[Any, str | None]:
+    """NVDEC's demuxer on the clip: ``(demuxer, None)``, or ``(None, why)`` when it cannot stand in
+    for PyAV's: PyNvVideoCodec's own FFmpeg cannot open the file, or it reads another video stream
+    than the one :func:`mime_fast.media.probe` chose (``info.stream_index``; the frames would be
+    another stream's).  The clip is then decoded by PyAV, with ``why`` recorded, rather than
+    failed: nothing is wrong with it."""
+    import PyNvVideoCodec as nvc
+
+    try:
+        dmx = nvc.CreateDemuxer(filename=av_path(path))  # (FFmpeg's open: a relative a:b.mp4 is a protocol)
+        stream = int(dmx.GetVideoStreamId())
+    except Exception as exc:  # noqa: BLE001 - PyNvVideoCodec raises its own types
+        if type(exc).__name__ in ("KeyboardInterrupt", "SystemExit"):
+            raise
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        return None, f"NVDEC's demuxer cannot open it: {first}"
+    if stream != info.stream_index:
+        return None, f"NVDEC's demuxer reads video stream {stream}, not stream {info.stream_index}"
+    return dmx, None
+
+
+def iter_nvdec_frames(path, info, *, rgb: bool = False, gpu: int = 0, demuxer=None) -> Iterator[tuple]:
     """Decode the clip's video on NVDEC: ``(source_index, time_seconds, rgb, NvdecFrame)`` in
     presentation order, as :func:`mime_fast.media.iter_display_frames` with ``keep_yuv`` yields
     for frames that pass through (``rgb``: also the frame in RGB, ``H x W x 3`` on the host, for
-    the subject detection; else ``None``).  Raises :class:`mime_fast.media.ClipError` when the
+    the subject detection; else ``None``).  ``demuxer``: one :func:`open_nvdec_demuxer` opened
+    (default: opened here, and a demuxer that cannot stand in for PyAV's is a
+    :class:`mime_fast.media.ClipError`).  Raises :class:`mime_fast.media.ClipError` when the
     stream is corrupt or yields fewer frames than the container holds."""
+    path = Path(path)
+    dmx = demuxer
+    if dmx is None:
+        dmx, why = open_nvdec_demuxer(path, info)
+        if why:
+            raise ClipError(path, why)
     import PyNvVideoCodec as nvc
     import torch
 
-    path = Path(path)
     step = Fraction(1, 30) if not info.average_rate else 1 / Fraction(info.average_rate).limit_denominator(100000)
     last_t = info.start - step
     n = 0
     try:
-        dmx = nvc.CreateDemuxer(filename=av_path(path))  # (FFmpeg's open: a relative a:b.mp4 is a protocol)
-        if int(dmx.GetVideoStreamId()) != info.stream_index:
-            raise ClipError(path, f"NVDEC's demuxer chose video stream {dmx.GetVideoStreamId()}, "
-                                  f"not {info.stream_index}")
         tb = Fraction(int(dmx.GetTimebaseNum()), int(dmx.GetTimebaseDen()))
         dec = nvc.CreateDecoder(gpuid=gpu, codec=dmx.GetNvCodecId(), cudacontext=0, cudastream=0,
                                 usedevicememory=True)

@@ -328,6 +328,26 @@ def test_detection_pass_decodes_but_does_not_encode_fm(tmp_path, stack, monkeypa
     assert video_packets(res.outputs["FM"]) == video_packets(clip.path)
 
 
+def test_a_copy_refused_by_the_detection_pass_is_encoded_on_the_face_pass(tmp_path, stack, monkeypatch):
+    # Detected automatically, a clip takes two passes; a frame that breaks the copy rule on the
+    # first leaves FM to the second (the face pass), from the frames kept: still one decode, and
+    # the bytes of fm_copy=False.
+    clip = _clip(tmp_path / "c.mp4", fps=25, size=(640, 480), duration=0.6)
+    ref = build_subsets(clip.path, tmp_path / "ref", fm_copy=False, **SMALL)
+    monkeypatch.setattr(subsets_mod, "fm_copy_reason", lambda info, st: (True, ""))
+    copy_fm = subsets_mod.write_fm_copy
+    monkeypatch.setattr(subsets_mod, "write_fm_copy", lambda *a: copy_fm(*a) and "")
+    res = build_subsets(clip.path, tmp_path / "out", **SMALL)
+    assert (res.fm_video, res.fm_video_reason) == (
+        "encode", "output frame 1 would show source frame 0 (frames dropped or duplicated)")
+    assert res.decodes == 1 and res.tracking.detected > 0
+    for c in subsets_mod.ALL_SUBSETS:
+        assert sha256(res.outputs[c]) == sha256(ref.outputs[c]), c
+    # frames not kept (keep_frames_mb=0): the face pass decodes again and encodes FM, no third pass
+    twice = build_subsets(clip.path, tmp_path / "twice", keep_frames_mb=0, **SMALL)
+    assert twice.decodes == 2 and sha256(twice.outputs["FM"]) == sha256(ref.outputs["FM"])
+
+
 # ------------------------------------------------------------------------------ manifest and CLI
 
 

@@ -281,7 +281,8 @@ class Plan:
     def copy_refused(self, reason: str) -> "Plan":
         """The plan once FM's copy is refused (its probe back, or a frame of the first pass, breaks
         the rule): FM encoded instead, with ``reason``, on the first pass (refused before it; refused
-        after it, the pipeline encodes FM on a pass of its own)."""
+        after it, the pipeline encodes FM on the face pass, or on a pass of its own where there is
+        none)."""
         if self.fm_video != "copy":
             return self
         fm = Subset.FM.value

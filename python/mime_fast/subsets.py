@@ -361,11 +361,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                         todo = result.plan = todo.without_subject(no_subject)
                         _skip(todo, result)
                     if todo.face_pass:
-                        encode(list(todo.face_pass), provider, fsm_k, replay=kept)
+                        also = []
+                        if copy_faults:  # FM's copy refused by a frame of the first pass: encoded on this one
+                            todo = result.plan = todo.copy_refused(copy_faults[0])
+                            also, copy_faults = ["FM"], None
+                        encode(list(todo.face_pass) + also, provider, fsm_k, replay=kept)
                 finally:  # (not held by a traceback: up to keep_frames_mb, on the GPU with NVDEC)
                     if kept is not None:
                         kept.drop()
-            if copy_faults:  # a frame broke the rule after the first: FM encoded after all, on a pass of its own
+            if copy_faults:  # a frame broke the rule after the first, no face pass to join: FM on a pass of its own
                 todo = result.plan = todo.copy_refused(copy_faults[0])
                 encode(["FM"], None, None)
 

@@ -51,9 +51,10 @@ def test_info_reports_the_devices(capsys) -> None:
 
     assert main(["info"]) == 0
     out = capsys.readouterr().out
-    assert "CUDA:" in out and "GPUs:" in out
-    if devices.gpu_count():
-        assert "NVDEC decode:" in out and "NVENC encode:" in out
+    assert "CUDA:" in out and "GPUs:" in out and "NVDEC decode:" in out and "NVENC encode:" in out
+    assert "encoder: libx264 on the CPU (PyAV " in out and "output revision" in out
+    if not devices.gpu_count():  # said without asking PyNvVideoCodec
+        assert "NVDEC decode: not used: no CUDA device" in out and "NVENC encode: absent (no CUDA device)" in out
 
 
 def test_info_says_whether_the_face_models_replay_cuda_graphs(monkeypatch) -> None:

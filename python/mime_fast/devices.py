@@ -40,12 +40,12 @@ def nvenc_status() -> str:
     """Whether the GPU has a video encoder (NVENC), in words.  H100 and H200 have none: the
     outputs are encoded by libx264 on the CPU on every machine; an NVENC encoder is not used even
     where one exists (its bytes would differ from libx264's)."""
-    if importlib.util.find_spec("PyNvVideoCodec") is None:
-        return "unknown (PyNvVideoCodec is not installed)"
     from . import cuda_available  # lazy: the package root sits above every module
 
     if not cuda_available():
         return "absent (no CUDA device)"
+    if importlib.util.find_spec("PyNvVideoCodec") is None:
+        return "unknown (PyNvVideoCodec is not installed)"
     try:
         import PyNvVideoCodec as nvc
 
@@ -62,11 +62,25 @@ def report() -> list[tuple[str, str]]:
 
     n = gpu_count()
     lines = [("CUDA", cuda_status()), ("GPUs", str(n))]
+    why = nvdec_available() if n else "no CUDA device"
+    lines.append(("NVDEC decode", "available (--device cuda)" if why is None else f"not used: {why}"))
+    lines.append(("NVENC encode", nvenc_status()))
     if n:
-        why = nvdec_available()
-        lines.append(("NVDEC decode", "available" if why is None else f"not used: {why}"))
-        lines.append(("NVENC encode", nvenc_status()))
         lines.append(("CUDA graphs (face models)", f"on ({GRAPHS_ENV}=0 turns them off)" if graphs_wanted("cuda")
                       else f"off ({GRAPHS_ENV}=0)"))
         lines.append(("workers for --device cuda", f"{auto_workers('cuda', gpus=n)} (auto)"))
+    lines.append(("encoder", encoder_status()))
     return lines
+
+
+def encoder_status() -> str:
+    """What encodes every output, in words: libx264 through PyAV's FFmpeg, with the instruction-set
+    pin that keeps its bytes the same on every x86 machine (:func:`mime_fast.media.x264_asm`)."""
+    import av
+
+    from .media import x264_asm
+
+    avcodec = ".".join(map(str, av.library_versions.get("libavcodec", ())))
+    asm = x264_asm()
+    pin = f"instruction sets up to {asm}" if asm else "x264's own instruction-set choice"
+    return f"libx264 on the CPU (PyAV {av.__version__}, libavcodec {avcodec}), {pin}"

@@ -102,7 +102,9 @@ def models(args: argparse.Namespace) -> int:
 
 
 def info(args: argparse.Namespace) -> int:
-    print(f"mime_fast {mime_fast.__version__}")
+    from ..spec import OUTPUT_REVISION
+
+    print(f"mime_fast {mime_fast.__version__} (output revision {OUTPUT_REVISION})")
     for what, status in device_report():
         print(f"{what}: {status}")
     print(f"CPU threads: {mime_fast.num_threads()}")
@@ -148,5 +150,6 @@ def add_models(sub, common: argparse.ArgumentParser) -> None:
 
 def add_info(sub, common: argparse.ArgumentParser) -> None:
     ap = sub.add_parser("info", parents=[common], help="version, CUDA status, CPU threads",
-                          description="Version, CUDA status and CPU threads.")
+                          description="Version and output revision, CUDA devices, NVDEC and NVENC, the encoder "
+                                      "and CPU threads.")
     ap.set_defaults(run=info)

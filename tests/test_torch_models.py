@@ -453,6 +453,39 @@ def test_results_come_back_in_one_copy_with_their_bits(tm, device):
         got[1][0, 0] = 7.0  # writable, as the callers' clipping needs
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_resize_by_constant_scales_reads_no_device_value(tm, device, monkeypatch):
+    # An ONNX Resize whose scales are a constant (the FPN upsampling of exported detectors) is
+    # converted with the scales read once, when loaded: read from a device buffer in the forward
+    # they would sync the stream on every call and fail inside a CUDA graph's capture.
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mime_fast.detect.torch_graphs import OnnxModule
+
+    _check_device(device)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32))),
+         helper.make_node("Constant", [], ["scales"], value=scales),
+         helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest",
+                          coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+        "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 10, 14])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    blob = model.SerializeToString()
+    x = np.random.default_rng(5).standard_normal((1, 3, 5, 7)).astype(np.float32)
+    want = ort.InferenceSession(blob, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    net = OnnxModule(blob).to(device).eval()
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: pytest.fail("a tensor was read in the forward"))
+    with torch.no_grad():
+        got = net(torch.from_numpy(x).to(device))
+    got = (got[0] if isinstance(got, (list, tuple)) else got).cpu().numpy()
+    assert got.shape == want.shape and np.array_equal(got, want)
+
+
 def test_nms_runs_on_the_device_only_where_torchvision_runs_there(tm, monkeypatch):
     # a torchvision without the device's kernels (or built for another torch): the host's NMS
     import torch

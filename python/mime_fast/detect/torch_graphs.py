@@ -81,6 +81,10 @@ class OnnxModule(torch.nn.Module):
             if n[0] == "PRelu":  # slope (C, 1, 1) -> (C,) for F.prelu
                 b = self._buffer_of[n[1][1]]
                 setattr(self, b, getattr(self, b).reshape(-1))
+            elif n[0] == "Resize" and len(n[1]) > 2 and n[1][2] in consts:
+                # constant scales read here once, as numbers: read from a device buffer in the
+                # forward they would sync the stream (and break a CUDA graph's capture)
+                n[3]["scales_values"] = [float(v) for v in np.asarray(consts[n[1][2]]).ravel().tolist()]
         self._nodes = nodes
 
     @staticmethod
@@ -172,7 +176,8 @@ class OnnxModule(torch.nn.Module):
                 if len(x) > 3 and x[3]:
                     y = F.interpolate(x[0], size=tuple(int(v) for v in x[3][2:]), mode="nearest")
                 else:
-                    y = F.interpolate(x[0], scale_factor=tuple(float(v) for v in x[2].tolist()[2:]), mode="nearest")
+                    scales = a.get("scales_values") or [float(v) for v in x[2].tolist()]
+                    y = F.interpolate(x[0], scale_factor=tuple(scales[2:]), mode="nearest")
             elif op in ("Identity", "Dropout", "Cast"):
                 y = x[0]
             elif op == "Shape":

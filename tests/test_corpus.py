@@ -811,6 +811,24 @@ def test_a_malformed_jsonl_list_is_one_line_naming_the_file_and_line(tmp_path: P
         ("k", f"{lst} line 4: no path")]
 
 
+def test_a_clip_id_too_long_for_its_files_is_a_failed_row(corpus: Path, tmp_path: Path) -> None:
+    # An id whose outputs' temporaries would not fit a file name (255 bytes) fails the clip with a
+    # reason naming the id, before anything is built; the batch goes on.
+    from mime_fast.corpus import find_inputs
+    from mime_fast.corpus.inputs import MAX_ID_BYTES
+
+    (tmp_path / "c.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    ok, long = "é" * (MAX_ID_BYTES // 2), "é" * (MAX_ID_BYTES // 2 + 1)
+    (tmp_path / "l.csv").write_text(f"path,clip_id\nc.mp4,{ok}\nc.mp4,{long}\n", encoding="utf-8")
+    clips = {c.clip_id: c.error for c in find_inputs(tmp_path / "l.csv").clips}
+    assert clips[ok] is None
+    assert f"is too long to name its files ({2 * (MAX_ID_BYTES // 2 + 1)} bytes; at most {MAX_ID_BYTES})" in clips[long]
+    assert main(["build", str(tmp_path / "l.csv"), "--out", str(tmp_path / "o"), "--subsets", "FM,FSM", *SMALL,
+                 "-q"]) == 1
+    rows = {(r["clip_id"], r["status"]) for r in read_rows(tmp_path / "o") if r["subset"] in ("FSM", None)}
+    assert rows == {(ok, "ok"), (long, "failed")}
+
+
 def one_line(text: str) -> str:
     lines = text.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in text, text

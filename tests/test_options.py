@@ -115,9 +115,13 @@ def test_unknown_option_names_the_nearest() -> None:
     (dict(margin=-2), "margin must be >= 0 pixels"),  # named as given
     (dict(margin_px=-2), "margin_px must be >= 0 pixels"),
     (dict(feather=-1), "feather must be >= 0 pixels"),
-    (dict(audio_rate=0), "audio_rate must be a positive number of Hz"),
+    (dict(audio_rate=0), "audio_rate must be a sample rate AAC takes (7350, 8000, "),
+    (dict(audio_rate=15999), "audio_rate must be a sample rate AAC takes"),
     (dict(audio_channels=3), "audio_channels must be 1 or 2"),
-    (dict(fdm_kernel=16), "fdm_kernel must be a positive odd integer"),
+    (dict(fdm_kernel=16), "fdm_kernel must be an odd integer from 1 to 255, got 16"),
+    (dict(fdm_kernel=257), "fdm_kernel must be an odd integer from 1 to 255, got 257"),
+    (dict(feather_px=float("inf")), "feather_px must be a finite number, got inf"),
+    (dict(margin_px=float("nan")), "margin_px must be a finite number, got nan"),
     (dict(fsm_kernel=45), 'fsm_kernel must be 55, 35 or "auto"'),
     (dict(crf=52), "crf must be between 0 and 51"),
     (dict(preset="quick"), "preset must be one of"),
@@ -133,6 +137,31 @@ def test_unknown_option_names_the_nearest() -> None:
 def test_each_bad_value_is_one_message_naming_the_option(kw, message) -> None:
     with pytest.raises(OptionError, match=re.escape(message)):
         Settings(**kw)
+
+
+@pytest.mark.parametrize(("kw", "message"), [
+    (dict(fps=29.97), "fps must be an integer, got 29.97"),  # never truncated to 29
+    (dict(fdm_kernel=15.9), "fdm_kernel must be an integer, got 15.9"),
+    (dict(fps="30"), "fps must be an integer, got '30'"),
+    (dict(crf=True), "crf must be an integer, got True"),
+    (dict(crf=None), "crf cannot be None"),
+    (dict(min_frames=None), "min_frames cannot be None"),
+    (dict(hold_s="0.5"), "hold_s must be a finite number, got '0.5'"),
+    (dict(fm_copy=1), "fm_copy must be True or False, got 1"),
+])
+def test_a_value_of_another_type_is_refused_naming_the_option(kw, message) -> None:
+    with pytest.raises(OptionError, match=re.escape(message)):
+        Settings(**kw)
+
+
+def test_numbers_of_the_right_value_are_stored_as_the_options_type() -> None:
+    import numpy as np
+
+    s = Settings(fps=30.0, crf=np.int64(20), audio_channels=1.0, margin_px=np.float32(1.5), hold_s=1, feather_px=2)
+    got = {k: s.flat()[k] for k in ("fps", "crf", "audio_channels", "margin_px", "hold_s", "feather_px")}
+    assert got == {"fps": 30, "crf": 20, "audio_channels": 1, "margin_px": 1.5, "hold_s": 1.0, "feather_px": 2.0}
+    assert [type(v) for v in got.values()] == [int, int, int, float, float, float]
+    assert Settings(feather_px=None, detect_size=None).flat()["feather_px"] is None  # None where it means "auto"
 
 
 def test_a_group_checks_itself() -> None:

@@ -583,11 +583,56 @@ def test_degrade_vmm_needs_audio_and_validates_kernel(tmp_path):
         degrade(clip.path, tmp_path / "o" / "vmm.mp4", "VMM", landmarks=clip.landmarks, **SMALL)
     with pytest.raises(ValueError, match="odd"):
         degrade(clip.path, tmp_path / "o" / "fsm.mp4", "FSM", 40, landmarks=clip.landmarks, **SMALL)
+    # a kernel the operators do not take, or not a whole number: refused before the source is read
+    for k in (257, 15.9, "15", True):
+        with pytest.raises(ValueError, match=r"kernel must be an odd integer from 1 to 255, got"):
+            degrade(tmp_path / "missing.mp4", tmp_path / "o" / "fsm.mp4", "FSM", k)
     with pytest.raises(ValueError, match="overwrite the input"):
         degrade(clip.path, clip.path, "FM", landmarks=clip.landmarks, **SMALL)
     with pytest.raises(ValueError, match=r"must name an MP4 file"):  # an .avi holding MP4 would mislead
         degrade(clip.path, tmp_path / "o" / "fm.avi", "FM", landmarks=clip.landmarks, **SMALL)
     assert tree_files(tmp_path / "o") == []
+
+
+def test_degrade_names_the_destination_it_cannot_write(tmp_path, read_only_dir):
+    # A folder files cannot be created in, a name too long once its temporary's is added: an
+    # OSError naming the folder or the name before anything is encoded, never a hidden temporary.
+    import warnings
+
+    clip = samples.make_clip(tmp_path / "c.mp4", duration=0.6, fps=30, size=(320, 240))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a half-made wave writer's __del__ would warn at exit)
+        with pytest.raises(OSError) as err:
+            degrade(clip.path, read_only_dir / "fm.mp4", "FM", landmarks=clip.landmarks, **SMALL)
+    assert err.value.filename == str(read_only_dir) and "scratch" not in str(err.value)
+    long = tmp_path / "o" / ("é" * 112 + ".mp4")  # 228 bytes: fits alone, not with its temporary's
+    with pytest.raises(OSError, match="file name too long") as err:
+        degrade(clip.path, long, "FDM", landmarks=clip.landmarks, **SMALL)
+    assert err.value.filename == long.name
+    assert tree_files(tmp_path / "o") == [] and list(read_only_dir.iterdir()) == []
+
+
+def test_a_wav_that_cannot_be_created_raises_once(tmp_path, read_only_dir):
+    # wave.open(name) on a path it cannot create leaves a half-made writer whose __del__ prints a
+    # second traceback ("Exception ignored in Wave_write.__del__"); the file is opened first instead.
+    import gc
+    import sys
+
+    from mime_fast import media
+
+    clip = samples.make_clip(tmp_path / "c.mp4", duration=0.3, fps=30, size=(320, 240))
+    info = media.probe(clip.path)
+    hooks: list = []
+    old_hook, sys.unraisablehook = sys.unraisablehook, hooks.append
+    try:
+        for call in (lambda p: media.write_wav(p, np.zeros(160, np.int16), 16000),
+                     lambda p: media.extract_audio_wav(clip.path, info, p, n_samples=160, rate=16000, channels=1)):
+            with pytest.raises(OSError):
+                call(read_only_dir / "a.wav")
+            gc.collect()
+    finally:
+        sys.unraisablehook = old_hook
+    assert hooks == []
 
 
 def test_degenerate_landmarks_fail_loudly_instead_of_writing_the_face_clear(tmp_path):

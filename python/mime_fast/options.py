@@ -44,11 +44,13 @@ This module imports only the standard library and :mod:`mime_fast.spec` (the CUD
 import dataclasses
 import difflib
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, get_args, get_origin
 
 __all__ = [
+    "AAC_RATES",
     "AudioOptions",
     "BYTE_NEUTRAL",
     "DetectOptions",
@@ -59,11 +61,13 @@ __all__ = [
     "FACES",
     "FSM_AUTO_MIN_FACE_HEIGHT",
     "GateOptions",
+    "MAX_KERNEL",
     "MaskOptions",
     "OptionError",
     "OptionField",
     "Settings",
     "X264_PRESETS",
+    "check_kernel",
     "hold_frames",
 ]
 
@@ -96,6 +100,49 @@ class OptionError(ValueError):
 def _check(ok: bool, name: str, problem: str) -> None:
     if not ok:
         raise OptionError(name, problem)
+
+
+#: The largest blur kernel the operators take (:func:`mime_fast.ops.gaussian_blur`: odd, 1..255).
+MAX_KERNEL = 255
+#: The sample rates FFmpeg's AAC encoder takes (the MPEG-4 audio table), the outputs' audio track's.
+AAC_RATES = (7350, 8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000)
+
+
+def check_kernel(k: Any, name: str) -> int:
+    """``k`` as a blur kernel size (an odd integer, 1 to :data:`MAX_KERNEL`), else an
+    :class:`OptionError` naming ``name``."""
+    _check(isinstance(k, numbers.Integral) and not isinstance(k, bool) and 1 <= k <= MAX_KERNEL and k % 2 == 1,
+           name, f"must be an odd integer from 1 to {MAX_KERNEL}, got {k!r}")
+    return int(k)
+
+
+def _typed(group: Any) -> None:
+    """Check each field of an option group against its declared type, before the group's own
+    checks, and store it as that type: an ``int`` field takes an integral number (``30``, ``30.0``,
+    numpy's integers; not ``29.97``, ``True`` or ``"30"``: nothing is truncated), a ``float`` field a
+    finite real number, a ``bool`` field ``True`` or ``False``; ``None`` only where the type allows
+    it.  ``Literal`` fields are left to the group, which names their values."""
+    for f in fields(group):
+        v, t = getattr(group, f.name), f.type
+        args = get_args(t)
+        if v is None:
+            _check(type(None) in args, f.name, "cannot be None (it has no automatic value)")
+            continue
+        base = next((a for a in args if a is not type(None)), t) if type(None) in args else t
+        if base is bool:
+            _check(isinstance(v, bool), f.name, f"must be True or False, got {v!r}")
+        elif base is int:
+            integral = isinstance(v, numbers.Integral) or (isinstance(v, numbers.Real) and math.isfinite(v)
+                                                           and float(v).is_integer())
+            _check(integral and not isinstance(v, bool), f.name, f"must be an integer, got {v!r}")
+            object.__setattr__(group, f.name, int(v))
+        elif get_origin(base) is Literal and all(type(c) is int for c in get_args(base)) and \
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and v in get_args(base):
+            object.__setattr__(group, f.name, int(v))  # (1.0 for Literal[1, 2]: stored as 1)
+        elif base is float:
+            _check(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v), f.name,
+                   f"must be a finite number, got {v!r}")
+            object.__setattr__(group, f.name, float(v))
 
 
 def _opt(default: Any, help: str, metavar: str | None = None, *, flat: str | None = None,
@@ -142,6 +189,7 @@ class EncodeOptions:
                                "standard (no generation loss, one encode fewer); --no-fm-copy: always encode FM")
 
     def __post_init__(self):
+        _typed(self)
         _check(int(self.fps) > 0, "fps", f"must be positive, got {self.fps}")
         _check(0 <= int(self.crf) <= 51, "crf", f"must be between 0 and 51 (libx264), got {self.crf}")
         _check(self.preset in X264_PRESETS, "preset", f"must be one of {', '.join(X264_PRESETS)}; got {self.preset!r}")
@@ -157,11 +205,14 @@ class AudioOptions:
     encoded once to AAC and muxed into FM, FDM, FSM and VMM."""
 
     TITLE: ClassVar[str] = "audio"
-    rate: int = _opt(16000, "output audio sample rate", "HZ", flat="audio_rate")
+    rate: int = _opt(16000, "output audio sample rate (one AAC takes: 8000, 16000, 22050, 44100, 48000, ...)", "HZ",
+                     flat="audio_rate")
     channels: Literal[1, 2] = _opt(1, "output audio channels: 1 (mono) or 2", flat="audio_channels")
 
     def __post_init__(self):
-        _check(int(self.rate) > 0, "rate", f"must be a positive number of Hz, got {self.rate}")
+        _typed(self)
+        _check(self.rate in AAC_RATES, "rate",
+               f"must be a sample rate AAC takes ({', '.join(map(str, AAC_RATES))} Hz), got {self.rate}")
         _check(self.channels in (1, 2), "channels", "must be 1 or 2")
 
 
@@ -177,6 +228,7 @@ class GateOptions:
     min_frames: int = _opt(5, "quality gate: source frames", "N")
 
     def __post_init__(self):
+        _typed(self)
         _check(int(self.min_height) >= 0, "min_height", "must be >= 0")
         _check(float(self.min_duration) >= 0, "min_duration", "must be >= 0")
         _check(int(self.min_frames) >= 0, "min_frames", "must be >= 0")
@@ -194,7 +246,7 @@ class MaskOptions:
     detector's own margin, a fraction of the face size, is :attr:`DetectOptions.hull_margin_frac`)."""
 
     TITLE: ClassVar[str] = "face mask and blur"
-    fdm_kernel: int = _opt(15, "FDM blur kernel, a positive odd number", "K")
+    fdm_kernel: int = _opt(15, f"FDM blur kernel, an odd number from 1 to {MAX_KERNEL}", "K")
     fsm_kernel: FsmKernel = _opt("auto", f"FSM blur kernel: auto (55, or 35 for faces under "
                                          f"{FSM_AUTO_MIN_FACE_HEIGHT:g} px), 55 or 35")
     feather_px: float | None = _opt(None, "mask feather in pixels (auto: proportional to the face size)", "PX",
@@ -202,10 +254,10 @@ class MaskOptions:
     margin_px: float = _opt(0.0, "grow every face hull by this many pixels", "PX", aliases=("margin",))
 
     def __post_init__(self):
+        _typed(self)
         _check(str(self.fsm_kernel) in ("55", "35", "auto"), "fsm_kernel",
                f'must be 55, 35 or "auto", got {self.fsm_kernel!r}')
-        _check(int(self.fdm_kernel) >= 1 and int(self.fdm_kernel) % 2 == 1, "fdm_kernel",
-               f"must be a positive odd integer, got {self.fdm_kernel!r}")
+        check_kernel(self.fdm_kernel, "fdm_kernel")
         _check(self.feather_px is None or float(self.feather_px) >= 0, "feather_px",
                f"must be >= 0 pixels (or None: automatic), got {self.feather_px}")
         _check(float(self.margin_px) >= 0, "margin_px", f"must be >= 0 pixels, got {self.margin_px}")
@@ -253,6 +305,7 @@ class DetectOptions:
                                    "detected face, bystanders too; slower in crowds)")
 
     def __post_init__(self):
+        _typed(self)
         _check(float(self.hold_s) >= 0, "hold_s", f"must be >= 0 seconds, got {self.hold_s}")
         _check(self.detect_size is None or int(self.detect_size) >= 1, "detect_size",
                f"must be a positive number of pixels (or None), got {self.detect_size}")
@@ -293,6 +346,7 @@ class DeviceOptions:
                                      "RGB made there (off: host RGB, as on the CPU path; the same subject either way)")
 
     def __post_init__(self):
+        _typed(self)
         _check(self.device in get_args(Device), "device", f'must be "cpu" or "cuda", got {self.device!r}')
         _check(isinstance(self.nvdec, bool), "nvdec", f"must be True or False, got {self.nvdec!r}")
         _check(isinstance(self.device_frames, bool), "device_frames",

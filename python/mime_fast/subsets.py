@@ -65,7 +65,7 @@ import numpy as np
 
 from . import ops
 from .landmarks import MaskProvider, SubjectDetection, as_provider, detect_subject, faces_list
-from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings
+from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings, check_kernel
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
 from .face_step import face_frames, face_frames_union
@@ -77,6 +77,7 @@ from .media import (
     Mp4Writer,
     SourceInfo,
     atomic_outputs,
+    check_writable,
     extract_audio_wav,
     FrameStandardiser,
     KeptFrames,
@@ -625,16 +626,17 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
     if Path(dst).suffix.lower() not in (".mp4", ".m4v", ".mov"):
         raise ValueError(f"dst {dst} must name an MP4 file (.mp4, .m4v or .mov): degrade writes H.264 in MP4")
     st = Settings.resolve(settings, **options)
+    key = spec(code).kernel  # the kernel setting ``kernel`` stands for: "fdm", "fsm" or None
+    if kernel is not None and key is not None:
+        kernel = check_kernel(kernel, "kernel")
+    fdm_k = kernel if (kernel is not None and key == "fdm") else int(st.mask.fdm_kernel)
+    fsm_k = kernel if (kernel is not None and key == "fsm") else 55
     src, info, provider = _prepare(src, landmarks, st)
     dst = Path(dst)
     if dst.resolve() == src.resolve():
         raise ValueError("dst would overwrite the input")
-    key = spec(code).kernel  # the kernel setting ``kernel`` stands for: "fdm", "fsm" or None
-    fdm_k = int(kernel) if (kernel is not None and key == "fdm") else int(st.mask.fdm_kernel)
-    fsm_k = int(kernel) if (kernel is not None and key == "fsm") else 55
-    for k in (fdm_k, fsm_k):
-        if k < 1 or k % 2 == 0:
-            raise ValueError(f"kernel must be a positive odd integer, got {k}")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    check_writable(dst.parent, (dst.name,))  # (an error naming dst's folder, not a temporary in it)
     if spec(code).needs_audio and not info.has_audio:
         raise ClipError(src, f"{code} needs audio and the source has no audio")
     result = ClipResult(clip_id=src.stem, source=info, settings=st, fdm_kernel=fdm_k)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..media.outputs import TEMP_NAME_EXTRA
 from ..manifest import EMOTIONS, MANIFEST_JSONL
 from ..spec import CODES
 
@@ -58,9 +59,17 @@ def _sidecar_landmarks(video: Path) -> Path | None:
     return None
 
 
+#: The longest clip id, in UTF-8 bytes: its outputs' temporaries (``.<id>.<code>.scratch-<pid>.mp4``)
+#: must fit the 255 bytes most file systems allow a name.
+MAX_ID_BYTES = 255 - TEMP_NAME_EXTRA - len(".mp4")
+
+
 def _valid_id(clip_id: str) -> str | None:
     if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id or clip_id.startswith("."):
         return f"clip id {clip_id!r} cannot name a file (empty, hidden or containing a path separator)"
+    if len(clip_id.encode("utf-8", "surrogateescape")) > MAX_ID_BYTES:
+        return (f"clip id {clip_id[:40]!r}... is too long to name its files "
+                f"({len(clip_id.encode('utf-8', 'surrogateescape'))} bytes; at most {MAX_ID_BYTES})")
     return None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..media import check_writable
 from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, write_compacted
 from ..options import Settings
 from ..progress import LineMonitor, Monitor
@@ -55,13 +56,6 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
     if clip_timeout is not None and not float(clip_timeout) >= 0:
         raise ValueError(f"clip_timeout must be >= 0 seconds (0: none), got {clip_timeout}")
     return Settings.resolve(settings, **options)
-
-
-def _check_writable(out_dir: Path) -> None:
-    """Raise ``OSError`` now, before any clip, when files cannot be created in ``out_dir``."""
-    probe = out_dir / f".write-check.tmp-{os.getpid()}"
-    probe.touch()
-    probe.unlink()
 
 
 def run_corpus(
@@ -133,7 +127,7 @@ def run_corpus(
     recorded = settings_record(settings)
     monitor = monitor if monitor is not None else LineMonitor(progress)
     out_dir.mkdir(parents=True, exist_ok=True)
-    _check_writable(out_dir)
+    check_writable(out_dir)
     run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     crashed = clips_of_dead_runs(out_dir)  # (before the temporaries: a dead run's are told by its pid)
     clean_stale_temporaries(out_dir)

@@ -31,7 +31,7 @@ def write_wav(path, samples: np.ndarray, rate: int) -> None:
     s = np.asarray(samples, dtype=np.int16)
     if s.ndim == 1:
         s = s[:, None]
-    with wave.open(str(path), "wb") as w:
+    with open(path, "wb") as f, wave.open(f, "wb") as w:  # (opened first: a failed open leaves no Wave_write)
         w.setnchannels(s.shape[1])
         w.setsampwidth(2)
         w.setframerate(int(rate))
@@ -64,7 +64,9 @@ def extract_audio_wav(path, info: SourceInfo, wav_path, *, n_samples: int, rate:
     skip = 0
     started = False
 
-    with wave.open(str(wav_path), "wb") as w, contextlib.closing(open_input(path)) as c:
+    # the file opened first: where it cannot be created, wave.open(name) would leave a half-made
+    # Wave_write whose __del__ prints a second traceback
+    with open(wav_path, "wb") as f, wave.open(f, "wb") as w, contextlib.closing(open_input(path)) as c:
         w.setnchannels(channels)
         w.setsampwidth(2)
         w.setframerate(rate)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -23,7 +24,7 @@ import av
 from .errors import av_path, open_input
 from .source import SourceInfo
 
-__all__ = ["atomic_outputs", "grid_packets", "remux_video"]
+__all__ = ["atomic_outputs", "check_writable", "grid_packets", "remux_video"]
 
 
 def remux_video(src, dst) -> int:
@@ -89,6 +90,31 @@ class _Outputs:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
         self.pairs.clear()
+
+
+#: Bytes a temporary's name adds to its output's (``.<stem>.<code>.scratch-<pid>``: the longest).
+TEMP_NAME_EXTRA = 32
+
+
+def check_writable(folder: Path, names: tuple[str, ...] = ()) -> None:
+    """Raise ``OSError`` naming ``folder`` now, before any work, when files cannot be created in it
+    (a read-only file system, no permission), or when one of ``names`` (files to be written there)
+    is too long for it once its temporary's name is added (:data:`TEMP_NAME_EXTRA`)."""
+    folder = Path(folder)
+    probe = folder / f".write-check.tmp-{os.getpid()}"
+    try:
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(folder)) from None  # (the folder, not the probe)
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return
+    for name in names:
+        if len(os.fsencode(name)) + TEMP_NAME_EXTRA > limit:
+            raise OSError(errno.ENAMETOOLONG, f"file name too long for {folder} ({len(os.fsencode(name))} bytes; "
+                                              f"at most {limit - TEMP_NAME_EXTRA} with its temporary's)", name)
 
 
 @contextlib.contextmanager

@@ -410,6 +410,15 @@ def test_outputs_load_with_pandas_and_datasets(corpus: Path, server: FakeChatSer
     (["--concurrency", "0"], "--concurrency must be >= 1"),
     (["--extra-body", "{"], "--extra-body: not JSON"),
     (["--media", "gif"], "invalid choice: 'gif'"),
+    (["--endpoint", "http://"], "expected an http(s):// URL with a host"),
+    (["--endpoint", "http://:8000/v1"], "expected an http(s):// URL with a host"),
+    (["--endpoint", "http://localhost:port/v1"], "(and a valid port)"),
+    (["--media", "frames", "--frame-size", "10"], "--frame-size must be >= 16"),
+    (["--timeout", "0"], "--timeout must be > 0"),
+    (["--timeout", "-5"], "--timeout must be > 0"),
+    (["--timeout", "nan"], "--timeout must be > 0"),
+    (["--max-tokens", "-5"], "--max-tokens must be >= 1"),
+    (["--max-tokens", "0"], "--max-tokens must be >= 1"),
 ])
 def test_cli_usage_errors(corpus: Path, capsys, args: list[str], needle: str) -> None:
     base = ["coe", str(corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]

@@ -7,8 +7,10 @@ import json
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .. import coe
+from ..coe.client import MIN_FRAME_SIZE
 from ..coe.runner import SUBSETS as COE_SUBSETS
 from ..manifest import MANIFEST_JSONL
 from ..spec import CODES
@@ -20,11 +22,16 @@ __all__ = ["add", "run"]
 def run(args: argparse.Namespace) -> int:
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}: build the corpus first (mime-fast build)")
-    if not re.match(r"^https?://", args.endpoint):
-        raise UsageError(f"--endpoint {args.endpoint!r}: expected an http(s):// URL such as http://localhost:8000/v1")
-    for name in ("concurrency", "frames"):
+    if not re.match(r"^https?://", args.endpoint) or not _has_host(args.endpoint):
+        raise UsageError(f"--endpoint {args.endpoint!r}: expected an http(s):// URL with a host (and a valid port), "
+                         "such as http://localhost:8000/v1")
+    for name in ("concurrency", "frames", "max_tokens"):
         if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be >= 1")
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.frame_size < MIN_FRAME_SIZE:
+        raise UsageError(f"--frame-size must be >= {MIN_FRAME_SIZE} px")
+    if not args.timeout > 0:  # also NaN
+        raise UsageError("--timeout must be > 0 seconds")
     if args.retries < 0 or args.schema_retries < 0 or args.backoff < 0:
         raise UsageError("--retries, --schema-retries and --backoff must be >= 0")
     if args.limit is not None and args.limit < 1:
@@ -63,6 +70,15 @@ def run(args: argparse.Namespace) -> int:
             if r["status"] == "failed":
                 print(f"  failed {r['clip_id']} {r['subset']}: {r['reason']}")
     return 0 if c["failed"] == 0 else 1
+
+
+def _has_host(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0-65535
+    except ValueError:
+        return False
+    return bool(parts.hostname)
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:

@@ -26,7 +26,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["ChatClient", "Completion", "Media", "MediaOptions", "RETRYABLE_STATUS", "elide", "media_parts"]
+__all__ = ["ChatClient", "Completion", "MIN_FRAME_SIZE", "Media", "MediaOptions", "RETRYABLE_STATUS", "elide",
+           "media_parts"]
+
+#: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
+MIN_FRAME_SIZE = 16
 
 #: HTTP statuses retried with backoff (besides timeouts and connection errors).
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -54,8 +58,8 @@ class MediaOptions:
     def __post_init__(self) -> None:
         if self.mode not in ("video", "frames"):
             raise ValueError(f"media mode must be 'video' or 'frames', not {self.mode!r}")
-        if self.frames < 1 or self.frame_size < 16:
-            raise ValueError("frames must be >= 1 and frame_size >= 16")
+        if self.frames < 1 or self.frame_size < MIN_FRAME_SIZE:
+            raise ValueError(f"frames must be >= 1 and frame_size >= {MIN_FRAME_SIZE}")
 
     def key(self) -> dict[str, Any]:
         """What changes the bytes sent (part of the cache key)."""
@@ -183,6 +187,8 @@ class ChatClient:
 
         if self.concurrency < 1 or self.retries < 0:
             raise ValueError("concurrency must be >= 1 and retries >= 0")
+        if not self.timeout > 0 or (self.max_tokens is not None and self.max_tokens < 1):
+            raise ValueError("timeout must be > 0 and max_tokens >= 1 (or None)")
         self._client = openai.OpenAI(base_url=self.endpoint, api_key=self.api_key or "EMPTY", max_retries=0,
                                      timeout=self.timeout)
         self._slots = threading.Semaphore(self.concurrency)

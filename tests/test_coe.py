@@ -427,6 +427,18 @@ def test_cli_usage_errors(corpus: Path, capsys, args: list[str], needle: str) ->
     assert err.startswith("mime-fast coe: error:") and needle in err and len(err.splitlines()) == 1
 
 
+def test_unknown_clip_ids_are_rejected_before_anything_is_written(corpus: Path, capsys) -> None:
+    before = sorted(p.name for p in corpus.iterdir())
+    base = ["coe", str(corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main(base + ["--clips", "c1,nosuch,other"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mime-fast coe: error: --clips: unknown clip id(s) nosuch, other") and len(err.splitlines()) == 1
+    assert sorted(p.name for p in corpus.iterdir()) == before  # no coe.jsonl, parquet, summary or cache
+    with pytest.raises(ValueError, match="unknown clip id"):
+        coe.run(corpus, endpoint="http://127.0.0.1:9/v1", model="m", clips=["nosuch"], progress=None)
+    assert sorted(p.name for p in corpus.iterdir()) == before
+
+
 def test_cli_without_a_manifest_is_a_usage_error(tmp_path: Path, capsys) -> None:
     assert main(["coe", str(tmp_path), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]) == 2
     assert "no manifest.jsonl in" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from .. import coe
 from ..coe.client import MIN_FRAME_SIZE
-from ..coe.runner import SUBSETS as COE_SUBSETS
+from ..coe.runner import SUBSETS as COE_SUBSETS, unknown_clips
 from ..manifest import MANIFEST_JSONL
 from ..spec import CODES
 from .errors import UsageError
@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(COE_SUBSETS)}"
                          if bad else "--subsets: no subset given")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
+    unknown = unknown_clips(args.dir, clips or [])
+    if unknown:
+        raise UsageError(f"--clips: unknown clip id(s) {', '.join(unknown)}: not in {args.dir / MANIFEST_JSONL}")
     res = coe.run(args.dir, endpoint=args.endpoint, model=args.model, text_model=args.text_model,
                   api_key_env=args.api_key_env, subsets=subsets, clips=clips, limit=args.limit, media=args.media,
                   frames=args.frames, frame_size=args.frame_size, media_base_url=args.media_base_url,

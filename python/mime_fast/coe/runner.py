@@ -467,6 +467,12 @@ class _Progress:
                   file=self.stream, flush=True)
 
 
+def unknown_clips(corpus_dir: str | os.PathLike, clips: Iterable[str]) -> list[str]:
+    """The ids of ``clips`` that no row of the manifest in ``corpus_dir`` has, in the order given."""
+    known = {r["clip_id"] for r in read_rows(Path(corpus_dir))}
+    return [c for c in dict.fromkeys(clips) if c not in known]
+
+
 def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] | None) -> list[_Sample]:
     if not (corpus / MANIFEST_JSONL).is_file():
         raise FileNotFoundError(f"no {MANIFEST_JSONL} in {corpus}: build the corpus first (mime-fast build)")
@@ -474,6 +480,10 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
     bad = [s for s in wanted if s not in SUBSETS]
     if bad or not wanted:
         raise ValueError(f"unknown subset(s) {bad}; expected some of {SUBSETS}" if bad else "no subsets requested")
+    clips = None if clips is None else list(clips)
+    unknown = unknown_clips(corpus, clips or [])
+    if unknown:
+        raise ValueError(f"unknown clip id(s) {', '.join(unknown)}: not in the {MANIFEST_JSONL} of {corpus}")
     keep = set(clips) if clips is not None else None
     by_clip: dict[str, dict[str, dict[str, Any]]] = {}
     for r in compact(read_rows(corpus)):

@@ -328,6 +328,18 @@ def test_the_api_key_is_sent_and_never_written(corpus: Path, server: FakeChatSer
     assert "Incorrect API key provided: ***" in (corpus / "coe.jsonl").read_text()
 
 
+@pytest.mark.parametrize("key", ["none", "FM", "Anger"])
+def test_a_short_api_key_changes_no_output(corpus: Path, server: FakeChatServer, key: str) -> None:
+    # a placeholder key ("none", a subset code, a word of the replies) is no secret: it was replaced
+    # in every field, model replies and blur levels included (and "FM" broke the sort of the rows)
+    res = run(corpus, server, api_key=key, subsets=["FM", "FDM", "VMM"])
+    assert res.counts == {"ok": 6, "rejected": 0, "failed": 0}
+    assert "***" not in (corpus / "coe.jsonl").read_text()
+    rows = rows_by(res.rows)
+    assert rows[("c1", "VMM")]["blur_level"] == "none" and rows[("c1", "FM")]["subset"] == "FM"
+    assert rows[("c1", "FM")]["label"] == "Anger" and '"predicted_emotion": "Anger"' in rows[("c1", "FM")]["coe"]
+
+
 # ----------------------------------------------------------------------------------------- media
 
 

@@ -333,10 +333,18 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- outputs
 
 
-def _scrub(value: Any, secret: str) -> Any:
-    if secret and isinstance(value, str) and secret in value:
-        return value.replace(secret, "***")
-    return value
+#: The shortest API key searched for in error messages: a shorter one ("none", "EMPTY", "x") is a
+#: placeholder that local servers ignore, not a secret, and it is found in ordinary words.
+MIN_SECRET = 8
+
+
+def _scrub(text: str | None, secret: str) -> str | None:
+    """``text`` -- an error message, where servers quote the key they were given -- with the API key
+    ``secret`` replaced by ``***``. Only there: the model's replies and the row's own fields are
+    written as they are (a key like ``none`` or ``FM`` is a word of theirs)."""
+    if text and len(secret) >= MIN_SECRET and secret in text:
+        return text.replace(secret, "***")
+    return text
 
 
 def read_coe(corpus_dir: str | os.PathLike) -> list[dict[str, Any]]:
@@ -557,7 +565,8 @@ def run(
     out = None if dry_run else open(corpus / COE_JSONL, "a", encoding="utf-8")
 
     def one(sample: _Sample) -> None:
-        rec = {k: _scrub(v, secret) for k, v in _chain(sample, settings, caller).items()}
+        rec = _chain(sample, settings, caller)
+        rec["reason"] = _scrub(rec["reason"], secret)
         with lock:
             rows.append(rec)
             if out is not None:

@@ -272,6 +272,57 @@ def test_resume_after_kill_repeats_no_answered_request(corpus: Path, server: Fak
     assert len(coe.read_coe(corpus)) == 14 and len((corpus / coe.COE_JSONL).read_text().splitlines()) == 14
 
 
+INTERRUPTED_RUN = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C, even where SIGINT came in ignored
+from mime_fast.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpus: Path,
+                                                                          server: FakeChatServer) -> None:
+    # FM and VMM share no request: with two chains at a time, both end up in a held request
+    both_held = threading.Event()
+    release = threading.Event()
+    held = []
+
+    def hold_from_the_3rd(req: Request) -> Reply:
+        if req.n >= 3:
+            held.append(req.n)
+            if len(held) == 2:
+                both_held.set()
+            release.wait(120)
+        return default_reply(req)
+
+    server.script = hold_from_the_3rd
+    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, "coe", str(corpus), "--endpoint", server.url,
+                             "--model", "omni", "--text-model", "text", "--subsets", "FM,VMM", "--concurrency", "2",
+                             "--backoff", "0.001"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert both_held.wait(60), proc.stderr.read().decode() if proc.poll() is not None else "not held"
+        sent = len(server.requests)  # both chains wait on a reply: nothing else can be sent now
+        os.kill(proc.pid, signal.SIGINT)
+        # the held requests are abandoned: the run ends while they are still unanswered
+        assert proc.wait(60) == 130
+        err = proc.stderr.read().decode()
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+        proc.stderr.close()
+    assert err.strip().splitlines()[-1] == "interrupted, rerun to resume" and "Traceback" not in err
+    assert len(server.requests) == sent == 4  # no request after Ctrl-C
+    partial = coe.read_coe(corpus)  # what ended before Ctrl-C is kept; nothing half-done is written
+    assert all(r["status"] == "ok" for r in partial) and (corpus / coe.COE_PARQUET).exists()
+    answered = {json.dumps(r.body, sort_keys=True) for r in server.requests[:2]}
+    server.script = default_reply
+    res = run(corpus, server)
+    again = {json.dumps(r.body, sort_keys=True) for r in server.requests[sent:]}
+    assert res.counts["ok"] == 14 and res.cached == 2 and not again & answered
+
+
 # ---------------------------------------------------------------------------------------- retries
 
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 import base64
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["ChatClient", "Completion", "MIN_FRAME_SIZE", "Media", "MediaOptions", "RETRYABLE_STATUS", "elide",
-           "media_parts"]
+__all__ = ["ChatClient", "Completion", "MIN_FRAME_SIZE", "Media", "MediaOptions", "RETRYABLE_STATUS", "Stopped",
+           "elide", "media_parts"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
 MIN_FRAME_SIZE = 16
@@ -153,6 +152,10 @@ def elide(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+class Stopped(Exception):
+    """The run is stopping (Ctrl-C, or an error that ends it): no request is sent after it."""
+
+
 @dataclass
 class Completion:
     text: str
@@ -166,7 +169,9 @@ class ChatClient:
     """Chat completions against ``endpoint`` (an OpenAI-compatible ``.../v1`` base URL): at most
     ``concurrency`` requests in flight; 429, 5xx, timeouts and connection errors retried up to
     ``retries`` times, waiting the server's ``Retry-After`` or ``backoff`` x 2^n seconds (with
-    jitter, at most ``max_backoff``). The API key is held by the ``openai`` client only."""
+    jitter, at most ``max_backoff``). The API key is held by the ``openai`` client only. Once
+    ``stop`` is set, no request (nor retry) is started: :class:`Stopped` is raised instead, and a
+    retry's wait ends at once."""
 
     endpoint: str
     api_key: str
@@ -178,6 +183,7 @@ class ChatClient:
     temperature: float | None = 0.0
     max_tokens: int | None = 2048
     extra_body: dict[str, Any] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
     requests: int = field(default=0, init=False)
     prompt_tokens: int = field(default=0, init=False)
     completion_tokens: int = field(default=0, init=False)
@@ -221,6 +227,8 @@ class ChatClient:
         attempt = 0
         while True:
             with self._slots:
+                if self.stop.is_set():
+                    raise Stopped()
                 with self._lock:
                     self.requests += 1
                 try:
@@ -238,7 +246,8 @@ class ChatClient:
             if attempt >= self.retries:
                 error.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]  # counted by the caller
                 raise error
-            time.sleep(self._wait(attempt, error))
+            if self.stop.wait(self._wait(attempt, error)):
+                raise Stopped()
             attempt += 1
         text = resp.choices[0].message.content if resp.choices else None
         usage = resp.usage

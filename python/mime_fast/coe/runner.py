@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable
@@ -44,7 +44,7 @@ from ..corpus import sha256_file
 from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
-from .client import ChatClient, Completion, Media, MediaOptions, elide, media_parts
+from .client import ChatClient, Completion, Media, MediaOptions, Stopped, elide, media_parts
 from .prompts import LEVEL, SUBSET_NAMES, TEMPLATE_DIR, render, render_retry, template_hash
 from .schema import parse_reply, stage3_schema, stage4_schema
 
@@ -126,16 +126,21 @@ class _DryClient:
 
 class _Caller:
     """One place every request goes through: cache key, the cache, in-run sharing of identical
-    requests (one request, however many samples need it), and the client."""
+    requests (one request, however many samples need it), and the client. Once ``stop`` is set,
+    every call raises :class:`~mime_fast.coe.client.Stopped`: no chain goes on to its next stage."""
 
-    def __init__(self, client: Any, cache: ReplyCache, media: MediaOptions, templates: Path, dry_run: bool):
+    def __init__(self, client: Any, cache: ReplyCache, media: MediaOptions, templates: Path, dry_run: bool,
+                 stop: threading.Event):
         self.client, self.cache, self.media, self.templates, self.dry_run = client, cache, media, templates, dry_run
+        self.stop = stop
         self._shared: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.cached = 0
 
     def ask(self, stage: str, template: str, model: str, system: str, user: str, media: list[Media],
             history: list[tuple[str, str]], emotion: str, sample: tuple[str, str]) -> _Reply:
+        if self.stop.is_set():
+            raise Stopped()
         key = request_key(template=template_hash(template, self.templates), model=model,
                           media=[[m.kind, m.sha256] for m in media], media_options=self.media.key() if media else None,
                           system=system, user=user, history=history, params=self.client.params())
@@ -147,6 +152,8 @@ class _Caller:
         if not owner:
             try:
                 got = fut.result()
+            except Stopped:
+                raise
             except Exception as exc:  # the sample that made the request counts it; here only the reason
                 raise _Failed(_describe(exc)) from exc
             return _Reply(got.text, key, got.prompt_tokens, got.completion_tokens, 0)
@@ -321,6 +328,8 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
                    emotional_analysis=obj4["emotional_analysis"], coe=json.dumps(obj4, ensure_ascii=False),
                    stage4_s=time.perf_counter() - t)
         rec.update(status="ok")
+    except Stopped:
+        raise  # the run is stopping: no row (a rerun makes this sample again)
     except _Failed as exc:
         rec.update(status="failed", reason=f"stage {stage}: {exc}")
     except Exception as exc:  # noqa: BLE001 - the endpoint's error, after retries: recorded, the run goes on
@@ -501,6 +510,57 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
             if s in wanted and s in rows]
 
 
+#: After Ctrl-C, or an error that stops the run, how long the requests in flight are waited for
+#: (a reply that comes is cached, a sample it ends is kept) before they are abandoned.
+STOP_GRACE_S = 2.0
+
+
+def _drive(samples: list[_Sample], workers: int, one: Callable[[_Sample], None], stop: threading.Event) -> None:
+    """``one(sample)`` for each sample, in order, on ``workers`` daemon threads (a thread waiting on
+    a slow request cannot hold the process at exit). Once ``stop`` is set -- by Ctrl-C here, an
+    error raised by ``one``, or the caller -- no sample is started, the samples under way are given
+    :data:`STOP_GRACE_S` to end, and the interrupt or the first error is raised."""
+    todo = iter(samples)
+    cond = threading.Condition()
+    alive = workers
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        nonlocal alive
+        try:
+            while not stop.is_set():
+                with cond:
+                    sample = next(todo, None)
+                if sample is None:
+                    break
+                one(sample)
+        except BaseException as exc:  # noqa: BLE001 - raised in the driving thread
+            with cond:
+                errors.append(exc)
+                stop.set()
+        finally:
+            with cond:
+                alive -= 1
+                cond.notify_all()
+
+    def settle() -> None:
+        with cond:
+            cond.wait_for(lambda: alive == 0, timeout=STOP_GRACE_S)
+
+    for i in range(workers):
+        threading.Thread(target=work, name=f"coe-{i}", daemon=True).start()
+    try:
+        with cond:
+            cond.wait_for(lambda: alive == 0 or stop.is_set())
+    except BaseException:  # Ctrl-C
+        stop.set()
+        settle()
+        raise
+    settle()
+    if errors:
+        raise errors[0]
+
+
 def run(
     corpus_dir: str | os.PathLike,
     *,
@@ -542,6 +602,10 @@ def run(
     in ``cache_dir`` (default ``corpus_dir/coe_cache``; ``use_cache=False``: none), so a rerun or a
     resumed run asks nothing already answered. ``dry_run``: no request is sent and nothing is
     written; the requests of the first clip are returned (``dry_run_requests``), media elided.
+
+    Ctrl-C (``KeyboardInterrupt``): no request is sent after it, the requests in flight are given
+    :data:`STOP_GRACE_S`, the samples ended so far are kept in the outputs, and the interrupt is
+    raised; a rerun resumes.
     """
     corpus = Path(corpus_dir)
     samples = _samples(corpus, subsets, clips)
@@ -551,11 +615,12 @@ def run(
         samples = [s for s in samples if s.row["clip_id"] in first]
     opts = MediaOptions(mode=media, frames=frames, frame_size=frame_size, base_url=media_base_url)
     secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
+    stop = threading.Event()
     client: Any = _DryClient() if dry_run else ChatClient(
         endpoint, secret, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout,
-        temperature=temperature, max_tokens=max_tokens, extra_body=extra_body)
+        temperature=temperature, max_tokens=max_tokens, extra_body=extra_body, stop=stop)
     cache = ReplyCache(None if not use_cache or dry_run else (cache_dir or corpus / "coe_cache"))
-    caller = _Caller(client, cache, opts, Path(templates), dry_run)
+    caller = _Caller(client, cache, opts, Path(templates), dry_run, stop)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
     settings = _Settings(corpus, model, text_model or model, opts, schema_retries, Path(templates), run_id)
     prog = _Progress(len(samples), client, caller, None if dry_run else progress)
@@ -563,33 +628,35 @@ def run(
     t0 = time.monotonic()
     lock = threading.Lock()
     out = None if dry_run else open(corpus / COE_JSONL, "a", encoding="utf-8")
+    closed = False
 
     def one(sample: _Sample) -> None:
-        rec = _chain(sample, settings, caller)
+        try:
+            rec = _chain(sample, settings, caller)
+        except Stopped:
+            return
         rec["reason"] = _scrub(rec["reason"], secret)
         with lock:
+            if closed:  # ended after the run stopped waiting for it: its replies are cached
+                return
             rows.append(rec)
             if out is not None:
                 out.write(json.dumps(rec, ensure_ascii=False) + "\n")
                 out.flush()
                 os.fsync(out.fileno())
+        if stop.is_set():
+            return
         prog(rec)
         if on_sample is not None:
             on_sample(rec)
 
     try:
-        with ThreadPoolExecutor(max_workers=1 if dry_run else concurrency, thread_name_prefix="coe") as pool:
-            futures = [pool.submit(one, s) for s in samples]
-            try:
-                for f in futures:
-                    f.result()
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        _drive(samples, 1 if dry_run else concurrency, one, stop)
     finally:
         if out is not None:
-            out.close()
+            with lock:
+                closed = True
+                out.close()
             _write_outputs(corpus, read_coe(corpus))
     order = {s: i for i, s in enumerate(SUBSETS)}
     rows.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]]))

@@ -5,6 +5,7 @@ API key, media encoding, dry run, outputs."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ from coe_server import FakeChatServer, Reply, Request, default_reply, media_inde
 import mime_fast  # noqa: E402
 from mime_fast import coe, samples  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
+from mime_fast.coe.cache import ReplyCache  # noqa: E402
 from mime_fast.coe.runner import COLUMNS  # noqa: E402
 from mime_fast.corpus import discover, run_corpus  # noqa: E402
 
@@ -321,6 +323,38 @@ def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpu
     res = run(corpus, server)
     again = {json.dumps(r.body, sort_keys=True) for r in server.requests[sent:]}
     assert res.counts["ok"] == 14 and res.cached == 2 and not again & answered
+
+
+def test_a_cache_that_cannot_be_written_stops_before_any_request(corpus: Path, server: FakeChatServer,
+                                                                 capsys) -> None:
+    # a file where the folder should be (a read-only folder is the same error for root)
+    cache = corpus / "manifest.jsonl" / "cache"
+    code = main(["coe", str(corpus), "--endpoint", server.url, "--model", "omni", "--cache", str(cache), "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"mime-fast coe: error: the reply cache {cache} cannot be written")
+    assert server.requests == [] and not (corpus / "coe.jsonl").exists()
+
+
+def test_a_cache_write_failing_mid_run_stops_the_run_instead_of_failing_every_sample(
+        corpus: Path, server: FakeChatServer, monkeypatch, capsys) -> None:
+    put = ReplyCache.put
+    calls = []
+
+    def disk_full_from_the_3rd(self, key: str, entry: dict) -> None:
+        calls.append(key)
+        if len(calls) >= 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.root / key[:2]))
+        put(self, key, entry)
+
+    monkeypatch.setattr(ReplyCache, "put", disk_full_from_the_3rd)
+    code = main(["coe", str(corpus), "--endpoint", server.url, "--model", "omni", "--concurrency", "1", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "the reply cache cannot be written" in err and "No space left on device" in err
+    assert len(server.requests) == 3  # not one request (and its retries) per sample left
+    rows = coe.read_coe(corpus)  # c1 FM, ended before; no failed rows
+    assert [(r["clip_id"], r["subset"], r["status"]) for r in rows] == [("c1", "FM", "ok")]
 
 
 # ---------------------------------------------------------------------------------------- retries

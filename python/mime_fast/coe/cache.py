@@ -44,6 +44,19 @@ class ReplyCache:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
+    def check_writable(self) -> None:
+        """Make the folder if missing and write (then remove) a file in it: raises the ``OSError``
+        that writing an entry would meet -- before a paid request, not after."""
+        if self.root is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        probe = self.root / f".probe.tmp-{os.getpid()}.{threading.get_ident()}"
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("{}")
+            f.flush()
+            os.fsync(f.fileno())
+        probe.unlink()
+
     def put(self, key: str, entry: dict[str, Any]) -> None:
         if self.root is None:
             return

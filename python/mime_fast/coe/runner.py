@@ -38,9 +38,9 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any, Callable, Iterable, NoReturn
 
-from ..corpus import sha256_file
+from ..corpus import RunStopped, sha256_file
 from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
@@ -127,12 +127,15 @@ class _DryClient:
 class _Caller:
     """One place every request goes through: cache key, the cache, in-run sharing of identical
     requests (one request, however many samples need it), and the client. Once ``stop`` is set,
-    every call raises :class:`~mime_fast.coe.client.Stopped`: no chain goes on to its next stage."""
+    every call raises :class:`~mime_fast.coe.client.Stopped`: no chain goes on to its next stage.
+    An error that every later request would meet too (the cache cannot be written) is kept in
+    ``fatal`` and stops the run."""
 
     def __init__(self, client: Any, cache: ReplyCache, media: MediaOptions, templates: Path, dry_run: bool,
                  stop: threading.Event):
         self.client, self.cache, self.media, self.templates, self.dry_run = client, cache, media, templates, dry_run
         self.stop = stop
+        self.fatal: RunStopped | None = None
         self._shared: dict[str, Future] = {}
         self._lock = threading.Lock()
         self.cached = 0
@@ -173,9 +176,13 @@ class _Caller:
                 c = self.client.complete(model, messages, stage=stage, **kwargs)
                 reply = _Reply(c.text, key, c.prompt_tokens, c.completion_tokens, c.requests)
                 if not self.dry_run:
-                    self.cache.put(key, {"stage": stage, "model": model, "text": c.text,
-                                         "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                                         "media": [m.ref for m in media], "created": time.time()})
+                    try:
+                        self.cache.put(key, {"stage": stage, "model": model, "text": c.text,
+                                             "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                                             "media": [m.ref for m in media], "created": time.time()})
+                    except OSError as exc:  # the disk full, the folder read-only: so would every reply be
+                        self.halt(RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops "
+                                             "here (fix the cache folder or make room, then rerun: it resumes)"))
         except BaseException as exc:
             with self._lock:
                 self._shared.pop(key, None)  # a later sample asks again
@@ -183,6 +190,14 @@ class _Caller:
             raise
         fut.set_result(reply)
         return reply
+
+    def halt(self, error: RunStopped) -> NoReturn:
+        """Stop the run with ``error`` (the first one given is the one raised by :func:`run`)."""
+        with self._lock:
+            if self.fatal is None:
+                self.fatal = error
+        self.stop.set()
+        raise Stopped() from error
 
 
 @dataclass
@@ -194,6 +209,11 @@ class _Settings:
     schema_retries: int
     templates: Path
     run_id: str
+
+
+def _os_error(exc: OSError) -> str:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
 def _describe(exc: BaseException) -> str:
@@ -603,7 +623,9 @@ def run(
     resumed run asks nothing already answered. ``dry_run``: no request is sent and nothing is
     written; the requests of the first clip are returned (``dry_run_requests``), media elided.
 
-    Ctrl-C (``KeyboardInterrupt``): no request is sent after it, the requests in flight are given
+    A reply cache that cannot be written raises :class:`~mime_fast.corpus.RunStopped` before any
+    request, or as soon as an entry cannot be written (the disk full): the run stops there instead
+    of paying for replies it cannot keep. Ctrl-C (``KeyboardInterrupt``): no request is sent after it, the requests in flight are given
     :data:`STOP_GRACE_S`, the samples ended so far are kept in the outputs, and the interrupt is
     raised; a rerun resumes.
     """
@@ -623,6 +645,11 @@ def run(
     caller = _Caller(client, cache, opts, Path(templates), dry_run, stop)
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
     settings = _Settings(corpus, model, text_model or model, opts, schema_retries, Path(templates), run_id)
+    try:
+        cache.check_writable()
+    except OSError as exc:
+        raise RunStopped(f"the reply cache {cache.root} cannot be written ({_os_error(exc)}): no request was sent "
+                         "(fix it, or give another cache folder)") from exc
     prog = _Progress(len(samples), client, caller, None if dry_run else progress)
     rows: list[dict[str, Any]] = []
     t0 = time.monotonic()
@@ -652,6 +679,8 @@ def run(
 
     try:
         _drive(samples, 1 if dry_run else concurrency, one, stop)
+        if caller.fatal is not None:
+            raise caller.fatal
     finally:
         if out is not None:
             with lock:

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -71,6 +72,12 @@ def run(corpus: Path, server: FakeChatServer, **kw) -> coe.CoEResult:
 
 def rows_by(rows: list[dict]) -> dict[tuple[str, str], dict]:
     return {(r["clip_id"], r["subset"]): r for r in rows}
+
+
+def pd_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
 
 
 def sample_of(req: Request) -> str:
@@ -284,20 +291,21 @@ sys.exit(main(sys.argv[1:]))
 
 def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpus: Path,
                                                                           server: FakeChatServer) -> None:
-    # FM and VMM share no request: with two chains at a time, both end up in a held request
+    # FM and VMM share no request: with two chains at a time, clip c1's end, then both of c2's are
+    # held in their first request
     both_held = threading.Event()
     release = threading.Event()
     held = []
 
-    def hold_from_the_3rd(req: Request) -> Reply:
-        if req.n >= 3:
+    def hold_c2(req: Request) -> Reply:
+        if "/c2.mp4" in " ".join(req.videos) + req.user_text:
             held.append(req.n)
             if len(held) == 2:
                 both_held.set()
             release.wait(120)
         return default_reply(req)
 
-    server.script = hold_from_the_3rd
+    server.script = hold_c2
     env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
     proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, "coe", str(corpus), "--endpoint", server.url,
                              "--model", "omni", "--text-model", "text", "--subsets", "FM,VMM", "--concurrency", "2",
@@ -315,14 +323,16 @@ def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpu
             proc.kill()
         proc.stderr.close()
     assert err.strip().splitlines()[-1] == "interrupted, rerun to resume" and "Traceback" not in err
-    assert len(server.requests) == sent == 4  # no request after Ctrl-C
-    partial = coe.read_coe(corpus)  # what ended before Ctrl-C is kept; nothing half-done is written
-    assert all(r["status"] == "ok" for r in partial) and (corpus / coe.COE_PARQUET).exists()
-    answered = {json.dumps(r.body, sort_keys=True) for r in server.requests[:2]}
+    assert len(server.requests) == sent == 7  # no request after Ctrl-C
+    # what ended before Ctrl-C is kept, nothing half-done is written
+    assert [(r["clip_id"], r["subset"], r["status"]) for r in coe.read_coe(corpus)] == [("c1", "FM", "ok"),
+                                                                                       ("c1", "VMM", "ok")]
+    assert pd_rows(corpus / coe.COE_PARQUET) == 2
+    answered = {json.dumps(r.body, sort_keys=True) for r in server.requests if r.n not in held}
     server.script = default_reply
     res = run(corpus, server)
     again = {json.dumps(r.body, sort_keys=True) for r in server.requests[sent:]}
-    assert res.counts["ok"] == 14 and res.cached == 2 and not again & answered
+    assert res.counts["ok"] == 14 and res.cached == 5 and not again & answered
 
 
 def test_a_cache_that_cannot_be_written_stops_before_any_request(corpus: Path, server: FakeChatServer,
@@ -385,6 +395,36 @@ def test_429_and_5xx_are_retried_with_backoff(corpus: Path, server: FakeChatServ
     assert len([r for r in server.by_stage("stage3") if "FDM/c2.mp4" in r.user_text]) == 1
     assert res.counts == {"ok": 12, "rejected": 0, "failed": 2}
     assert res.requests == len(server.requests) == sum(r["requests"] for r in res.rows) == 44
+
+
+def test_an_endpoint_that_cannot_be_reached_stops_the_run_at_once(corpus: Path, capsys) -> None:
+    with socket.socket() as sock:  # a port nothing listens on: connections refused
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    code = main(["coe", str(corpus), "--endpoint", url, "--model", "omni", "--backoff", "0.001", "-q"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"mime-fast coe: error: the endpoint {url} cannot be reached (")
+    assert "Connection refused" in err and "has answered no request" in err
+    # no sample is marked failed, no empty output is written
+    assert not [p for p in corpus.iterdir() if p.name.startswith("coe") and p.name != "coe_cache"]
+
+
+def test_once_the_endpoint_has_answered_a_lost_connection_fails_samples_not_the_run(
+        corpus: Path, server: FakeChatServer) -> None:
+    def gone_after_the_2nd(req: Request) -> Reply:
+        if req.n == 2:  # answered; every later connection is refused
+            server.httpd.shutdown()
+            server.httpd.server_close()
+        return default_reply(req)
+
+    server.script = gone_after_the_2nd
+    res = run(corpus, server, subsets=["FM", "VMM"], retries=1)
+    rows = rows_by(res.rows)
+    assert rows[("c1", "FM")]["status"] == "ok" and len(server.requests) == 2
+    failed = [r for r in res.rows if r["status"] == "failed"]
+    assert len(failed) == 3 and all("APIConnectionError" in r["reason"] for r in failed)
+    assert res.requests == 2 + 3 * 2  # each failed sample's request tried twice (1 retry)
 
 
 # -------------------------------------------------------------------------------------- the API key

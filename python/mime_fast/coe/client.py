@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import random
+import socket
 import threading
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["ChatClient", "Completion", "MIN_FRAME_SIZE", "Media", "MediaOptions", "RETRYABLE_STATUS", "Stopped",
-           "elide", "media_parts"]
+__all__ = ["ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media", "MediaOptions",
+           "RETRYABLE_STATUS", "Stopped", "elide", "media_parts"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
 MIN_FRAME_SIZE = 16
@@ -156,6 +157,26 @@ class Stopped(Exception):
     """The run is stopping (Ctrl-C, or an error that ends it): no request is sent after it."""
 
 
+class EndpointUnreachable(Exception):
+    """No connection could be made to the endpoint (refused, host not found, connect timeout) and
+    it has answered no request yet: every request would meet the same, so none is retried."""
+
+
+def _connect_failure(exc: BaseException) -> BaseException | None:
+    """The innermost error under ``exc`` where ``exc`` is a failure to connect (the ``openai``
+    client wraps httpx's ``ConnectError``/``ConnectTimeout``, which wrap the socket's error)."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in chain:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    if any(type(e).__name__ in ("ConnectError", "ConnectTimeout") or isinstance(e, (ConnectionRefusedError,
+                                                                                       socket.gaierror))
+           for e in chain):
+        return chain[-1]
+    return None
+
+
 @dataclass
 class Completion:
     text: str
@@ -171,7 +192,8 @@ class ChatClient:
     ``retries`` times, waiting the server's ``Retry-After`` or ``backoff`` x 2^n seconds (with
     jitter, at most ``max_backoff``). The API key is held by the ``openai`` client only. Once
     ``stop`` is set, no request (nor retry) is started: :class:`Stopped` is raised instead, and a
-    retry's wait ends at once."""
+    retry's wait ends at once. Until the endpoint has answered once (``answered``), a failure to
+    connect raises :class:`EndpointUnreachable` at once, without retries."""
 
     endpoint: str
     api_key: str
@@ -187,6 +209,7 @@ class ChatClient:
     requests: int = field(default=0, init=False)
     prompt_tokens: int = field(default=0, init=False)
     completion_tokens: int = field(default=0, init=False)
+    answered: bool = field(default=False, init=False)  # an HTTP response came, an error status or not
 
     def __post_init__(self) -> None:
         import openai
@@ -234,9 +257,14 @@ class ChatClient:
                 try:
                     resp = self._client.chat.completions.create(model=model, messages=messages, **kwargs)
                     error = None
+                    self.answered = True
                 except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+                    cause = None if self.answered else _connect_failure(exc)
+                    if cause is not None:
+                        raise EndpointUnreachable(f"the endpoint {self.endpoint} cannot be reached ({cause})") from exc
                     error = exc
                 except openai.APIStatusError as exc:
+                    self.answered = True
                     if exc.status_code not in RETRYABLE_STATUS:
                         exc.mime_fast_requests = attempt + 1  # type: ignore[attr-defined]
                         raise

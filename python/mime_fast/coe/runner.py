@@ -44,7 +44,7 @@ from ..corpus import RunStopped, sha256_file
 from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
-from .client import ChatClient, Completion, Media, MediaOptions, Stopped, elide, media_parts
+from .client import ChatClient, Completion, EndpointUnreachable, Media, MediaOptions, Stopped, elide, media_parts
 from .prompts import LEVEL, SUBSET_NAMES, TEMPLATE_DIR, render, render_retry, template_hash
 from .schema import parse_reply, stage3_schema, stage4_schema
 
@@ -128,8 +128,8 @@ class _Caller:
     """One place every request goes through: cache key, the cache, in-run sharing of identical
     requests (one request, however many samples need it), and the client. Once ``stop`` is set,
     every call raises :class:`~mime_fast.coe.client.Stopped`: no chain goes on to its next stage.
-    An error that every later request would meet too (the cache cannot be written) is kept in
-    ``fatal`` and stops the run."""
+    An error that every later request would meet too (the cache cannot be written, the endpoint
+    cannot be reached) is kept in ``fatal`` and stops the run."""
 
     def __init__(self, client: Any, cache: ReplyCache, media: MediaOptions, templates: Path, dry_run: bool,
                  stop: threading.Event):
@@ -173,7 +173,11 @@ class _Caller:
                 messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
                 messages += [{"role": role, "content": text} for role, text in history]
                 kwargs = {"emotion": emotion, "sample": sample} if self.dry_run else {}
-                c = self.client.complete(model, messages, stage=stage, **kwargs)
+                try:
+                    c = self.client.complete(model, messages, stage=stage, **kwargs)
+                except EndpointUnreachable as exc:
+                    self.halt(RunStopped(f"{exc} and has answered no request: the run stops here (start the "
+                                         "server or fix the endpoint's URL, then rerun)"))
                 reply = _Reply(c.text, key, c.prompt_tokens, c.completion_tokens, c.requests)
                 if not self.dry_run:
                     try:
@@ -625,9 +629,13 @@ def run(
 
     A reply cache that cannot be written raises :class:`~mime_fast.corpus.RunStopped` before any
     request, or as soon as an entry cannot be written (the disk full): the run stops there instead
-    of paying for replies it cannot keep. Ctrl-C (``KeyboardInterrupt``): no request is sent after it, the requests in flight are given
+    of paying for replies it cannot keep. So does an endpoint that cannot be reached (connection
+    refused, unknown host) before it has answered a request; once it has, a request that fails to
+    connect is retried like any other, and fails its sample alone.
+
+    Ctrl-C (``KeyboardInterrupt``): no request is sent after it, the requests in flight are given
     :data:`STOP_GRACE_S`, the samples ended so far are kept in the outputs, and the interrupt is
-    raised; a rerun resumes.
+    raised; a rerun resumes. A run that ends no sample writes no output file.
     """
     corpus = Path(corpus_dir)
     samples = _samples(corpus, subsets, clips)
@@ -654,6 +662,7 @@ def run(
     rows: list[dict[str, Any]] = []
     t0 = time.monotonic()
     lock = threading.Lock()
+    existed = (corpus / COE_JSONL).exists()
     out = None if dry_run else open(corpus / COE_JSONL, "a", encoding="utf-8")
     closed = False
 
@@ -686,7 +695,10 @@ def run(
             with lock:
                 closed = True
                 out.close()
-            _write_outputs(corpus, read_coe(corpus))
+            if existed or rows:
+                _write_outputs(corpus, read_coe(corpus))
+            else:  # stopped before any sample ended (or none to run): no empty outputs
+                (corpus / COE_JSONL).unlink()
     order = {s: i for i, s in enumerate(SUBSETS)}
     rows.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]]))
     return CoEResult(rows=rows, all_rows=[] if dry_run else read_coe(corpus), requests=0 if dry_run else client.requests,

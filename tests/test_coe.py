@@ -524,6 +524,42 @@ def test_dry_run_prints_the_requests_of_one_clip_and_sends_nothing(corpus: Path,
     assert video.startswith("data:video/mp4;base64,<") and video.endswith(" bytes>")  # elided
 
 
+def unlabel(corpus: Path, clips: set[str]) -> None:
+    """The manifest of ``corpus`` without the emotion labels of ``clips`` (a folder build's)."""
+    path = corpus / "manifest.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(dict(r, label=None) if r["clip_id"] in clips else r) + "\n" for r in rows))
+
+
+def test_dry_run_shows_the_first_clip_that_can_be_requested_and_says_why_others_cannot(
+        corpus: Path, capsys) -> None:
+    unlabel(corpus, {"c1"})
+    (corpus / "FM" / "c2.mp4").unlink()
+    base = ["coe", str(corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "omni", "--dry-run"]
+    assert main(base) == 0
+    out = capsys.readouterr()
+    requests = json.loads(out.out)
+    assert requests and {r["clip_id"] for r in requests} == {"c2"}
+    assert {r["subset"] for r in requests} == {"VMM", "FDAM", "FSAM", "AMM"}  # FM, FDM, FSM read FM/c2.mp4
+    err = out.err.strip().splitlines()
+    assert err[0].startswith("coe: dry run: 1 clip(s) before c2 skipped: no request can be made for their 7 samples "
+                             "(first: c1 FM: stage I: no ground-truth emotion for clip c1")
+    assert err[1:] == [f"coe: dry run: c2 {s} would fail: stage I: FM/c2.mp4 is missing from the corpus folder"
+                       for s in ("FM", "FDM", "FSM")]
+    assert not [p for p in corpus.iterdir() if p.name.startswith("coe")]
+
+
+def test_dry_run_with_nothing_to_request_says_why_and_exits_1(corpus: Path, capsys) -> None:
+    unlabel(corpus, {"c1", "c2"})  # an unlabelled corpus (a folder build)
+    base = ["coe", str(corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "omni", "--dry-run"]
+    assert main(base) == 1
+    out = capsys.readouterr()
+    err = out.err.strip()
+    assert out.out == "" and len(err.splitlines()) == 1
+    assert err.startswith("mime-fast coe: error: dry run: no request can be made: all 14 samples of 2 clip(s) fail "
+                          "before one (first: c1 FM: stage I: no ground-truth emotion for clip c1")
+
+
 def test_outputs_load_with_pandas_and_datasets(corpus: Path, server: FakeChatServer, tmp_path: Path,
                                                monkeypatch) -> None:
     pd = pytest.importorskip("pandas")

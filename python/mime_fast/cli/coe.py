@@ -14,7 +14,7 @@ from ..coe.client import MIN_FRAME_SIZE
 from ..coe.runner import SUBSETS as COE_SUBSETS, unknown_clips
 from ..manifest import MANIFEST_JSONL
 from ..spec import CODES
-from .errors import UsageError
+from .errors import RunError, UsageError
 
 __all__ = ["add", "run"]
 
@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
                   extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache, dry_run=args.dry_run,
                   progress=None if args.quiet else sys.stderr)
     if args.dry_run:
+        _dry_run_notes(res, quiet=args.quiet)
         print(json.dumps(res.dry_run_requests, indent=2, ensure_ascii=False))
         return 0
     c = res.counts
@@ -73,6 +74,29 @@ def run(args: argparse.Namespace) -> int:
             if r["status"] == "failed":
                 print(f"  failed {r['clip_id']} {r['subset']}: {r['reason']}")
     return 0 if c["failed"] == 0 else 1
+
+
+def _dry_run_notes(res: coe.CoEResult, *, quiet: bool) -> None:
+    """Why samples of the dry run make no request, on stderr: one line per sample of the clip shown,
+    one for the clips before it; :class:`RunError` when no sample makes one."""
+    failed = [r for r in res.rows if r["status"] == "failed"]
+    first = f"{failed[0]['clip_id']} {failed[0]['subset']}: {failed[0]['reason']}" if failed else ""
+    if not res.dry_run_requests:
+        clips = len({r["clip_id"] for r in failed})
+        raise RunError(f"dry run: no request can be made: all {len(failed)} samples of {clips} clip(s) fail before "
+                       f"one (first: {first})" if failed else
+                       "dry run: no sample to run (no ok manifest row of the subsets and clips asked)")
+    if quiet:
+        return
+    shown = res.dry_run_requests[0]["clip_id"]
+    skipped = [r for r in failed if r["clip_id"] != shown]
+    if skipped:
+        clips = len({r["clip_id"] for r in skipped})
+        print(f"coe: dry run: {clips} clip(s) before {shown} skipped: no request can be made for their "
+              f"{len(skipped)} samples (first: {first})", file=sys.stderr)
+    for r in failed:
+        if r["clip_id"] == shown:
+            print(f"coe: dry run: {shown} {r['subset']} would fail: {r['reason']}", file=sys.stderr)
 
 
 def _has_host(url: str) -> bool:
@@ -133,6 +157,7 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--cache", type=Path, default=None, metavar="DIR", help="reply cache (default: DIR/coe_cache)")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the reply cache")
     ap.add_argument("--dry-run", action="store_true",
-                    help="print the requests of the first clip (media elided) as JSON, send nothing, write nothing")
+                    help="print the requests of the first clip that makes any (media elided) as JSON, and on stderr "
+                         "why samples make none; send nothing, write nothing")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     ap.set_defaults(run=run)

@@ -37,6 +37,7 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, NoReturn
 
@@ -625,7 +626,9 @@ def run(
     or the environment variable ``api_key_env``; it is never written anywhere. Replies are cached
     in ``cache_dir`` (default ``corpus_dir/coe_cache``; ``use_cache=False``: none), so a rerun or a
     resumed run asks nothing already answered. ``dry_run``: no request is sent and nothing is
-    written; the requests of the first clip are returned (``dry_run_requests``), media elided.
+    written; the requests of the first clip that makes one are returned (``dry_run_requests``,
+    media elided), and ``rows`` are the samples of the clips tried: ``failed`` ones say why no
+    request could be made for them (no ground-truth label, a video missing).
 
     A reply cache that cannot be written raises :class:`~mime_fast.corpus.RunStopped` before any
     request, or as soon as an entry cannot be written (the disk full): the run stops there instead
@@ -639,9 +642,8 @@ def run(
     """
     corpus = Path(corpus_dir)
     samples = _samples(corpus, subsets, clips)
-    if dry_run or limit is not None:
-        order = list(dict.fromkeys(s.row["clip_id"] for s in samples))
-        first = set(order[:1 if dry_run else max(0, limit or 0)])
+    if limit is not None and not dry_run:
+        first = set(list(dict.fromkeys(s.row["clip_id"] for s in samples))[:max(0, limit)])
         samples = [s for s in samples if s.row["clip_id"] in first]
     opts = MediaOptions(mode=media, frames=frames, frame_size=frame_size, base_url=media_base_url)
     secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
@@ -687,7 +689,13 @@ def run(
             on_sample(rec)
 
     try:
-        _drive(samples, 1 if dry_run else concurrency, one, stop)
+        if dry_run:  # clip after clip, up to the first that makes a request
+            for _, clip in groupby(samples, key=lambda s: s.row["clip_id"]):
+                _drive(list(clip), 1, one, stop)
+                if client.requests:
+                    break
+        else:
+            _drive(samples, concurrency, one, stop)
         if caller.fatal is not None:
             raise caller.fatal
     finally:

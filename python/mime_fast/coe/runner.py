@@ -26,6 +26,12 @@ Per sample (a manifest row of subset S, its clip's ground truth E):
 The target's manifest row decides the media: its video, and the clip's 16 kHz wav only where the
 video the stage reads has audio. The manifest's own ``clear_path`` is not read: older manifests
 gave FM for FDAM/FSAM, and the rule above is the one every manifest written now states.
+
+The run (:func:`run`) drives the chains on daemon threads (:func:`_drive`) with one stop event,
+checked before every request, retry and stage: Ctrl-C sets it, and so does an error that every
+later request would meet too -- the reply cache not writable, the endpoint unreachable before it
+has answered once -- which the run then raises (:class:`~mime_fast.corpus.RunStopped`) instead
+of failing sample after sample. A stopped chain writes no row; a rerun makes it from the cache.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ chosen for the device, ``--detect-size 0`` means the native size).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import traceback
 from typing import Callable
@@ -85,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         message = one_line(exc).replace("(see 'mime-fast --help')", f"(see '{command} --help')")
         print(f"{command}: error: {message}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of our output went away (`mime-fast ... | head`): not an error of ours
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no second error at exit's flush)
+        return 141  # as a program killed by SIGPIPE
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()

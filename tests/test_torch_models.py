@@ -492,24 +492,50 @@ def test_nms_runs_on_the_device_only_where_torchvision_runs_there(tm, monkeypatc
 
     tried = []
 
-    def batched_nms(boxes, scores, idx, threshold):
+    def nms(boxes, scores, threshold):
         tried.append(boxes.device.type)
         if boxes.device.type == "meta":
             raise NotImplementedError("Could not run 'torchvision::nms' with arguments from the 'Meta' backend")
         return torch.arange(len(boxes))
 
-    monkeypatch.setattr(tm, "_tv_batched_nms", batched_nms)
+    monkeypatch.setattr(tm, "_tv_nms", nms)
     tm._device_nms.cache_clear()
     try:
-        assert tm._device_nms(torch.device("cpu")) is batched_nms
+        assert tm._device_nms(torch.device("cpu")) is tm.nms_per_image
         assert tm._device_nms(torch.device("meta")) is None
         assert tm._device_nms(torch.device("meta")) is None
         assert tried == ["cpu", "meta"]  # tried once per device
-        monkeypatch.setattr(tm, "_tv_batched_nms", None)  # no torchvision
+        monkeypatch.setattr(tm, "_tv_nms", None)  # no torchvision
         tm._device_nms.cache_clear()
         assert tm._device_nms(torch.device("cpu")) is None
     finally:
         tm._device_nms.cache_clear()
+
+
+def test_device_nms_sees_one_frame_at_a_time(tm, monkeypatch):
+    # NMS on the device runs frame by frame: what a frame keeps cannot depend on the frames that
+    # shared its batch (batched_nms's offset trick shifts boxes by the batch's largest coordinate).
+    import torch
+
+    from mime_fast.detect.interface import nms as host_nms
+
+    seen = []
+
+    def nms(boxes, scores, threshold):  # torchvision's contract, by the host's NMS
+        seen.append(boxes.clone())
+        return torch.as_tensor(host_nms(boxes.numpy(), scores.numpy(), threshold), dtype=torch.int64)
+
+    monkeypatch.setattr(tm, "_tv_nms", nms)
+    g = torch.Generator().manual_seed(7)
+    xy = torch.rand(30, 2, generator=g) * 600
+    boxes = torch.cat([xy, xy + 20 + torch.rand(30, 2, generator=g) * 60], 1)
+    scores, img = torch.rand(30, generator=g), torch.tensor([0, 2] * 10 + [2] * 10)
+    kept = tm.nms_per_image(boxes, scores, img, 3, 0.4)
+    assert [len(b) for b in seen] == [10, 20]  # frame 0's boxes, frame 2's; frame 1 has none
+    alone = [torch.nonzero(img == i).squeeze(1) for i in (0, 2)]
+    want = torch.cat([a[torch.as_tensor(host_nms(boxes[a].numpy(), scores[a].numpy(), 0.4))] for a in alone])
+    assert torch.equal(kept, want)
+    assert tm.nms_per_image(boxes[:0], scores[:0], img[:0], 2, 0.4).numel() == 0
 
 
 # --------------------------------------------------------------------------------------------------

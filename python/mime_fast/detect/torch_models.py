@@ -13,7 +13,7 @@ The weights are the offline stack's files (:func:`~mime_fast.detect.weights.pack
 honours ``$MIME_FAST_MODEL_DIR``), converted when loaded by :mod:`mime_fast.detect.torch_graphs`
 (ONNX and TFLite read into torch modules; nothing is downloaded).  Device, precision (float32, no
 TF32) and the pre-processing that equals OpenCV's (crops, downscale): :mod:`mime_fast.detect.torch_ops`.
-NMS: ``torchvision.ops.batched_nms`` when torchvision imports, else
+NMS: ``torchvision.ops.nms`` frame by frame when torchvision imports (:func:`nms_per_image`), else
 :func:`~mime_fast.detect.interface.nms` on the host.
 
 Agreement with the CPU stack (tests/test_torch_models.py, which holds the numbers and thresholds;
@@ -59,24 +59,38 @@ __all__ = ["TorchFaceMesh", "TorchRetinaFace", "TorchSFace", "load_torch_stack",
            "torch_cuda_available", "warp_affine_u8"]
 
 try:  # a torchvision built for another torch raises at import (its C ops are missing)
-    from torchvision.ops import batched_nms as _tv_batched_nms
+    from torchvision.ops import nms as _tv_nms
 except Exception:  # noqa: BLE001
-    _tv_batched_nms = None
+    _tv_nms = None
 
 
 @functools.lru_cache(maxsize=None)
 def _device_nms(device: torch.device):
-    """``torchvision.ops.batched_nms`` where it runs on ``device`` (tried once per device: a
-    torchvision built without that device's kernels, or for another torch, raises), else ``None``
-    (the host's :func:`~mime_fast.detect.interface.nms`)."""
-    if _tv_batched_nms is None:
+    """:func:`nms_per_image` where ``torchvision.ops.nms`` runs on ``device`` (tried once per
+    device: a torchvision built without that device's kernels, or for another torch, raises), else
+    ``None`` (the host's :func:`~mime_fast.detect.interface.nms`)."""
+    if _tv_nms is None:
         return None
     try:
-        _tv_batched_nms(torch.zeros(1, 4, device=device), torch.zeros(1, device=device),
-                        torch.zeros(1, dtype=torch.int64, device=device), 0.5)
+        _tv_nms(torch.zeros(1, 4, device=device), torch.zeros(1, device=device), 0.5)
     except Exception:  # noqa: BLE001
         return None
-    return _tv_batched_nms
+    return nms_per_image
+
+
+def nms_per_image(boxes: torch.Tensor, scores: torch.Tensor, img: torch.Tensor, images: int,
+                  threshold: float) -> torch.Tensor:
+    """The indices NMS keeps of ``boxes`` / ``scores``, each box of image ``img[j]`` (``0 <= img <
+    images``), run image by image (``torchvision.ops.nms``): the images in order, each image's kept
+    boxes by decreasing score.  Not ``batched_nms``: it shifts each image's boxes by a multiple of
+    the batch's largest coordinate, in float32, so a frame's IoUs (and, near the threshold, what is
+    kept) would depend on the other frames that shared its batch (:mod:`mime_fast.detect.batching`)."""
+    parts = []
+    for i in range(images):
+        idx = torch.nonzero(img == i).squeeze(1)
+        if idx.numel():
+            parts.append(idx[_tv_nms(boxes[idx], scores[idx], threshold)])
+    return torch.cat(parts) if parts else img.new_zeros(0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -137,7 +151,7 @@ class TorchRetinaFace:
         kps = a[:, None, :2] + lm * 0.1 * a[:, None, 2:]
         device_nms = _device_nms(boxes.device)
         if device_nms is not None:
-            sel = device_nms(boxes, sc, img, self.nms_threshold)
+            sel = device_nms(boxes, sc, img, loc.shape[0], self.nms_threshold)
             img, boxes, sc, kps = img[sel], boxes[sel], sc[sel], kps[sel]
         img, boxes, sc, kps = to_host(img, boxes, sc, kps)
         out = []

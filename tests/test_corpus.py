@@ -263,13 +263,23 @@ def test_bad_input_argument(tmp_path: Path, capsys) -> None:
     assert "nothing.txt: no such file or folder" in capsys.readouterr().err
 
 
-def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path) -> None:
+def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     ray = pytest.importorskip("ray")
     local, distributed = tmp_path / "local", tmp_path / "ray"
     assert main(["build", str(corpus), "--out", str(local), "--subsets", "FM,FDM,FSAM", *SMALL]) == 1
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         assert main(["build", str(corpus), "--out", str(distributed), "--subsets", "FM,FDM,FSAM", "--ray", *SMALL]) == 1
+        # --device cuda on a cluster without GPUs: stopped before any task (a task asking for a GPU
+        # share would wait forever; one asking for none would find CUDA hidden by Ray)
+        import mime_fast
+
+        monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+        capsys.readouterr()
+        assert main(["build", str(corpus), "--out", str(tmp_path / "gpu"), "--ray", "--device", "cuda", *SMALL]) == 1
+        err = capsys.readouterr().err
+        assert "device='cuda' with Ray, but the Ray cluster has no GPU (2 CPUs, 0 GPUs)" in err
+        assert not [r for r in read_rows(tmp_path / "gpu") if r["status"] == "ok"]
     finally:
         ray.shutdown()
 
@@ -282,6 +292,21 @@ def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path) -> None:
     for r in read_rows(local):
         if r["status"] == "ok":  # deterministic encodes: the very same bytes
             assert sha256(distributed / r["path"]) == r["sha256"]
+
+
+def test_ray_tasks_ask_for_a_share_of_a_gpu_with_device_cuda(monkeypatch) -> None:
+    import mime_fast
+    from mime_fast.corpus.workers import RunStopped, ray_task_resources
+    from mime_fast.devices import MAX_CLIPS_PER_GPU
+    from mime_fast.options import Settings
+
+    assert ray_task_resources(Settings(), 1.5, {"CPU": 8.0}) == {"num_cpus": 1.5}
+    monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+    cuda = Settings(device="cuda")
+    assert ray_task_resources(cuda, 2.0, {"CPU": 16.0, "GPU": 2.0}) == {"num_cpus": 2.0,
+                                                                       "num_gpus": 1 / MAX_CLIPS_PER_GPU}
+    with pytest.raises(RunStopped, match=r"the Ray cluster has no GPU \(4 CPUs, 0 GPUs\): start its nodes"):
+        ray_task_resources(cuda, 1.0, {"CPU": 4.0, "memory": 9.0, "node:10.0.0.1": 1.0})
 
 
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "3", "--clips-per-process", "2"]],

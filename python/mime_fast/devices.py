@@ -23,6 +23,12 @@ def gpu_count() -> int:
     return 1  # the compiled core sees one; without torch it uses the first only
 
 
+#: The most clips one GPU builds at once: past that the clips only wait on each other's kernels,
+#: and each one's CUDA context and kept frames cost device memory (:func:`auto_workers`; with Ray,
+#: each clip's task asks for this share of a GPU).
+MAX_CLIPS_PER_GPU = 8
+
+
 def auto_workers(device: str, *, cores: int | None = None, gpus: int | None = None) -> int:
     """Clips built at once when ``--workers`` is not given: one on the CPU (each clip already
     uses several threads); with ``device="cuda"`` the GPUs do decoding, detection, masks and blur,
@@ -33,7 +39,7 @@ def auto_workers(device: str, *, cores: int | None = None, gpus: int | None = No
         return 1
     cores = cores or os.cpu_count() or 1
     gpus = gpu_count() if gpus is None else gpus
-    return max(1, min(cores // 2, 8 * max(1, gpus)))
+    return max(1, min(cores // 2, MAX_CLIPS_PER_GPU * max(1, gpus)))
 
 
 def nvenc_status() -> str:

@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..devices import MAX_CLIPS_PER_GPU
 from ..landmarks import default_stack
 from ..manifest import compact, read_rows, write_compacted
 from ..options import Settings
@@ -252,6 +253,21 @@ def _stalled(spec: ClipSpec, marker: Path, out_dir: Path, timeout: float, run: s
     return _failed(spec, f"no progress for {timeout:g} s: stopped", run, STALLED)
 
 
+def ray_task_resources(settings: Settings, cpus_per_clip: float, cluster: dict[str, float]) -> dict[str, float]:
+    """What each clip's Ray task asks for: ``cpus_per_clip`` CPUs and, with ``device="cuda"``, a
+    :data:`~mime_fast.devices.MAX_CLIPS_PER_GPU`-th of a GPU.  Ray hides every GPU from a task that
+    asks for none (``CUDA_VISIBLE_DEVICES`` empty): its clips would find no CUDA device.  A cluster
+    without GPUs (``cluster``: ``ray.cluster_resources()``) stops the run now
+    (:class:`~mime_fast.corpus.clip.RunStopped`), rather than leave tasks waiting for a GPU forever."""
+    resources = {"num_cpus": cpus_per_clip}
+    if settings.compute.device == "cuda":
+        if not cluster.get("GPU"):
+            raise RunStopped(f"device='cuda' with Ray, but the Ray cluster has no GPU ({cluster.get('CPU', 0):g} CPUs, "
+                             "0 GPUs): start its nodes with their GPUs, or build with --device cpu")
+        resources["num_gpus"] = 1 / MAX_CLIPS_PER_GPU
+    return resources
+
+
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                  address: str | None, cpus_per_clip: float, clip_timeout: float | None = None):
     """Yield _process_clip results computed by Ray Data tasks, as they complete.  A clip whose task
@@ -305,12 +321,13 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
     came: set[int] = set()
     try:
         ds = ray.data.from_items(items, override_num_blocks=len(items))
+        resources = ray_task_resources(settings, cpus_per_clip, ray.cluster_resources())
         if "max_retries" in inspect.signature(ds.map).parameters:  # a named parameter in newer Rays
-            ds = ds.map(task, num_cpus=cpus_per_clip, max_retries=RAY_TASK_RETRIES)
+            ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES)
         else:
             with warnings.catch_warnings():  # Ray >= 2.60 has it as a remote argument, no longer documented
                 warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-                ds = ds.map(task, num_cpus=cpus_per_clip, max_retries=RAY_TASK_RETRIES)
+                ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES)
         for r in ds.iter_rows():
             if r["halt"]:
                 raise RunStopped(r["halt"])

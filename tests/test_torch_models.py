@@ -486,6 +486,20 @@ def test_resize_by_constant_scales_reads_no_device_value(tm, device, monkeypatch
     assert got.shape == want.shape and np.array_equal(got, want)
 
 
+def test_strict_fp32_asks_cudnn_for_deterministic_untimed_algorithms(tm, monkeypatch):
+    import torch
+
+    from mime_fast.detect.torch_ops import strict_fp32
+
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    strict_fp32()
+    assert torch.backends.cudnn.deterministic is True and torch.backends.cudnn.benchmark is False
+    precision = getattr(torch.backends.cudnn.conv, "fp32_precision", None) if hasattr(torch.backends.cudnn, "conv") \
+        else None
+    assert precision in (None, "ieee")
+
+
 def test_nms_runs_on_the_device_only_where_torchvision_runs_there(tm, monkeypatch):
     # a torchvision without the device's kernels (or built for another torch): the host's NMS
     import torch

@@ -51,7 +51,12 @@ def torch_cuda_available() -> bool:
 
 def strict_fp32() -> None:
     """IEEE float32 for CUDA convolutions and matmuls (no TF32), through the torch >= 2.9 API when
-    present, else the older ``allow_tf32`` flags.  Process-wide."""
+    present, else the older ``allow_tf32`` flags; and cuDNN's convolutions chosen among its
+    deterministic algorithms, by its heuristics rather than by timing them (``benchmark`` off: a
+    timed choice can differ run to run with the machine's load), so that a clip's detections are
+    the same run after run.  Process-wide."""
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
     try:
         torch.backends.cuda.matmul.fp32_precision = "ieee"
         torch.backends.cudnn.conv.fp32_precision = "ieee"

@@ -7,6 +7,10 @@
 #
 #   bash bench/gpu_check.sh [all|tests|suite|sanitize|bench|models|pipeline|pipeline-diag] [pytest args...]
 #
+# The core's CUDA streams do not block on the legacy default stream (since 2026-11-24; never run on a
+# GPU before that session's note): where the CUDA tests fail on bytes, run them again with
+# MIME_FAST_BLOCKING_STREAM=1 (the blocking stream of before) to tell a stream-ordering fault.
+#
 # Each target is sized for one device call (10 minutes at most, the build included):
 #   tests          the test files that run CUDA, torch on CUDA or NVDEC (GPU_TESTS below), with
 #                  MIME_FAST_REQUIRE_CUDA=1 (pytest args replace the file list);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -90,9 +91,17 @@ class Workspace {
 public:
     enum Slot { kSrc, kDst, kMask, kAux, kPlanes, kLevels, kLevelPlanes, kEdges, kSlots };
 
-    // A blocking stream: work other libraries queue on the legacy default stream (NVDEC's output
-    // copied by PyTorch, say) is finished before this stream's next command starts.
-    Workspace() { check(cudaStreamCreate(&stream_), "cudaStreamCreate"); }
+    // A non-blocking stream: it neither waits for nor holds up the work of other threads and
+    // libraries on the legacy default stream (PyTorch's, NVDEC's). A call that reads device memory
+    // others wrote first waits for exactly the work queued before it (follow()); every call ends
+    // with its stream synchronised, so its results are complete for whoever reads them next.
+    // MIME_FAST_BLOCKING_STREAM=1 makes it a blocking one again (it then also waits for, and holds
+    // up, all legacy-stream work): a switch to tell a stream-ordering fault from another.
+    Workspace() {
+        const char* blocking = std::getenv("MIME_FAST_BLOCKING_STREAM");
+        const unsigned flags = (blocking && blocking[0] == '1') ? cudaStreamDefault : cudaStreamNonBlocking;
+        check(cudaStreamCreateWithFlags(&stream_, flags), "cudaStreamCreate");
+    }
     ~Workspace() {
         if (stream_) cudaStreamDestroy(stream_);
     }
@@ -114,18 +123,20 @@ public:
     enum Direction { kUp, kDown };
     uint8_t* pinned(Direction d, size_t bytes) { return pinned_[d].reserve(bytes); }
 
-    // Device copy of the Q8 weights of kernel size k, uploaded on first use.
+    // Device copy of the Q8 weights of kernel size k, uploaded on first use, on this stream (the
+    // kernels that read them follow it in order; a plain cudaMemcpy would run on the legacy stream,
+    // which this one does not wait for). The host copy lives as long as the device copy.
     const uint16_t* weights(int ksize) {
         auto it = weights_.find(ksize);
         if (it == weights_.end()) {
-            const BlurLevel level(ksize);
-            auto buf = std::make_unique<DeviceBuffer>(level.weights.size() * sizeof(uint16_t));
-            check(cudaMemcpy(buf->as<void>(), level.weights.data(), level.weights.size() * sizeof(uint16_t),
-                             cudaMemcpyHostToDevice),
+            Weights w{BlurLevel(ksize).weights, nullptr};
+            const size_t bytes = w.host.size() * sizeof(uint16_t);
+            w.device = std::make_unique<DeviceBuffer>(bytes);
+            check(cudaMemcpyAsync(w.device->as<void>(), w.host.data(), bytes, cudaMemcpyHostToDevice, stream_),
                   "upload weights");
-            it = weights_.emplace(ksize, std::move(buf)).first;
+            it = weights_.emplace(ksize, std::move(w)).first;
         }
-        return it->second->as<uint16_t>();
+        return it->second.device->as<uint16_t>();
     }
 
     void upload(void* dev, const void* host, size_t bytes, const char* what) {
@@ -150,17 +161,22 @@ private:
     cudaStream_t stream_ = nullptr;
     DeviceBuffer slots_[kSlots];
     PinnedBuffer pinned_[2];
-    std::map<int, std::unique_ptr<DeviceBuffer>> weights_;
+    struct Weights {
+        std::vector<uint16_t> host;
+        std::unique_ptr<DeviceBuffer> device;
+    };
+    std::map<int, Weights> weights_;
 };
 
 // The workspace stream waits for the work queued so far on the caller's `stream` (say torch's
-// current one, which may still be writing the input or reading the output); nullptr: nothing to
-// wait for (the workspace stream follows the legacy default stream anyway).
+// current one, which may still be writing the input or reading the output); nullptr: on the legacy
+// default stream (where PyTorch's default stream and NVDEC's decoder queue theirs). Called first by
+// every call that reads or writes device memory it did not allocate.
 void follow(Workspace& ws, void* stream) {
-    if (!stream) return;
     thread_local cudaEvent_t ready = nullptr;
     if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
-    check(cudaEventRecord(ready, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    const cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
+    check(cudaEventRecord(ready, s), "cudaEventRecord");
     check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
 }
 
@@ -515,6 +531,7 @@ Rect blur_hull_nv12(const Nv12Device& f, const Hull& hull, const HullMaskParams&
     return blur_hull_region(f.width, f.height, hull, params, ksizes, outs, m,
                             [&](Workspace& ws, Rect g, uint8_t* y, uint8_t* u, uint8_t* v) {
                                 const int cw = (g.w + 1) / 2, ch = (g.h + 1) / 2;
+                                follow(ws, nullptr);  // the frame: decoded and copied on the legacy stream
                                 ws.copy2d(y, g.w, f.y + g.y * f.y_pitch + g.x, f.y_pitch, g.w, g.h,
                                           cudaMemcpyDeviceToDevice, "copy y");
                                 launch_nv12_split(f.uv, f.uv_pitch, Rect{g.x / 2, g.y / 2, cw, ch}, u, v, cw,
@@ -530,6 +547,7 @@ void download_nv12(const Nv12Device& f, const Yuv420Views& out) {
     check_plane(as_const(out.u), ch, cw, "u");
     check_plane(as_const(out.v), ch, cw, "v");
     Workspace& ws = Workspace::current();
+    follow(ws, nullptr);  // the frame: decoded and copied on the legacy stream
     const size_t luma = static_cast<size_t>(f.width) * f.height, chroma = static_cast<size_t>(cw) * ch;
     uint8_t* d = ws.buffer(Workspace::kPlanes, 2 * chroma);
     launch_nv12_split(f.uv, f.uv_pitch, Rect{0, 0, cw, ch}, d, d + chroma, cw, ws.stream());

@@ -122,6 +122,15 @@ def test_usage_errors(tmp_path: Path, capsys) -> None:
     assert main(["audit", str(tmp_path), "--clips", "x"]) == 2
 
 
+def test_audit_parquet_is_never_left_half_written(tmp_path: Path) -> None:
+    from mime_fast.audit import _write_parquet
+
+    (tmp_path / "audit.parquet").mkdir()  # the rename fails
+    with pytest.raises(OSError):
+        _write_parquet(tmp_path / "audit.parquet", [{"clip_id": "a", "subset": "FDM"}])
+    assert [p.name for p in tmp_path.iterdir()] == ["audit.parquet"]
+
+
 def test_threshold_is_the_committed_calibration() -> None:
     from mime_fast.audit import CALIBRATION, RECOGNISABLE_COS, similarity
 

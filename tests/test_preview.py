@@ -77,3 +77,22 @@ def test_cli_preview_of_a_failed_clip_says_that_it_failed_and_why(tmp_path: Path
     assert main(["preview", "broken", "--dir", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"mime-fast preview: error: clip 'broken' failed, so it has no outputs: {reason}"
+
+
+def test_preview_out_naming_a_folder_is_a_usage_error_and_leaves_no_temp(built, tmp_path: Path, capsys) -> None:
+    out, _ = built
+    folder = tmp_path / "sheet.png"
+    folder.mkdir()
+    assert main(["preview", "p1", "--dir", str(out), "--out", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mime-fast preview: error: --out") and str(folder) in err and "\n" not in err
+    assert list(tmp_path.iterdir()) == [folder] and not list(folder.iterdir())
+
+
+def test_write_png_removes_its_temp_when_the_rename_fails(tmp_path: Path) -> None:
+    from mime_fast.preview import write_png
+
+    (tmp_path / "x.png").mkdir()
+    with pytest.raises(OSError):
+        write_png(tmp_path / "x.png", np.zeros((4, 4, 3), np.uint8))
+    assert [p.name for p in tmp_path.iterdir()] == ["x.png"]

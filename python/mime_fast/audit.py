@@ -79,7 +79,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
-from .manifest import MANIFEST_JSONL, compact, read_rows, write_parquet
+from .manifest import MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
 from .media import av_path, iter_display_frames, probe
 
 __all__ = [
@@ -469,9 +469,8 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
 
-    tmp = path.with_name(f".{path.name}.tmp")
-    write_parquet(pa.Table.from_pylist(rows), tmp)
-    tmp.replace(path)
+    table = pa.Table.from_pylist(rows)
+    atomic_write(path, lambda tmp: write_parquet(table, tmp))
 
 
 def clip_ids(out_dir: Path) -> list[str]:

@@ -90,7 +90,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from . import spec
 
@@ -103,6 +103,7 @@ __all__ = [
     "MANIFEST_JSONL",
     "MANIFEST_PARQUET",
     "ManifestWriter",
+    "atomic_write",
     "compact",
     "read_rows",
     "write_compacted",
@@ -228,7 +229,10 @@ def compact(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                                                   str(r["source"])))
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write: Callable[[Path], Any]) -> None:
+    """Make ``path`` by ``write(tmp)`` into a temporary name beside it (``.<name>.tmp-<pid>``, which
+    :mod:`mime_fast.corpus.resume` knows as a leftover), then rename it into place: ``path`` is never
+    left half-written, and the temporary is removed whatever fails."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         write(tmp)
@@ -272,5 +276,5 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         ])
         write_parquet(pa.Table.from_pylist([_row(r) for r in rows], schema=schema), tmp)
 
-    _atomic_write(out_dir / MANIFEST_JSONL, jsonl)
-    _atomic_write(out_dir / MANIFEST_PARQUET, parquet)
+    atomic_write(out_dir / MANIFEST_JSONL, jsonl)
+    atomic_write(out_dir / MANIFEST_PARQUET, parquet)

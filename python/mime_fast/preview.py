@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .manifest import compact, read_rows
+from .manifest import atomic_write, compact, read_rows
 from .spec import CODES, spec
 
 __all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
@@ -44,7 +44,8 @@ class ClipFailed(FileNotFoundError):
 
 
 def write_png(path: Path, img: np.ndarray) -> None:
-    """Minimal PNG writer (RGB or gray uint8), written to a temporary name and renamed."""
+    """Minimal PNG writer (RGB or gray uint8), written to a temporary name and renamed
+    (:func:`mime_fast.manifest.atomic_write`)."""
     h = img.shape[0]
     color = 2 if img.ndim == 3 else 0
     raw = b"".join(b"\x00" + np.ascontiguousarray(img[y]).tobytes() for y in range(h))
@@ -54,9 +55,7 @@ def write_png(path: Path, img: np.ndarray) -> None:
 
     png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", img.shape[1], h, 8, color, 0, 0, 0))
     png += chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(png)
-    tmp.replace(path)
+    atomic_write(Path(path), lambda tmp: tmp.write_bytes(png))
 
 
 def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:

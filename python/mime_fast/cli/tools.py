@@ -60,6 +60,8 @@ def preview(args: argparse.Namespace) -> int:
         out_dir, clip = p.parent.parent, p.stem
     if out_dir is None:
         raise UsageError("give --dir OUT with a clip id, or the path of an output file")
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(f"--out {args.out}: is a folder; give the name of the PNG file to write")
     try:
         png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
     except ClipFailed as exc:

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, NoReturn
 
 from ..corpus import RunStopped, sha256_file
-from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, _atomic_write, compact, read_rows, write_parquet
+from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
 from .client import ChatClient, Completion, EndpointUnreachable, Media, MediaOptions, Stopped, elide, media_parts
@@ -425,9 +425,9 @@ def _write_outputs(corpus: Path, rows: list[dict[str, Any]]) -> None:
             for (subset, emotion), c in summary_counts(rows).items():
                 f.write(f"{subset},{emotion},{c['ok']},{c['rejected']},{c['failed']}\n")
 
-    _atomic_write(corpus / COE_JSONL, jsonl)
-    _atomic_write(corpus / COE_PARQUET, parquet)
-    _atomic_write(corpus / COE_SUMMARY, summary)
+    atomic_write(corpus / COE_JSONL, jsonl)
+    atomic_write(corpus / COE_PARQUET, parquet)
+    atomic_write(corpus / COE_SUMMARY, summary)
 
 
 def summary_counts(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, int]]:

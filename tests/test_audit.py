@@ -113,6 +113,32 @@ def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> N
     capsys.readouterr()
 
 
+def test_a_clip_that_cannot_be_read_fails_alone(corpus: Path, tmp_path: Path, capsys) -> None:
+    """A truncated FSM and an empty FM: those clips get failed rows naming the file and the reason,
+    the other clips are audited, audit.parquet is written and the exit status is 1."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    shutil.copytree(corpus, out)
+    (out / "audit.parquet").unlink(missing_ok=True)
+    fsm = out / "FSM" / "gap.mp4"
+    fsm.write_bytes(fsm.read_bytes()[:20000])
+    (out / "FM" / "shifted.mp4").write_bytes(b"")
+    assert main(["audit", str(out), "--every", "12", "-q"]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    table = pq.read_table(out / "audit.parquet").to_pylist()
+    status = {(r["clip_id"], r["subset"]): (r["status"], r["reason"]) for r in table}
+    assert len(table) == 4 * 4
+    assert all(status[c, s][0] == "ok" for c in ("ok", "k35") for s in ("FDM", "FSM"))
+    assert status["gap", "FSM"][0] == "failed" and status["gap", "FSM"][1].startswith("FSM/gap.mp4: truncated")
+    assert status["shifted", "FDM"] == ("failed", "FM/shifted.mp4: empty file (0 bytes)")
+    assert f"failed gap: {status['gap', 'FSM'][1]}" in captured.out
+    assert "failed shifted: FM/shifted.mp4: empty file (0 bytes)" in captured.out
+
+
 def test_usage_errors(tmp_path: Path, capsys) -> None:
     assert main(["audit", str(tmp_path / "nope")]) == 2
     assert main(["audit", str(tmp_path)]) == 2

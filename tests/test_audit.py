@@ -170,6 +170,26 @@ def test_usage_errors(tmp_path: Path, capsys) -> None:
     (tmp_path / "FM").mkdir()
     assert main(["audit", str(tmp_path), "--every", "0"]) == 2
     assert main(["audit", str(tmp_path), "--clips", "x"]) == 2
+    for size in ("-1", "16"):
+        assert main(["audit", str(tmp_path), "--detect-size", size]) == 2
+        assert "--detect-size must be 0 (native size) or >= 32 px" in capsys.readouterr().err
+
+
+def test_detect_size_0_is_the_native_size(tmp_path: Path, monkeypatch, capsys) -> None:
+    import mime_fast.cli.audit as cli_audit
+
+    (tmp_path / "FM").mkdir()
+    seen = {}
+
+    def fake_audit(out_dir, **kw):
+        seen.update(kw)
+        return mime_fast.audit.AuditReport([])
+
+    monkeypatch.setattr(cli_audit, "audit", fake_audit)
+    assert main(["audit", str(tmp_path), "--detect-size", "0", "-q"]) == 0
+    assert seen["detect_size"] is None
+    assert main(["audit", str(tmp_path), "-q"]) == 0 and seen["detect_size"] == 640
+    capsys.readouterr()
 
 
 def test_audit_parquet_is_never_left_half_written(tmp_path: Path) -> None:

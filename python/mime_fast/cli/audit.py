@@ -21,8 +21,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir}: no FM folder (not an output folder of mime-fast build)")
     if args.every < 1:
         raise UsageError("--every must be >= 1")
-    if args.detect_size is not None and args.detect_size < 32:
-        raise UsageError("--detect-size must be >= 32 px")
+    if args.detect_size != 0 and args.detect_size < 32:
+        raise UsageError(f"--detect-size must be 0 (native size) or >= 32 px, not {args.detect_size}")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
     known = set(clip_ids(args.dir))
     unknown = [c for c in clips or [] if c not in known]

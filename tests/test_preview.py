@@ -96,3 +96,44 @@ def test_write_png_removes_its_temp_when_the_rename_fails(tmp_path: Path) -> Non
     with pytest.raises(OSError):
         write_png(tmp_path / "x.png", np.zeros((4, 4, 3), np.uint8))
     assert [p.name for p in tmp_path.iterdir()] == ["x.png"]
+
+
+def test_only_the_frames_shown_are_converted_to_rgb(built, monkeypatch) -> None:
+    """The sheet converts (and keeps) only the frames it shows: 3 per subset, not all 30 of each
+    (memory that grew with the clip's length)."""
+    import av
+
+    out, _ = built
+    converted = []
+
+    class Frame:
+        def __init__(self, frame):
+            self._frame = frame
+
+        def __getattr__(self, name):
+            return getattr(self._frame, name)
+
+        def to_ndarray(self, *args, **kwargs):
+            converted.append(kwargs.get("format"))
+            return self._frame.to_ndarray(*args, **kwargs)
+
+    class Container:
+        def __init__(self, c):
+            self._c = c
+
+        def __getattr__(self, name):
+            return getattr(self._c, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._c.close()
+
+        def decode(self, *args, **kwargs):
+            return (Frame(f) for f in self._c.decode(*args, **kwargs))
+
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: Container(real_open(*a, **k)))
+    assert contact_sheet(out, "p1", times=3).shape == (24 + 7 * 244, 90 + 3 * 324, 3)
+    assert converted.count("rgb24") == 3 * len(SUBSETS)

@@ -9,6 +9,7 @@ label that is green when the subset has audio and grey when it has none.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import zlib
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from .manifest import atomic_write, compact, read_rows
+from .media import ClipError, probe
+from .media.errors import ffmpeg_detail, interrupted, open_input
 from .spec import CODES, spec
 
 __all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
@@ -71,16 +74,34 @@ def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=
 
 
 def _frames_at(path: Path, n: int) -> tuple[list[np.ndarray], list[float], bool]:
+    """``n`` RGB frames of the output at ``path``, evenly spread from its first to its last frame (the
+    middle one for ``n`` = 1), their times and whether the file has audio.  The frames are counted
+    from the packets (:func:`~mime_fast.media.probe`) and decoded once, in order, up to the last one
+    chosen: only the chosen frames are converted to RGB and kept, whatever the clip's length.  Raises
+    :class:`~mime_fast.media.ClipError` (the file and the reason) for a file that cannot be read."""
     import av
-    from .media import av_path
 
-    with av.open(av_path(path)) as c:
-        has_audio = len(c.streams.audio) > 0
-        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
-    if not frames:
-        raise ValueError(f"{path}: no video frames")
-    idx = np.linspace(0, len(frames) - 1, n).round().astype(int) if n > 1 else np.array([len(frames) // 2])
-    return [frames[i] for i in idx], [i / 30.0 for i in idx], has_audio
+    info = probe(path)
+    count = info.video_frames
+    idx = np.linspace(0, count - 1, n).round().astype(int) if n > 1 else np.array([count // 2])
+    wanted = set(idx.tolist())
+    got: dict[int, np.ndarray] = {}
+    decoded = 0
+    with contextlib.closing(open_input(path)) as c:
+        try:
+            for frame in c.decode(c.streams[info.stream_index]):
+                if decoded in wanted:
+                    got[decoded] = frame.to_ndarray(format="rgb24")
+                decoded += 1
+                if len(got) == len(wanted):
+                    break
+        except av.FFmpegError as exc:
+            interrupted(exc)
+            raise ClipError(path, f"corrupt video stream: decoding fails after {decoded} frames",
+                            ffmpeg_detail(exc)) from exc
+    if len(got) < len(wanted):
+        raise ClipError(path, f"decoded only {decoded} of {count} video frames (truncated or corrupt)")
+    return [got[i] for i in idx], [i / 30.0 for i in idx], info.has_audio
 
 
 def _dense(changed: np.ndarray, r: int = 6, share: float = 0.35) -> np.ndarray:

@@ -137,3 +137,17 @@ def test_only_the_frames_shown_are_converted_to_rgb(built, monkeypatch) -> None:
     monkeypatch.setattr(av, "open", lambda *a, **k: Container(real_open(*a, **k)))
     assert contact_sheet(out, "p1", times=3).shape == (24 + 7 * 244, 90 + 3 * 324, 3)
     assert converted.count("rgb24") == 3 * len(SUBSETS)
+
+
+def test_cli_preview_of_an_output_that_cannot_be_read_is_a_runtime_error(built, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    out, _ = built
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    fsm = copy / "FSM" / "p1.mp4"
+    fsm.write_bytes(fsm.read_bytes()[:2000])
+    assert main(["preview", "p1", "--dir", str(copy), "--out", str(tmp_path / "s.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"mime-fast preview: error: {fsm}: truncated") and err.count("\n") == 1, err
+    assert not (tmp_path / "s.png").exists()

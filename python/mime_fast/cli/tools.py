@@ -13,6 +13,7 @@ from ..demo import run as run_demo
 from ..detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
 from ..devices import report as device_report
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
+from ..media import ClipError
 from ..preview import SUBSETS, ClipFailed, write_contact_sheet
 from ..spec import CODES
 from .errors import RunError, UsageError
@@ -64,9 +65,9 @@ def preview(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: is a folder; give the name of the PNG file to write")
     try:
         png = write_contact_sheet(out_dir, clip, args.out, times=max(1, args.times))
-    except ClipFailed as exc:
+    except (ClipFailed, ClipError) as exc:  # a failed build, an output that cannot be read: not the command line
         raise RunError(str(exc)) from None
-    except (FileNotFoundError, ValueError) as exc:
+    except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
     print(png)
     return 0

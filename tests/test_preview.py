@@ -151,3 +151,19 @@ def test_cli_preview_of_an_output_that_cannot_be_read_is_a_runtime_error(built, 
     err = capsys.readouterr().err
     assert err.startswith(f"mime-fast preview: error: {fsm}: truncated") and err.count("\n") == 1, err
     assert not (tmp_path / "s.png").exists()
+
+
+def test_cli_preview_refuses_a_clip_id_that_is_a_path(built, tmp_path: Path, capsys) -> None:
+    """'../FM/p1' would read OUT/FM/../FM/p1.mp4 and write OUT/previews/../FM/p1.png."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(built[0], out)
+    before = sorted(p for p in out.rglob("*"))
+    for clip in ("../FM/p1", "..", "a\\b"):
+        assert main(["preview", clip, "--dir", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"clip id {clip!r} cannot name a file" in err and err.count("\n") == 1, err
+    assert sorted(p for p in out.rglob("*")) == before
+    with pytest.raises(ValueError, match="cannot name a file"):
+        contact_sheet(out, "../FM/p1")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .corpus.inputs import clip_id_problem
 from .manifest import atomic_write, compact, read_rows
 from .media import ClipError, probe
 from .media.errors import ffmpeg_detail, interrupted, open_input
@@ -177,8 +178,12 @@ def _outline(changed: np.ndarray) -> np.ndarray:
 
 
 def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_width: int = 320) -> np.ndarray:
-    """The sheet as an RGB array (rows: subsets present on disk, columns: ``times`` time points)."""
+    """The sheet as an RGB array (rows: subsets present on disk, columns: ``times`` time points).
+    Raises ``ValueError`` for a ``clip_id`` that cannot name a clip's files (a path, ``..``)."""
     out_dir = Path(out_dir)
+    problem = clip_id_problem(clip_id)  # "../sources/x" would read (and name a sheet) outside the folder
+    if problem:
+        raise ValueError(problem)
     present = [s for s in SUBSETS if (out_dir / s / f"{clip_id}.mp4").is_file()]
     if not present:
         _raise_failed(out_dir, clip_id)
@@ -220,6 +225,7 @@ def _raise_failed(out_dir: Path, clip_id: str) -> None:
 def write_contact_sheet(out_dir: str | Path, clip_id: str, png: str | Path | None = None, *, times: int = 4) -> Path:
     """Write the contact sheet of ``clip_id`` (default: ``out_dir/previews/<clip_id>.png``)."""
     png = Path(png) if png is not None else Path(out_dir) / "previews" / f"{clip_id}.png"
+    sheet = contact_sheet(out_dir, clip_id, times=times)
     png.parent.mkdir(parents=True, exist_ok=True)
-    write_png(png, contact_sheet(out_dir, clip_id, times=times))
+    write_png(png, sheet)
     return png

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import mime_fast
 
+from ..corpus.inputs import clip_id_problem
 from ..demo import run as run_demo
 from ..detect import ModelNotAvailable, fetch_paper_models, models_status, paper_models_status, stack_choice
 from ..devices import report as device_report
@@ -61,6 +62,9 @@ def preview(args: argparse.Namespace) -> int:
         out_dir, clip = p.parent.parent, p.stem
     if out_dir is None:
         raise UsageError("give --dir OUT with a clip id, or the path of an output file")
+    problem = clip_id_problem(clip)
+    if problem:
+        raise UsageError(problem)
     if args.out is not None and args.out.is_dir():
         raise UsageError(f"--out {args.out}: is a folder; give the name of the PNG file to write")
     try:

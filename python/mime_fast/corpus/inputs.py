@@ -18,7 +18,7 @@ from ..media.outputs import TEMP_NAME_EXTRA
 from ..manifest import EMOTIONS, MANIFEST_JSONL
 from ..spec import CODES
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "discover", "find_inputs", "is_build_folder"]
+__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "clip_id_problem", "discover", "find_inputs", "is_build_folder"]
 
 #: The file extensions taken as videos (compared in lower case): the containers FFmpeg reads that
 #: cameras, phones, broadcast and the web write.  Still images (a JPEG, PNG, GIF) and audio files
@@ -64,7 +64,9 @@ def _sidecar_landmarks(video: Path) -> Path | None:
 MAX_ID_BYTES = 255 - TEMP_NAME_EXTRA - len(".mp4")
 
 
-def _valid_id(clip_id: str) -> str | None:
+def clip_id_problem(clip_id: str) -> str | None:
+    """Why ``clip_id`` cannot be a clip's id (it names the clip's files, ``<SUBSET>/<clip_id>.mp4``),
+    or ``None`` when it can."""
     if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id or clip_id.startswith("."):
         return f"clip id {clip_id!r} cannot name a file (empty, hidden or containing a path separator)"
     if len(clip_id.encode("utf-8", "surrogateescape")) > MAX_ID_BYTES:
@@ -257,7 +259,7 @@ def _validate(specs: list[ClipSpec]) -> None:
     for s in specs:
         if s.error:
             continue
-        s.error = _valid_id(s.clip_id)
+        s.error = clip_id_problem(s.clip_id)
         if s.error:
             continue
         if s.clip_id in seen:

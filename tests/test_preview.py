@@ -167,3 +167,17 @@ def test_cli_preview_refuses_a_clip_id_that_is_a_path(built, tmp_path: Path, cap
     assert sorted(p for p in out.rglob("*")) == before
     with pytest.raises(ValueError, match="cannot name a file"):
         contact_sheet(out, "../FM/p1")
+
+
+def test_time_labels_follow_the_output_frame_rate(tmp_path: Path) -> None:
+    """At 25 fps the last of 25 frames is at 0.96 s (labelled 1.0s), not 24 / 30 = 0.8 s."""
+    from mime_fast.preview import draw_text
+
+    clip = samples.make_clip(tmp_path / "src" / "q.mp4", duration=1.0, fps=25, size=(160, 120), seed=4)
+    build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, min_height=0, min_duration=0, fps=25,
+                  subsets=["FM"])
+    sheet = contact_sheet(tmp_path / "out", "q", times=4)
+    header = np.full((24, sheet.shape[1], 3), 24, np.uint8)
+    for j, label in enumerate(("0.0s", "0.3s", "0.6s", "1.0s")):  # frames 0, 8, 16, 24
+        draw_text(header, label, 90 + j * (160 + 4) + 4, 5)
+    assert np.array_equal(sheet[:24], header)

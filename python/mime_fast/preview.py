@@ -76,7 +76,8 @@ def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=
 
 def _frames_at(path: Path, n: int) -> tuple[list[np.ndarray], list[float], bool]:
     """``n`` RGB frames of the output at ``path``, evenly spread from its first to its last frame (the
-    middle one for ``n`` = 1), their times and whether the file has audio.  The frames are counted
+    middle one for ``n`` = 1), their times (seconds from the first frame, from the packets' timestamps:
+    any frame rate) and whether the file has audio.  The frames are counted
     from the packets (:func:`~mime_fast.media.probe`) and decoded once, in order, up to the last one
     chosen: only the chosen frames are converted to RGB and kept, whatever the clip's length.  Raises
     :class:`~mime_fast.media.ClipError` (the file and the reason) for a file that cannot be read."""
@@ -102,7 +103,7 @@ def _frames_at(path: Path, n: int) -> tuple[list[np.ndarray], list[float], bool]
                             ffmpeg_detail(exc)) from exc
     if len(got) < len(wanted):
         raise ClipError(path, f"decoded only {decoded} of {count} video frames (truncated or corrupt)")
-    return [got[i] for i in idx], [i / 30.0 for i in idx], info.has_audio
+    return [got[i] for i in idx], [float(info.frame_times[i] - info.frame_times[0]) for i in idx], info.has_audio
 
 
 def _dense(changed: np.ndarray, r: int = 6, share: float = 0.35) -> np.ndarray:

@@ -83,7 +83,7 @@ import numpy as np
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
 from .manifest import MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
 from .media import ClipError, iter_display_frames, probe
-from .media.errors import ffmpeg_detail, open_input
+from .media.errors import ffmpeg_detail, interrupted, open_input
 
 __all__ = [
     "AUDITED",
@@ -264,6 +264,7 @@ def _video_digest(path: Path) -> str:
                 if p.size:
                     h.update(bytes(p))
         except av.FFmpegError as exc:
+            interrupted(exc)
             raise ClipError(path, "corrupt or truncated: its video stream breaks off", ffmpeg_detail(exc)) from exc
     return h.hexdigest()
 

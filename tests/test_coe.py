@@ -246,6 +246,15 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def _coe_process(script: str, corpus: Path, server: FakeChatServer, *args: str) -> subprocess.Popen:
+    """``mime-fast coe`` on ``corpus`` against ``server`` in a process of its own, run by
+    ``script``; stderr piped."""
+    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+    return subprocess.Popen([sys.executable, "-c", script, "coe", str(corpus), "--endpoint", server.url,
+                             "--model", "omni", "--text-model", "text", *args],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def test_resume_after_kill_repeats_no_answered_request(corpus: Path, server: FakeChatServer) -> None:
     held = threading.Event()
     release = threading.Event()
@@ -257,10 +266,7 @@ def test_resume_after_kill_repeats_no_answered_request(corpus: Path, server: Fak
         return default_reply(req)
 
     server.script = hold_the_12th
-    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, "coe", str(corpus), "--endpoint", server.url,
-                             "--model", "omni", "--text-model", "text", "--concurrency", "1"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _coe_process(KILLED_RUN, corpus, server, "--concurrency", "1")
     try:
         assert held.wait(60), proc.stderr.read().decode() if proc.poll() is not None else "no 12th request"
         os.kill(proc.pid, signal.SIGKILL)
@@ -306,10 +312,8 @@ def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpu
         return default_reply(req)
 
     server.script = hold_c2
-    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, "coe", str(corpus), "--endpoint", server.url,
-                             "--model", "omni", "--text-model", "text", "--subsets", "FM,VMM", "--concurrency", "2",
-                             "--backoff", "0.001"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _coe_process(INTERRUPTED_RUN, corpus, server, "--subsets", "FM,VMM", "--concurrency", "2",
+                        "--backoff", "0.001")
     try:
         assert both_held.wait(60), proc.stderr.read().decode() if proc.poll() is not None else "not held"
         sent = len(server.requests)  # both chains wait on a reply: nothing else can be sent now

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "../kernels/gaussian_blur.cuh"
 #include "../kernels/launch.hpp"
@@ -83,7 +84,8 @@ private:
     size_t bytes_ = 0;
 };
 
-// What one host thread uses on the device, made once and reused by every call of that thread: a
+// What one host thread uses on the device, made once and reused by every call of that thread (and
+// by later threads once it ends: current()): a
 // stream of its own, grow-only buffers (sized by the largest frame seen, so the hot path allocates
 // nothing after the first frame) and the blur weights of each kernel size. One synchronisation per
 // call, at its end, when the results are needed on the host.
@@ -98,22 +100,38 @@ public:
     // MIME_FAST_BLOCKING_STREAM=1 makes it a blocking one again (it then also waits for, and holds
     // up, all legacy-stream work): a switch to tell a stream-ordering fault from another.
     Workspace() {
+        check(cudaGetDevice(&device_), "cudaGetDevice");
         const char* blocking = std::getenv("MIME_FAST_BLOCKING_STREAM");
         const unsigned flags = (blocking && blocking[0] == '1') ? cudaStreamDefault : cudaStreamNonBlocking;
         check(cudaStreamCreateWithFlags(&stream_, flags), "cudaStreamCreate");
+        check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreate");
     }
     ~Workspace() {
+        if (ready_) cudaEventDestroy(ready_);
         if (stream_) cudaStreamDestroy(stream_);
     }
     Workspace(const Workspace&) = delete;
     Workspace& operator=(const Workspace&) = delete;
 
+    // The calling thread's workspace, for the device the thread uses now. A thread takes one from
+    // a process-wide pool on its first call and gives it back when it ends, so the threads that
+    // come and go (each decode pass's prefetch thread, each run's clip slots) reuse the stream,
+    // buffers and weights of those before them: after warm-up nothing is allocated, and nothing is
+    // freed either (a cudaFree waits for the whole device, every thread's work included).
     static Workspace& current() {
-        thread_local Workspace ws;
-        return ws;
+        thread_local Lease lease;
+        int device = 0;
+        check(cudaGetDevice(&device), "cudaGetDevice");
+        if (!lease.ws || lease.ws->device_ != device) {
+            lease.give_back();
+            lease.ws = take(device);
+        }
+        return *lease.ws;
     }
 
     cudaStream_t stream() const { return stream_; }
+    // An event of this workspace's, for follow().
+    cudaEvent_t ready_event() const { return ready_; }
     template <typename T = uint8_t>
     T* buffer(Slot s, size_t bytes) {
         slots_[s].reserve(bytes);
@@ -158,7 +176,50 @@ public:
     }
 
 private:
+    // Idle workspaces, per device. Never destroyed: nothing is freed at process exit, when the
+    // driver may already be gone.
+    struct Pool {
+        std::mutex mutex;
+        std::vector<std::unique_ptr<Workspace>> idle;
+    };
+    static Pool& pool() {
+        static Pool* p = new Pool;
+        return *p;
+    }
+    static std::unique_ptr<Workspace> take(int device) {
+        Pool& p = pool();
+        {
+            std::lock_guard<std::mutex> lock(p.mutex);
+            for (auto it = p.idle.begin(); it != p.idle.end(); ++it) {
+                if ((*it)->device_ == device) {
+                    std::unique_ptr<Workspace> ws = std::move(*it);
+                    p.idle.erase(it);
+                    return ws;
+                }
+            }
+        }
+        return std::make_unique<Workspace>();  // (on the current device)
+    }
+    // A thread's hold on one workspace, given back to the pool when the thread ends.
+    struct Lease {
+        std::unique_ptr<Workspace> ws;
+        Lease() = default;
+        Lease(const Lease&) = delete;
+        Lease& operator=(const Lease&) = delete;
+        ~Lease() { give_back(); }
+        void give_back() {
+            if (!ws) return;
+            cudaStreamSynchronize(ws->stream_);  // (every call ends synchronised: a no-op, kept as a guard)
+            cudaGetLastError();
+            Pool& p = pool();
+            std::lock_guard<std::mutex> lock(p.mutex);
+            p.idle.push_back(std::move(ws));
+        }
+    };
+
+    int device_ = 0;
     cudaStream_t stream_ = nullptr;
+    cudaEvent_t ready_ = nullptr;
     DeviceBuffer slots_[kSlots];
     PinnedBuffer pinned_[2];
     struct Weights {
@@ -173,11 +234,9 @@ private:
 // default stream (where PyTorch's default stream and NVDEC's decoder queue theirs). Called first by
 // every call that reads or writes device memory it did not allocate.
 void follow(Workspace& ws, void* stream) {
-    thread_local cudaEvent_t ready = nullptr;
-    if (!ready) check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
     const cudaStream_t s = stream ? static_cast<cudaStream_t>(stream) : cudaStreamLegacy;
-    check(cudaEventRecord(ready, s), "cudaEventRecord");
-    check(cudaStreamWaitEvent(ws.stream(), ready, 0), "cudaStreamWaitEvent");
+    check(cudaEventRecord(ws.ready_event(), s), "cudaEventRecord");
+    check(cudaStreamWaitEvent(ws.stream(), ws.ready_event(), 0), "cudaStreamWaitEvent");
 }
 
 size_t image_bytes(const ImageViewT<const uint8_t>& v) { return static_cast<size_t>(v.height) * v.width * v.channels; }

@@ -98,3 +98,47 @@ def test_cuda_yuv420_to_rgb_equals_cpu(astronaut: np.ndarray) -> None:
             for roi in [(31, 17, 101, 77), (0, 0, 1, 1), (img.shape[1] - 3, img.shape[0] - 2, 3, 2)]:
                 assert_images_equal(ops.yuv420_to_rgb(y, u, v, roi=roi, matrix=matrix, device="cuda"),
                                     ops.yuv420_to_rgb(y, u, v, roi=roi, matrix=matrix), "cuda")
+
+
+@pytest.mark.cuda
+def test_cuda_threads_that_come_and_go_reuse_workspaces(astronaut: np.ndarray) -> None:
+    """Each thread takes a workspace (stream, grow-only buffers, weights) from the core's pool and
+    gives it back when it ends, as each decode pass's prefetch thread does. The next threads get
+    those back, with buffers sized by another thread's frames and weights of other kernels: the
+    bytes must not care, and after the first wave the device memory must not grow."""
+    import threading
+
+    crops = [np.ascontiguousarray(astronaut[:h, :w]) for h, w in ((512, 512), (301, 257), (97, 413), (64, 64))]
+    want = {(i, k): cv2.GaussianBlur(c, (k, k), 0) for i, c in enumerate(crops) for k in (15, 35, 55)}
+    failures: list[str] = []
+
+    def work(shift: int) -> None:
+        try:
+            for j in range(len(crops)):
+                i = (j + shift) % len(crops)  # each thread its own order of sizes: buffers grow, then are reused
+                for k in (15, 35, 55)[shift % 3:] + (15, 35, 55)[:shift % 3]:
+                    got = ops.gaussian_blur(crops[i], k, device="cuda")
+                    if not np.array_equal(got, want[i, k]):
+                        failures.append(f"thread {shift}: crop {i} k={k}")
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(f"thread {shift}: {exc!r}")
+
+    def wave() -> None:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    free = []
+    for _ in range(4):
+        wave()
+        try:
+            import torch
+
+            free.append(torch.cuda.mem_get_info()[0])
+        except (ImportError, RuntimeError):
+            pass
+    assert not failures, failures
+    if free:  # waves after the first reuse the pooled workspaces: nothing more taken from the device
+        assert min(free[1:]) >= free[1] - (8 << 20), [f >> 20 for f in free]

@@ -275,9 +275,11 @@ def _track(path: Path, stack, frames: int, out: dict, wrap=None) -> None:
 
 
 def _track_at_once(clips: list[Path], stack, frames: int, wrap=None) -> dict:
-    """:func:`_track` of every clip at once, each on a thread of its own, through ``stack``."""
+    """:func:`_track` of every clip at once, each on a thread of its own, through ``stack``
+    (``wrap``: as :func:`_track`'s, for every clip, or a dict of it per clip name)."""
     out: dict = {}
-    ts = [threading.Thread(target=_track, args=(c, stack, frames, out, wrap)) for c in clips]
+    wraps = wrap if isinstance(wrap, dict) else {c.name: wrap for c in clips}
+    ts = [threading.Thread(target=_track, args=(c, stack, frames, out, wraps.get(c.name))) for c in clips]
     for t in ts:
         t.start()
     for t in ts:
@@ -355,7 +357,10 @@ def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
     st = load_torch_stack(device)
     wrap = lambda rgb: DeviceFrame(torch.from_numpy(np.ascontiguousarray(rgb)).to(device))  # noqa: E731
 
+    downloads: list = []  # (recorded too: the broker reruns a failed batched call call by call)
+
     def whole_frame_download(self, dtype=None, copy=None):
+        downloads.append(self.shape)
         raise AssertionError("a whole device frame was copied to the host")
 
     monkeypatch.setattr(DeviceFrame, "__array__", whole_frame_download)  # only regions may come back
@@ -375,6 +380,13 @@ def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
     stats = shared.broker.stats()
     for lane in ("detector", "landmarks", "embedder"):
         assert stats[lane]["mixes"] and all(stats[lane]["mixes"].values()), (lane, stats[lane])
+    # one clip's frames on the device, the others' on the host (an NVDEC clip beside clips PyAV
+    # decodes): the broker's batches mix them, and each frame is read where it is
+    shared = shared_stack(st, wait_s=0.05)
+    mixed = _track_at_once(clips, shared, 24, {clips[0].name: wrap})
+    for c in clips:
+        assert mixed[c.name] == numpy_frames[c.name], c.name
+    assert not downloads, downloads
 
 
 def test_threads_released_from_a_slow_forward_are_still_waited_for():

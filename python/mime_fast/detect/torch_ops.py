@@ -232,17 +232,16 @@ def _one_copy(tensors) -> list[np.ndarray]:
 
 
 def _as_frames(frames, device) -> list | torch.Tensor:
-    """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``; a list
-    of :class:`DeviceFrame` becomes the list of their tensors on ``device`` (not stacked: the crops
-    are cut from each where it is; :func:`_size_batches` stacks the detector's small inputs)."""
+    """numpy frames stay a list (host); a uint8 ``(N, H, W, 3)`` tensor goes to ``device``; in a
+    list, each :class:`DeviceFrame` becomes its tensor on ``device`` (not stacked: the crops are cut
+    from each where it is; :func:`_size_batches` stacks the detector's small inputs) and numpy
+    frames beside them stay on the host.  A list may mix the two (a broker's batch of an NVDEC clip
+    and a PyAV clip): each frame is read where it is, no device frame is copied to the host."""
     if isinstance(frames, torch.Tensor):
         if frames.dtype != torch.uint8 or frames.dim() != 4 or frames.shape[3] != 3:
             raise ValueError(f"expected a uint8 (N, H, W, 3) tensor, got {frames.dtype} {tuple(frames.shape)}")
         return frames.to(device)
-    frames = list(frames)
-    if frames and all(isinstance(f, DeviceFrame) for f in frames):
-        return [f.tensor.to(device) for f in frames]
-    return [_check_frame(f) for f in frames]
+    return [f.tensor.to(device) if isinstance(f, DeviceFrame) else _check_frame(f) for f in frames]
 
 
 def _size_batches(frames, device, max_size: int | None, cache: dict):
@@ -254,14 +253,20 @@ def _size_batches(frames, device, max_size: int | None, cache: dict):
     for (H, W), idx in groups.items():
         if isinstance(frames, torch.Tensor):
             x = frames[idx]
-        elif isinstance(frames[idx[0]], torch.Tensor):
+        elif all(isinstance(frames[i], torch.Tensor) for i in idx):
             x = torch.stack([frames[i] for i in idx])
-        else:  # host frames: each distinct one uploaded once (a broker pads a call with copies of its first)
+        else:  # host frames (some beside device ones): each distinct one uploaded once (a broker
+            # pads a call with copies of its first)
             first: dict[int, int] = {}
             slot = [first.setdefault(id(frames[i]), len(first)) for i in idx]
-            x = torch.from_numpy(np.stack([frames[idx[slot.index(k)]] for k in range(len(first))])).to(device)
+            distinct = [frames[idx[slot.index(k)]] for k in range(len(first))]
+            if all(isinstance(f, np.ndarray) for f in distinct):
+                x = torch.from_numpy(np.stack(distinct)).to(device)
+            else:
+                x = torch.stack([f.to(device) if isinstance(f, torch.Tensor) else torch.from_numpy(f).to(device)
+                                 for f in distinct])
             if len(first) < len(idx):
-                x = x[torch.tensor(slot)]
+                x = x[torch.tensor(slot, device=x.device)]
         x, scale = area_downscale(x.permute(0, 3, 1, 2).float(), max_size, cache)
         yield H, W, idx, x, scale
 
@@ -273,9 +278,10 @@ def _crops(frames, Ms_per_frame, size: int, device) -> torch.Tensor:
     tensor are cropped where they are by the core's CUDA kernel (CUDA builds), else by
     :func:`warp_affine_u8`.  All three give the same bytes."""
     n = sum(len(m) for m in Ms_per_frame)
-    if not isinstance(frames, torch.Tensor) and frames and isinstance(frames[0], torch.Tensor):
-        # device frames (_as_frames): each frame's crops where it is
-        parts = [_crops(f[None], [mats], size, device) for f, mats in zip(frames, Ms_per_frame) if len(mats)]
+    if not isinstance(frames, torch.Tensor) and any(isinstance(f, torch.Tensor) for f in frames):
+        # device frames (_as_frames), maybe beside host ones: each frame's crops where it is
+        parts = [_crops(f[None] if isinstance(f, torch.Tensor) else [f], [mats], size, device)
+                 for f, mats in zip(frames, Ms_per_frame) if len(mats)]
         return torch.cat(parts) if parts else torch.zeros((0, 3, size, size), device=device)
     if isinstance(frames, torch.Tensor):
         frames = frames.to(device)

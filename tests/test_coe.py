@@ -160,8 +160,17 @@ def test_algorithm1_stage_order_and_inputs_per_subset(corpus: Path, server: Fake
 
 
 def test_concurrent_requests_share_identical_stage1_and_keep_the_limit(corpus: Path, server: FakeChatServer) -> None:
+    overlapped = threading.Event()
+
     def slow(req: Request) -> Reply:
-        time.sleep(0.05)
+        # Past stage I (shared per clip: the samples wait on it), replies are held until a second
+        # request is in flight, so the overlap does not depend on timing (a serial client fails
+        # after 10 s, not by luck); then each takes a while.
+        if server.in_flight >= 2:
+            overlapped.set()
+        if req.stage != "stage1" and not overlapped.wait(10):
+            overlapped.set()
+        time.sleep(0.02)
         return default_reply(req)
 
     server.script = slow

@@ -37,3 +37,23 @@ def test_atomic_outputs_remove_temporaries_on_error(tmp_path):
     with media.atomic_outputs() as outs:
         outs.temp_for(final).write_bytes(b"done")
     assert final.read_bytes() == b"done" and list((tmp_path / "x").iterdir()) == [final]
+
+
+def test_check_writable_names_the_folder_and_leaves_no_probe(tmp_path, monkeypatch) -> None:
+    import errno
+    import os
+
+    media.check_writable(tmp_path, ("c1.mp4",))
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError) as err:  # a name too long once its temporary's name is added
+        media.check_writable(tmp_path, ("x" * 250 + ".mp4",))
+    assert err.value.errno == errno.ENAMETOOLONG
+
+    def full(fd: int) -> None:  # a full disk shows when the written byte is synced
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as err:
+        media.check_writable(tmp_path)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..media.outputs import check_writable
+
 __all__ = ["ReplyCache", "request_key"]
 
 
@@ -45,17 +47,13 @@ class ReplyCache:
             return None
 
     def check_writable(self) -> None:
-        """Make the folder if missing and write (then remove) a file in it: raises the ``OSError``
-        that writing an entry would meet -- before a paid request, not after."""
+        """Make the folder if missing and write (then remove) a file in it
+        (:func:`mime_fast.media.check_writable`): raises the ``OSError`` that writing an entry
+        would meet -- before a paid request, not after."""
         if self.root is None:
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        probe = self.root / f".probe.tmp-{os.getpid()}.{threading.get_ident()}"
-        with open(probe, "w", encoding="utf-8") as f:
-            f.write("{}")
-            f.flush()
-            os.fsync(f.fileno())
-        probe.unlink()
+        check_writable(self.root)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         if self.root is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import threading
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator
@@ -97,14 +98,22 @@ TEMP_NAME_EXTRA = 32
 
 
 def check_writable(folder: Path, names: tuple[str, ...] = ()) -> None:
-    """Raise ``OSError`` naming ``folder`` now, before any work, when files cannot be created in it
-    (a read-only file system, no permission), or when one of ``names`` (files to be written there)
-    is too long for it once its temporary's name is added (:data:`TEMP_NAME_EXTRA`)."""
+    """Raise ``OSError`` naming ``folder`` now, before any work, when files cannot be written in it
+    (a read-only file system, no permission, a full disk: a byte is written and synced), or when
+    one of ``names`` (files to be written there) is too long for it once its temporary's name is
+    added (:data:`TEMP_NAME_EXTRA`)."""
     folder = Path(folder)
-    probe = folder / f".write-check.tmp-{os.getpid()}"
+    # (the corpus's temporary naming: one a killed process leaves is cleaned by the next build)
+    probe = folder / f".write-check.tmp-{os.getpid()}.{threading.get_ident()}"
     try:
-        probe.touch()
-        probe.unlink()
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0")
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                probe.unlink()
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror or str(exc), str(folder)) from None  # (the folder, not the probe)
     try:

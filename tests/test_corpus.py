@@ -271,15 +271,22 @@ def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path, monkeypatch, cap
     try:
         assert main(["build", str(corpus), "--out", str(distributed), "--subsets", "FM,FDM,FSAM", "--ray", *SMALL]) == 1
         # --device cuda on a cluster without GPUs: stopped before any task (a task asking for a GPU
-        # share would wait forever; one asking for none would find CUDA hidden by Ray)
-        import mime_fast
-
-        monkeypatch.setattr(mime_fast, "cuda_available", lambda: True)
+        # share would wait forever; one asking for none would find CUDA hidden by Ray). The driver
+        # itself (this machine: no GPU) may start such a run: the device is the workers' to check.
         capsys.readouterr()
         assert main(["build", str(corpus), "--out", str(tmp_path / "gpu"), "--ray", "--device", "cuda", *SMALL]) == 1
         err = capsys.readouterr().err
         assert "device='cuda' with Ray, but the Ray cluster has no GPU (2 CPUs, 0 GPUs)" in err
         assert not [r for r in read_rows(tmp_path / "gpu") if r["status"] == "ok"]
+        # a node that says it has a GPU but cannot use CUDA: the run stops with one line naming it
+        ray.shutdown()
+        ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+        assert main(["build", str(corpus), "--out", str(tmp_path / "gpu"), "--ray", "--device", "cuda", *SMALL]) == 1
+        err = capsys.readouterr().err
+        assert "device='cuda', but the Ray worker on " in err and "cannot use CUDA (" in err, err
+        assert not [r for r in read_rows(tmp_path / "gpu") if r["status"] == "ok"]
+        assert main(["build", str(corpus), "--out", str(tmp_path / "gpu2"), "--device", "cuda", *SMALL]) == 1
+        assert "device='cuda' requested but" in capsys.readouterr().err  # without Ray: refused here, at once
     finally:
         ray.shutdown()
 

@@ -41,6 +41,8 @@ This module imports only the standard library and :mod:`mime_fast.spec` (the CUD
 ``device="cuda"`` asks the package when it runs).
 """
 
+import contextlib
+import contextvars
 import dataclasses
 import difflib
 import math
@@ -68,6 +70,7 @@ __all__ = [
     "Settings",
     "X264_PRESETS",
     "check_kernel",
+    "device_checked_elsewhere",
     "hold_frames",
 ]
 
@@ -351,13 +354,30 @@ class DeviceOptions:
         _check(isinstance(self.nvdec, bool), "nvdec", f"must be True or False, got {self.nvdec!r}")
         _check(isinstance(self.device_frames, bool), "device_frames",
                f"must be True or False, got {self.device_frames!r}")
-        if self.device == "cuda":
+        if self.device == "cuda" and _DEVICE_CHECKED_HERE.get():
             # lazy: the package root sits above every module (it re-exports the pipeline); its
             # cuda_available is looked up when a setting asks for CUDA
             from . import cuda_available, cuda_status
 
             if not cuda_available():
                 raise RuntimeError(f"device='cuda' requested but {cuda_status()}")
+
+
+#: Whether :class:`DeviceOptions` checks that its device can be used in this process (see
+#: :func:`device_checked_elsewhere`).
+_DEVICE_CHECKED_HERE: contextvars.ContextVar[bool] = contextvars.ContextVar("device_checked_here", default=True)
+
+
+@contextlib.contextmanager
+def device_checked_elsewhere():
+    """Settings made inside the block are not refused for a device this process cannot use: the
+    driver of a Ray run, whose clips are built on the cluster's GPU nodes, may have no GPU itself
+    (each task checks its own, :func:`mime_fast.corpus.workers.ray_task_resources`)."""
+    token = _DEVICE_CHECKED_HERE.set(False)
+    try:
+        yield
+    finally:
+        _DEVICE_CHECKED_HERE.reset(token)
 
 
 @dataclass(frozen=True)

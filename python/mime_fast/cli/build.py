@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = check_settings(workers=args.workers, ray_cpus_per_clip=args.ray_cpus_per_clip,
                                   clips_per_process=args.clips_per_process, clip_timeout=args.clip_timeout,
-                                  **options(args))
+                                  use_ray=args.ray, **options(args))
     except (ValueError, TypeError) as exc:
         raise UsageError(as_option(str(exc), getattr(args, "argv", []))) from None
     except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable

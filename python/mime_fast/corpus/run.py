@@ -4,6 +4,7 @@ compacted at the end; :class:`CorpusSummary` says what happened."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import threading
@@ -14,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from ..media import check_writable
 from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, write_compacted
-from ..options import Settings
+from ..options import Settings, device_checked_elsewhere
 from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
 from .clip import STALLED, WORKER_DIED, _detects
@@ -43,10 +44,12 @@ class CorpusSummary:
 
 
 def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_per_process: int = 1,
-                   clip_timeout: float | None = None, settings: Settings | None = None, **options: Any) -> Settings:
+                   clip_timeout: float | None = None, use_ray: bool = False, settings: Settings | None = None,
+                   **options: Any) -> Settings:
     """The settings of a :func:`run_corpus` (``settings`` changed by ``options``:
     :meth:`mime_fast.options.Settings.resolve`), checked before anything runs: ``ValueError`` or
-    ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used."""
+    ``TypeError`` for a bad or unknown one, ``RuntimeError`` for a device that cannot be used here
+    (with ``use_ray``, the device is the Ray workers' to check: the driver may have no GPU)."""
     if int(workers) < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     if int(clips_per_process) < 1:
@@ -55,7 +58,8 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
         raise ValueError(f"ray_cpus_per_clip must be > 0, got {ray_cpus_per_clip}")
     if clip_timeout is not None and not float(clip_timeout) >= 0:
         raise ValueError(f"clip_timeout must be >= 0 seconds (0: none), got {clip_timeout}")
-    return Settings.resolve(settings, **options)
+    with device_checked_elsewhere() if use_ray else contextlib.nullcontext():
+        return Settings.resolve(settings, **options)
 
 
 def run_corpus(
@@ -120,8 +124,8 @@ def run_corpus(
     out_dir = Path(out_dir)
     codes = _codes(subsets)
     settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip,
-                              clips_per_process=clips_per_process, clip_timeout=clip_timeout, settings=settings,
-                              **options)  # before the first clip
+                              clips_per_process=clips_per_process, clip_timeout=clip_timeout, use_ray=use_ray,
+                              settings=settings, **options)  # before the first clip
     previous = compact(read_rows(out_dir))
     check_same_settings(previous, settings, out_dir)  # SettingsChanged, before anything is written
     recorded = settings_record(settings)

@@ -268,6 +268,21 @@ def ray_task_resources(settings: Settings, cpus_per_clip: float, cluster: dict[s
     return resources
 
 
+def _device_usable_here(settings: Settings) -> None:
+    """In a Ray task: with ``device="cuda"``, this worker must see a usable CUDA device, or the run
+    stops with one line naming the node (:class:`~mime_fast.corpus.clip.RunStopped`): every clip
+    would fail there alike.  The driver does not check (``check_settings(use_ray=True)``)."""
+    if settings.compute.device != "cuda":
+        return
+    from .. import cuda_available, cuda_status  # lazy: the package root sits above every module
+
+    if not cuda_available():
+        import socket
+
+        raise RunStopped(f"device='cuda', but the Ray worker on {socket.gethostname()} cannot use CUDA "
+                         f"({cuda_status()}): fix that node, or build with --device cpu")
+
+
 def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
                  address: str | None, cpus_per_clip: float, clip_timeout: float | None = None):
     """Yield _process_clip results computed by Ray Data tasks, as they complete.  A clip whose task
@@ -304,6 +319,7 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
             if marker.exists():  # this task's last run made no progress: its process was ended
                 rows, reason, frames = _stalled(spec, marker, Path(out), timeout, run)
             else:
+                _device_usable_here(settings)  # (the driver, maybe without a GPU, did not check it)
                 if timeout and _detects(spec, codes):  # a new worker loads its models before the clock starts
                     default_stack(settings.compute.device)
                 with _exit_when_clip_stalls(timeout, marker) as progress:

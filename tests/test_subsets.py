@@ -392,6 +392,14 @@ def test_degrade_matches_build_subsets_and_is_deterministic(tmp_path):
     fsm55 = degrade(clip.path, tmp_path / "one" / "fsm55.mp4", "FSM", 55, landmarks=clip.landmarks, **SMALL)
     assert video_packets(fdm55) == video_packets(fsm55)  # the kernel, not the label, decides the blur
     assert video_packets(fdm55) != video_packets(res.outputs["FDM"])
+    # without a kernel: the fsm_kernel setting, as build_subsets reads it (its default "auto" too)
+    by_setting = degrade(clip.path, tmp_path / "one" / "fsm_s.mp4", "FSM", landmarks=clip.landmarks, fsm_kernel=35,
+                         **SMALL)
+    assert sha256(by_setting) == sha256(res.outputs["FSM"])
+    auto = build_subsets(clip.path, tmp_path / "c", landmarks=clip.landmarks, subsets=["FSM"], **SMALL)
+    assert auto.fsm_kernel == 35  # (a small face: "auto" picks 35)
+    assert sha256(degrade(clip.path, tmp_path / "one" / "fsm_a.mp4", "FSM", landmarks=clip.landmarks,
+                          **SMALL)) == sha256(auto.outputs["FSM"])
 
 
 # ------------------------------------------------------------------ errors and safety

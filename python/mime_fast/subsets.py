@@ -617,8 +617,9 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
             settings: Settings | None = None, **options) -> Path:
     """Write one subset of ``src`` to ``dst`` (an .mp4 path) and return ``dst``.
 
-    ``kernel`` is the blur kernel for FDM/FDAM (default ``fdm_kernel``, 15) and FSM/FSAM (default
-    55); ignored for FM/VMM/AMM.  Other arguments as in :func:`build_subsets`.  Raises
+    ``kernel`` is the blur kernel for FDM/FDAM (default: the ``fdm_kernel`` setting, 15) and
+    FSM/FSAM (default: the ``fsm_kernel`` setting, ``"auto"``: 55, or 35 for small faces, as
+    :func:`build_subsets` chooses); ignored for FM/VMM/AMM.  Other arguments as in :func:`build_subsets`.  Raises
     :class:`ClipError` for VMM when the source has no audio, and ``ValueError`` before reading
     anything when ``dst`` names another container than MP4 (``.mp4``, ``.m4v``, ``.mov``).
     """
@@ -630,7 +631,7 @@ def degrade(src, dst, subset: str = "FSM", kernel: int | None = None, *, landmar
     if kernel is not None and key is not None:
         kernel = check_kernel(kernel, "kernel")
     fdm_k = kernel if (kernel is not None and key == "fdm") else int(st.mask.fdm_kernel)
-    fsm_k = kernel if (kernel is not None and key == "fsm") else 55
+    fsm_k = kernel if (kernel is not None and key == "fsm") else st.mask.fsm_kernel
     src, info, provider = _prepare(src, landmarks, st)
     dst = Path(dst)
     if dst.resolve() == src.resolve():

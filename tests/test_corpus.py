@@ -951,3 +951,45 @@ def test_a_clip_fails_for_the_same_reason_whether_detected_ahead_or_not(tmp_path
         assert isinstance(ahead.exception(), ClipError)  # (the detection itself fails)
         _, detected_ahead, _ = _process_clip(spec, tmp_path / "b", codes, st, "r", located=ahead)
     assert inside is not None and detected_ahead == inside, (inside, detected_ahead)
+
+
+def test_a_file_name_that_is_not_utf8_builds_under_an_escaped_id_and_resumes(corpus: Path, tmp_path: Path,
+                                                                              capsys) -> None:
+    # Names unzipped from a GBK or Latin-1 archive are bytes that are not UTF-8: such a clip is
+    # built under an id with those bytes as %XX, which names its outputs; every text of the
+    # manifest is UTF-8 (pyarrow and the CoE pipeline read it) and gives the real path back; the
+    # rest of the batch builds (a bad clip in a folder so named fails alone), and a rerun skips the
+    # complete clips.
+    root = _clips(tmp_path, corpus, ok="a/happy01.mp4")
+    bad = root / os.fsdecode(b"clip_\xb1\xed\xc7\xe9 50%.mp4")
+    bad.write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    (root / os.fsdecode(b"d\xe4")).mkdir()
+    (root / os.fsdecode(b"d\xe4") / "corrupt.mp4").write_bytes(os.urandom(4096))
+    (root / os.fsdecode(b"notes_\xe4.txt")).write_text("x")  # listed by --list-skipped, as the manifest writes it
+    out = tmp_path / "out"
+    args = ["build", str(root), "--out", str(out), "--subsets", "FM,AMM", *SMALL]
+    assert main(args) == 1
+    assert "  failed corrupt: not a media file" in capsys.readouterr().out
+    clip_id = "clip_%B1%ED%C7%E9 50%"
+    (out / "manifest.jsonl").read_bytes().decode("utf-8")  # strict: valid UTF-8 text
+    rows = read_rows(out)
+    assert {(r["clip_id"], r["subset"], r["status"]) for r in rows} == {
+        ("corrupt", None, "failed"), *((c, s, "ok") for c in ("ok", clip_id) for s in ("FM", "AMM", "audio"))}
+    mine = [r for r in rows if r["clip_id"] == clip_id]
+    assert {r["path"] for r in mine} == {f"FM/{clip_id}.mp4", f"AMM/{clip_id}.mp4", f"audio/{clip_id}.wav"}
+    assert all((out / r["path"]).is_file() for r in mine)
+    from mime_fast.manifest import name_bytes, utf8_text
+
+    assert {os.fsdecode(name_bytes(r["source"])) for r in mine} == {str(bad)}  # the real path, given back
+    (failed,) = [r for r in rows if r["status"] == "failed"]
+    assert failed["source"] == str(root / "d%E4" / "corrupt.mp4")
+    assert clip_id in pq.read_table(out / "manifest.parquet").column("clip_id").to_pylist()
+    runs = {r["run"] for r in rows if r["status"] == "ok"}
+    assert main([*args, "-q"]) == 1  # resumes: the complete clips skipped, the bad one fails again
+    assert {r["run"] for r in read_rows(out) if r["status"] == "ok"} == runs
+    capsys.readouterr()
+    assert main(["build", str(root), "--list-skipped"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{root}{os.sep}notes_%E4.txt"]
+    # text that is UTF-8 is left as it is; a lone surrogate from a JSON \u escape is U+FFFD
+    assert utf8_text(bad.stem) == clip_id
+    assert utf8_text("é 50%B1") == "é 50%B1" and utf8_text("a\ud800\udcff") == "a\ufffd%FF"

@@ -16,7 +16,8 @@ before a column existed read back with ``None`` in it (:func:`read_rows`), and r
 only the older columns (the Chain-of-Emotion pipeline) are unaffected:
 
 =====================  =========================================================================
-clip_id                the clip's id (unique within a corpus)
+clip_id                the clip's id (unique within a corpus); a file name that is not UTF-8
+                       gives it its undecodable bytes as ``%XX`` (:func:`utf8_text`)
 subset                 FM, FDM, FSM, VMM, FDAM, FSAM or AMM; ``"audio"`` for the 16 kHz wav;
                        ``None`` for a clip that failed before any output was written
 path                   the output file, relative to the output folder (for a failed clip: the
@@ -37,7 +38,8 @@ has_audio              whether the file carries an audio track (16 kHz)
 bytes, sha256          size and SHA-256 of the file (used to verify completed clips on resume)
 label                  emotion label (Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise) or None
 dataset                source dataset name (e.g. DFEW, MAFW, FERV39k, CAER) or None
-source                 the input file
+source                 the input file (a path that is not UTF-8 as :func:`utf8_text` writes it,
+                       as every text of the manifest is)
 tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found automatically
                        (no landmarks given), else ``None``
 tracking_frames_*      source frames in which the subject was detected, interpolated between
@@ -89,6 +91,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -105,7 +108,9 @@ __all__ = [
     "ManifestWriter",
     "atomic_write",
     "compact",
+    "name_bytes",
     "read_rows",
+    "utf8_text",
     "write_compacted",
     "write_parquet",
 ]
@@ -141,11 +146,46 @@ COLUMNS: tuple[str, ...] = (
 DUPLICATE = "duplicate clip id"
 
 
+def utf8_text(text: str) -> str:
+    """``text`` as valid UTF-8 text, the form every clip id and every text of the manifest has.
+
+    A file name that is not valid UTF-8 (a GBK or Latin-1 name unzipped on Linux) reaches Python
+    with each byte it could not decode as a lone surrogate (``surrogateescape``: U+DC80..U+DCFF),
+    which no UTF-8 file can hold: each becomes ``%XX``, the byte in upper-case hex (80 to FF):
+    ``clip_\\xb1\\xed.mp4`` -> ``clip_%B1%ED.mp4``.  Replacing each ``%XX`` from ``%80`` to ``%FF``
+    by its byte gives the name back (:func:`name_bytes`), unless the name also held such a ``%XX``
+    as text.  Any other lone surrogate (only a JSON ``\\u`` escape makes one) becomes U+FFFD.
+    Text that is valid UTF-8 is returned as it is."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"%{code - 0xDC00:02X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def name_bytes(text: str) -> bytes:
+    """The bytes of the file name (or path) that :func:`utf8_text` wrote as ``text``:
+    ``os.fsdecode(name_bytes(row["source"]))`` is the path to open."""
+    return re.sub(rb"%([89A-F][0-9A-F])", lambda m: bytes([int(m.group(1), 16)]), text.encode("utf-8"))
+
+
 def _row(values: dict[str, Any]) -> dict[str, Any]:
+    """A manifest row: every column, in order; its texts valid UTF-8 (:func:`utf8_text`: a source
+    path or a reason naming a file whose name is not UTF-8)."""
     unknown = set(values) - set(COLUMNS)
     if unknown:
         raise ValueError(f"unknown manifest columns {sorted(unknown)}")
-    return {c: values.get(c) for c in COLUMNS}
+    return {c: utf8_text(v) if isinstance(v, str) else v for c, v in ((c, values.get(c)) for c in COLUMNS)}
 
 
 class ManifestWriter:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..corpus import Inputs, SettingsChanged, check_settings, find_inputs, run_corpus
 from ..devices import auto_workers
+from ..manifest import utf8_text
 from ..progress import LineMonitor, TqdmMonitor
 from ..spec import CODES
 from ..subsets import _codes
@@ -48,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.list_skipped:
-        for p in inputs.skipped:
-            print(p)
+        for p in inputs.skipped:  # a name that is not UTF-8 as the manifest writes it (utf8_text)
+            print(utf8_text(str(p)))
         for p in inputs.builds:
-            print(f"{p}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)")
+            print(utf8_text(f"{p}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)"))
         return 0
     if not inputs.clips:
         skipped = f" (skipped {_skipped(inputs)}: --list-skipped)" if inputs.skipped or inputs.builds else ""

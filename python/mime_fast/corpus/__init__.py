@@ -3,7 +3,8 @@
 Inputs (:func:`find_inputs`, :func:`discover`), any number of:
 
 - a folder, searched recursively for video files (:data:`VIDEO_EXTENSIONS`, any case); the clip id
-  is the file stem; a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
+  is the file stem (a stem that is not UTF-8 with its undecodable bytes as ``%XX``:
+  :func:`mime_fast.manifest.utf8_text`); a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
   (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`), and so
   are folders that hold a mime-fast build (:attr:`Inputs.builds`: an earlier output folder);
 - a video file (same rules);

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..media.outputs import TEMP_NAME_EXTRA
-from ..manifest import EMOTIONS, MANIFEST_JSONL
+from ..manifest import EMOTIONS, MANIFEST_JSONL, utf8_text
 from ..spec import CODES
 
 __all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "clip_id_problem", "discover", "find_inputs", "is_build_folder"]
@@ -254,9 +254,13 @@ def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = No
 
 
 def _validate(specs: list[ClipSpec]) -> None:
-    """Record on each clip what makes it unusable as listed (``error``)."""
+    """Make each clip id valid UTF-8 text (:func:`mime_fast.manifest.utf8_text`: a file name that
+    is not UTF-8 gives the id its undecodable bytes as ``%XX``, which names the clip's outputs and
+    its manifest rows; its ``path`` stays the file's) and record on each clip what makes it
+    unusable as listed (``error``)."""
     seen: dict[str, Path] = {}
     for s in specs:
+        s.clip_id = utf8_text(s.clip_id)
         if s.error:
             continue
         s.error = clip_id_problem(s.clip_id)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..media import check_writable
-from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, write_compacted
+from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, utf8_text, write_compacted
 from ..options import Settings, device_checked_elsewhere
 from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
@@ -182,6 +182,7 @@ def run_corpus(
         try:
             for rows, reason, frames in results:
                 clip_id = rows[0]["clip_id"]
+                reason = utf8_text(reason) if reason is not None else None  # as its row has it
                 writer.append([dict(r, settings=recorded) for r in rows])
                 if reason is not None:
                     summary.failed[clip_id] = reason

@@ -993,3 +993,37 @@ def test_a_file_name_that_is_not_utf8_builds_under_an_escaped_id_and_resumes(cor
     # text that is UTF-8 is left as it is; a lone surrogate from a JSON \u escape is U+FFFD
     assert utf8_text(bad.stem) == clip_id
     assert utf8_text("é 50%B1") == "é 50%B1" and utf8_text("a\ud800\udcff") == "a\ufffd%FF"
+
+
+def test_linked_folders_are_followed_each_folder_once_and_broken_links_are_skipped(corpus: Path, tmp_path: Path,
+                                                                                 capsys) -> None:
+    # corpus/DFEW -> /data/DFEW/clips is a common setup: its clips are built. A folder reached by a
+    # second path (again -> real) is searched once; a link back to a folder it is in (a loop) and
+    # links that lead nowhere are skipped, counted and listed, never a crash.
+    from mime_fast.corpus import find_inputs
+
+    root = tmp_path / "in"
+    (root / "real").mkdir(parents=True)
+    (root / "real" / "a.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    (root / "linked").symlink_to(tmp_path / "elsewhere")
+    (root / "again").symlink_to("real")
+    (root / "real" / "back").symlink_to("..")
+    (root / "self.mp4").symlink_to("self.mp4")
+    (root / "gone.mp4").symlink_to(tmp_path / "missing.mp4")
+    found = find_inputs(root)
+    assert [(c.clip_id, c.path) for c in found.clips] == [("b", root / "linked" / "b.mp4"),
+                                                          ("a", root / "real" / "a.mp4")]
+    assert found.skipped == [] and found.builds == []
+    assert found.links == [
+        (root / "gone.mp4", f"a link to nothing: {tmp_path / 'missing.mp4'} does not exist"),
+        (root / "real" / "back", f"a link loop: it leads back to {root}, a folder it is in"),
+        (root / "self.mp4", "a link loop: self.mp4 leads back to itself")]
+    out = tmp_path / "out"
+    assert main(["build", str(root), "--out", str(out), "--subsets", "FM", *SMALL]) == 0
+    assert "skipped 3 broken links in the input folders" in capsys.readouterr().out
+    assert {(r["clip_id"], r["subset"], r["status"]) for r in read_rows(out)} == {
+        (c, s, "ok") for c in ("a", "b") for s in ("FM", "audio")}
+    assert main(["build", str(root), "--list-skipped"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{p} ({why})" for p, why in found.links]

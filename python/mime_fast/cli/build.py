@@ -53,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
             print(utf8_text(str(p)))
         for p in inputs.builds:
             print(utf8_text(f"{p}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)"))
+        for p, why in inputs.links:
+            print(utf8_text(f"{p} ({why})"))
         return 0
     if not inputs.clips:
-        skipped = f" (skipped {_skipped(inputs)}: --list-skipped)" if inputs.skipped or inputs.builds else ""
+        skipped = f" (skipped {_skipped(inputs)}: --list-skipped)" if _skipped(inputs) else ""
         raise UsageError(f"no clips found in {', '.join(str(p) for p in args.inputs)}{skipped}")
 
     if args.quiet:
@@ -78,20 +80,22 @@ def run(args: argparse.Namespace) -> int:
               f"manifest: {args.out / 'manifest.jsonl'}")
         for clip_id, reason in summary.failed.items():
             print(f"  failed {clip_id}: {reason}")
-        if inputs.skipped or inputs.builds:
+        if _skipped(inputs):
             print(f"skipped {_skipped(inputs)} in the input folders (list them: the same command with "
                   "--list-skipped)")
     return 0 if summary.ok else 1
 
 
 def _skipped(inputs: Inputs) -> str:
-    """What the input folders held that is not a clip: "3 non-video files and 1 mime-fast output folder"."""
+    """What the input folders held that is not a clip: "3 non-video files, 1 mime-fast output folder
+    and 1 broken link" ("" for nothing)."""
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'s' if n != 1 else ''}"
 
-    parts = ([count(len(inputs.skipped), "non-video file")] if inputs.skipped else []) + (
-        [count(len(inputs.builds), "mime-fast output folder")] if inputs.builds else [])
-    return " and ".join(parts)
+    parts = [count(n, what) for n, what in ((len(inputs.skipped), "non-video file"),
+                                            (len(inputs.builds), "mime-fast output folder"),
+                                            (len(inputs.links), "broken link")) if n]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
@@ -101,8 +105,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "and the manifest DIR/manifest.jsonl (+ .parquet). Clips already complete in DIR are skipped, "
                     "so rerunning an interrupted or failed build resumes it.",
         epilog="Inputs: video files; folders, searched recursively for videos (a <clip>.npz or <clip>.json "
-               "beside a clip is its landmarks; other files, and folders holding a mime-fast build, are skipped "
-               "and counted: --list-skipped lists them); "
+               "beside a clip is its landmarks; linked folders are followed; other files, folders holding a "
+               "mime-fast build and broken links (a missing target, a loop) are skipped and counted: "
+               "--list-skipped lists them); "
                ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Progress: bars on "
                "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
                "clip failed or the run could not go on, 2 usage error, 130 interrupted (Ctrl-C: rerun to "
@@ -130,8 +135,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     help="Ray cluster address (default: ray.init()'s choice)")
     ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, metavar="N", help="CPUs each clip task reserves")
     ap.add_argument("--list-skipped", action="store_true",
-                    help="list the files of the input folders that are not videos and the mime-fast output "
-                         "folders in them (skipped), and exit")
+                    help="list the files of the input folders that are not videos, the mime-fast output "
+                         "folders and the broken links in them (skipped), and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     add_settings(ap)
     ap.set_defaults(run=run)

@@ -6,7 +6,9 @@ Inputs (:func:`find_inputs`, :func:`discover`), any number of:
   is the file stem (a stem that is not UTF-8 with its undecodable bytes as ``%XX``:
   :func:`mime_fast.manifest.utf8_text`); a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
   (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`), and so
-  are folders that hold a mime-fast build (:attr:`Inputs.builds`: an earlier output folder);
+  are folders that hold a mime-fast build (:attr:`Inputs.builds`: an earlier output folder) and
+  broken links (:attr:`Inputs.links`: a missing target, a loop); linked folders are followed, each
+  real folder searched once;
 - a video file (same rules);
 - a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and
   optional ``clip_id``, ``emotion`` (one of :data:`mime_fast.manifest.EMOTIONS`, any case),

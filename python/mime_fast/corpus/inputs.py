@@ -8,6 +8,7 @@ own outputs (and every clip id would be a duplicate)."""
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -103,30 +104,69 @@ def _holds_manifest(folder: Path) -> bool:
     return isinstance(row, dict) and {"clip_id", "subset", "status"} <= row.keys()
 
 
-def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path], list[Path]]:
-    """The clips of a folder, its other files (hidden files and landmark sidecars aside), and the
-    folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`)."""
-    files, builds = [], []
-    for dirpath, dirnames, filenames in os.walk(root):
-        folder = Path(dirpath)
-        if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
-            dirnames[:] = []
-            continue  # never take our own outputs as inputs
-        if is_build_folder(folder):
-            builds.append(folder)
-            dirnames[:] = []
-            continue
-        files.extend(folder / n for n in filenames if not n.startswith("."))
+def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path], list[Path],
+                                                              list[tuple[Path, str]]]:
+    """The clips of a folder, its other files (hidden files and landmark sidecars aside), the
+    folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`) and the links
+    in it that lead nowhere, each with why (a missing target, a loop).  Linked folders are
+    followed (``corpus/DFEW -> /data/DFEW/clips``) once the folder's own tree is searched, each
+    real folder once: a link back to a folder it is in is a loop, and one to a folder searched by
+    another path (its own, first) is that folder, searched already."""
+    files, builds, links = [], [], []
+    searched: set[str] = set()  # the real paths of the folders searched
+    tops, followed = [root], 0
+    while followed < len(tops):  # the folder, then the linked folders it holds, in the order met
+        top = tops[followed]
+        followed += 1
+        searched.add(os.path.realpath(top))
+        linked = []
+        for dirpath, dirnames, filenames in os.walk(top):  # links to folders are in dirnames, not entered
+            folder = Path(dirpath)
+            if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
+                dirnames[:] = []
+                continue  # never take our own outputs as inputs
+            if is_build_folder(folder):
+                builds.append(folder)
+                dirnames[:] = []
+                continue
+            here = os.path.realpath(folder)
+            searched.add(here)
+            for name in dirnames:
+                if (folder / name).is_symlink():
+                    linked.append((folder / name, here))
+            dirnames[:] = sorted(n for n in dirnames if not (folder / n).is_symlink())
+            files.extend(folder / n for n in filenames if not n.startswith("."))
+        for link, here in sorted(linked):
+            real = os.path.realpath(link)
+            if real == here or here.startswith(real.rstrip(os.sep) + os.sep):
+                links.append((link, f"a link loop: it leads back to {real}, a folder it is in"))
+            elif real not in searched and all(os.path.realpath(t) != real for t in tops[followed:]):
+                tops.append(link)
     specs, others = [], []
     for p in sorted(files):  # the order of the clips (the first of a duplicate id keeps it)
         if not p.is_file():
+            if p.is_symlink():
+                links.append((p, _broken_link(p)))
             continue
         if p.suffix.lower() in VIDEO_EXTENSIONS:
             specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
         else:
             others.append(p)
     sidecars = {s.landmarks for s in specs}
-    return specs, [p for p in others if p not in sidecars], sorted(builds)
+    return specs, [p for p in others if p not in sidecars], sorted(builds), sorted(links)
+
+
+def _broken_link(link: Path) -> str:
+    """Why the link ``link`` leads to no file or folder."""
+    try:
+        link.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"a link loop: {os.readlink(link)} leads back to itself"
+        if exc.errno == errno.ENOENT:
+            return f"a link to nothing: {os.readlink(link)} does not exist"
+        return f"a link that cannot be followed: {os.strerror(exc.errno) if exc.errno else exc}"
+    return "a link to something that is not a file"
 
 
 #: The columns of a list whose values are text (a clip id may also be a number: it is named by its text).
@@ -196,12 +236,15 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
 @dataclass
 class Inputs:
     """What :func:`find_inputs` found: the clips, the files of the folders searched that are
-    not videos (hidden files and the landmarks beside clips aside), which are skipped, and the
-    folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched."""
+    not videos (hidden files and the landmarks beside clips aside), which are skipped, the
+    folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched, and the
+    links in them that lead nowhere."""
 
     clips: list[ClipSpec]
     skipped: list[Path]
     builds: list[Path] = field(default_factory=list)
+    #: links in the folders searched that lead nowhere (a missing target, a loop), each with why
+    links: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
@@ -221,12 +264,14 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     specs: list[ClipSpec] = []
     skipped: list[Path] = []
     builds: list[Path] = []
+    links: list[tuple[Path, str]] = []
     found: set[Path] = set()
     for source in sources:
         suffix = source.suffix.lower()
         if source.is_dir():
-            clips, others, inner = _from_folder(source, excluded)
+            clips, others, inner, broken = _from_folder(source, excluded)
             builds.extend(inner)
+            links.extend(broken)
         elif source.is_file() and suffix in (".csv", ".jsonl"):
             specs.extend(_from_list(source))
             continue
@@ -245,7 +290,7 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 specs.append(spec)
         skipped.extend(others)
     _validate(specs)
-    return Inputs(specs, skipped, builds)
+    return Inputs(specs, skipped, builds, links)
 
 
 def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:

@@ -1022,8 +1022,36 @@ def test_linked_folders_are_followed_each_folder_once_and_broken_links_are_skipp
         (root / "self.mp4", "a link loop: self.mp4 leads back to itself")]
     out = tmp_path / "out"
     assert main(["build", str(root), "--out", str(out), "--subsets", "FM", *SMALL]) == 0
-    assert "skipped 3 broken links in the input folders" in capsys.readouterr().out
+    assert "skipped 3 broken links (list them" in capsys.readouterr().out
     assert {(r["clip_id"], r["subset"], r["status"]) for r in read_rows(out)} == {
         (c, s, "ok") for c in ("a", "b") for s in ("FM", "audio")}
     assert main(["build", str(root), "--list-skipped"]) == 0
     assert capsys.readouterr().out.splitlines() == [f"{p} ({why})" for p, why in found.links]
+
+
+def test_videos_in_an_output_folder_inside_the_input_folder_are_skipped_and_listed(corpus: Path, tmp_path: Path,
+                                                                                   capsys) -> None:
+    # mime-fast build in --out in/happy: the clips already in in/happy are not inputs (the folder
+    # is the outputs'), but they are not left out silently: counted and listed with the reason. Its
+    # own outputs (subset folders, manifest) are never mentioned, on the first run or a rerun.
+    root = _clips(tmp_path, corpus, x="a/happy01.mp4")
+    (root / "happy" / "more").mkdir(parents=True)
+    for name in ("h1.mp4", "more/h2.mp4"):
+        (root / "happy" / name).write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    (root / "happy" / "notes.txt").write_text("x")
+    out = root / "happy"
+    args = ["build", str(root), "--out", str(out), "--subsets", "FM", *SMALL]
+    listed = [f"{out / name} (in the output folder {out}: not an input; move it out of there, or build into "
+              "another --out, to build it)" for name in ("h1.mp4", "more/h2.mp4")]
+    for run in range(2):  # the rerun: out holds FM/x.mp4, audio/x.wav and the manifest too
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+        assert ("done 1" if run == 0 else "already complete 1") in printed
+        assert "skipped 2 videos in the output folder (list them" in printed
+        assert {(r["clip_id"], r["subset"]) for r in read_rows(out)} == {("x", "FM"), ("x", "audio")}
+        assert main([*args, "--list-skipped"]) == 0
+        assert capsys.readouterr().out.splitlines() == listed
+    # the output folder given as the input folder: nothing to build, said with what it holds
+    assert main(["build", str(out), "--out", str(out), "--subsets", "FM", *SMALL]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"mime-fast build: error: no clips found in {out} (skipped 2 videos in the output folder: --list-skipped)")

@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
             print(utf8_text(f"{p}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)"))
         for p, why in inputs.links:
             print(utf8_text(f"{p} ({why})"))
+        for p in inputs.in_out:
+            print(utf8_text(f"{p} (in the output folder {args.out}: not an input; move it out of there, or build "
+                            "into another --out, to build it)"))
         return 0
     if not inputs.clips:
         skipped = f" (skipped {_skipped(inputs)}: --list-skipped)" if _skipped(inputs) else ""
@@ -81,20 +84,20 @@ def run(args: argparse.Namespace) -> int:
         for clip_id, reason in summary.failed.items():
             print(f"  failed {clip_id}: {reason}")
         if _skipped(inputs):
-            print(f"skipped {_skipped(inputs)} in the input folders (list them: the same command with "
-                  "--list-skipped)")
+            print(f"skipped {_skipped(inputs)} (list them: the same command with --list-skipped)")
     return 0 if summary.ok else 1
 
 
 def _skipped(inputs: Inputs) -> str:
-    """What the input folders held that is not a clip: "3 non-video files, 1 mime-fast output folder
-    and 1 broken link" ("" for nothing)."""
-    def count(n: int, what: str) -> str:
-        return f"{n} {what}{'s' if n != 1 else ''}"
+    """What the input folders held that is not a clip: "3 non-video files, 1 mime-fast output folder,
+    1 broken link and 2 videos in the output folder" ("" for nothing)."""
+    def count(n: int, what: str, where: str = "") -> str:
+        return f"{n} {what}{'s' if n != 1 else ''}{where}"
 
-    parts = [count(n, what) for n, what in ((len(inputs.skipped), "non-video file"),
-                                            (len(inputs.builds), "mime-fast output folder"),
-                                            (len(inputs.links), "broken link")) if n]
+    parts = [count(n, *what) for n, what in ((len(inputs.skipped), ("non-video file",)),
+                                             (len(inputs.builds), ("mime-fast output folder",)),
+                                             (len(inputs.links), ("broken link",)),
+                                             (len(inputs.in_out), ("video", " in the output folder"))) if n]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 

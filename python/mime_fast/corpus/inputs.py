@@ -105,14 +105,16 @@ def _holds_manifest(folder: Path) -> bool:
 
 
 def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path], list[Path],
-                                                              list[tuple[Path, str]]]:
+                                                              list[tuple[Path, str]], list[Path]]:
     """The clips of a folder, its other files (hidden files and landmark sidecars aside), the
-    folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`) and the links
-    in it that lead nowhere, each with why (a missing target, a loop).  Linked folders are
+    folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`), the links
+    in it that lead nowhere, each with why (a missing target, a loop), and the videos in the
+    folder ``exclude`` (the output folder) when it is inside: not inputs, but not our outputs
+    either (the build folders in it are, and are not searched).  Linked folders are
     followed (``corpus/DFEW -> /data/DFEW/clips``) once the folder's own tree is searched, each
     real folder once: a link back to a folder it is in is a loop, and one to a folder searched by
     another path (its own, first) is that folder, searched already."""
-    files, builds, links = [], [], []
+    files, builds, links, in_out = [], [], [], []
     searched: set[str] = set()  # the real paths of the folders searched
     tops, followed = [root], 0
     while followed < len(tops):  # the folder, then the linked folders it holds, in the order met
@@ -123,8 +125,12 @@ def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list
         for dirpath, dirnames, filenames in os.walk(top):  # links to folders are in dirnames, not entered
             folder = Path(dirpath)
             if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
-                dirnames[:] = []
-                continue  # never take our own outputs as inputs
+                # never take our own outputs as inputs, nor the videos beside them (told, not built)
+                dirnames[:] = sorted(n for n in dirnames
+                                     if not (folder / n).is_symlink() and not is_build_folder(folder / n))
+                in_out.extend(folder / n for n in filenames
+                              if not n.startswith(".") and Path(n).suffix.lower() in VIDEO_EXTENSIONS)
+                continue
             if is_build_folder(folder):
                 builds.append(folder)
                 dirnames[:] = []
@@ -153,7 +159,7 @@ def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list
         else:
             others.append(p)
     sidecars = {s.landmarks for s in specs}
-    return specs, [p for p in others if p not in sidecars], sorted(builds), sorted(links)
+    return specs, [p for p in others if p not in sidecars], sorted(builds), sorted(links), sorted(in_out)
 
 
 def _broken_link(link: Path) -> str:
@@ -237,21 +243,24 @@ def _from_list(list_path: Path) -> list[ClipSpec]:
 class Inputs:
     """What :func:`find_inputs` found: the clips, the files of the folders searched that are
     not videos (hidden files and the landmarks beside clips aside), which are skipped, the
-    folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched, and the
-    links in them that lead nowhere."""
+    folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched, the
+    links in them that lead nowhere, and the videos in the output folder kept inside them."""
 
     clips: list[ClipSpec]
     skipped: list[Path]
     builds: list[Path] = field(default_factory=list)
     #: links in the folders searched that lead nowhere (a missing target, a loop), each with why
     links: list[tuple[Path, str]] = field(default_factory=list)
+    #: videos in the output folder (``exclude``) where it is inside an input folder: not inputs
+    in_out: list[Path] = field(default_factory=list)
 
 
 def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 exclude: str | os.PathLike | None = None) -> Inputs:
     """The clips of one or more inputs -- folders, video files, CSV/JSONL lists -- validated: each
     problem is recorded on its clip (``error``), never raised, except for an input that is none of
-    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder);
+    these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder;
+    the videos in it that are not its outputs are :attr:`Inputs.in_out`, skipped);
     nor are those of a folder that holds a mime-fast build (:func:`is_build_folder`), an earlier
     output folder kept inside an input folder.  A file reached twice (a clip given and also inside
     a folder given) is taken once."""
@@ -265,13 +274,15 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     skipped: list[Path] = []
     builds: list[Path] = []
     links: list[tuple[Path, str]] = []
+    in_out: list[Path] = []
     found: set[Path] = set()
     for source in sources:
         suffix = source.suffix.lower()
         if source.is_dir():
-            clips, others, inner, broken = _from_folder(source, excluded)
+            clips, others, inner, broken, outputs_beside = _from_folder(source, excluded)
             builds.extend(inner)
             links.extend(broken)
+            in_out.extend(p for p in outputs_beside if p not in in_out)
         elif source.is_file() and suffix in (".csv", ".jsonl"):
             specs.extend(_from_list(source))
             continue
@@ -290,7 +301,7 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 specs.append(spec)
         skipped.extend(others)
     _validate(specs)
-    return Inputs(specs, skipped, builds, links)
+    return Inputs(specs, skipped, builds, links, in_out)
 
 
 def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:

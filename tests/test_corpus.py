@@ -1055,3 +1055,24 @@ def test_videos_in_an_output_folder_inside_the_input_folder_are_skipped_and_list
     assert main(["build", str(out), "--out", str(out), "--subsets", "FM", *SMALL]) == 2
     assert one_line(capsys.readouterr().err) == (
         f"mime-fast build: error: no clips found in {out} (skipped 2 videos in the output folder: --list-skipped)")
+
+
+def test_a_list_that_is_not_utf8_is_one_line_naming_the_list(tmp_path: Path, capsys) -> None:
+    # A list saved as Latin-1 (Excel's plain "CSV" on Windows): one line naming the list, the line
+    # and the byte, saying it must be UTF-8; exit status 2 before anything runs. A CSV with a byte
+    # order mark and a quoted field spanning lines still reads.
+    from mime_fast.corpus import find_inputs
+
+    lists = (("l.csv", b"path,clip_id\nc.mp4,caf\xe9\n", 2, "e9"),
+             ("b.csv", b'\xef\xbb\xbfpath\n"c\n.mp4"\nd\xe4.mp4\n', 4, "e4"),
+             ("l.jsonl", b'{"path": "c.mp4"}\n{"path": "d\xe4.mp4"}\n', 2, "e4"))
+    for name, data, line, byte in lists:
+        lst = tmp_path / name
+        lst.write_bytes(data)
+        assert main(["build", str(lst), "--out", str(tmp_path / "o")]) == 2
+        assert one_line(capsys.readouterr().err) == (
+            f"mime-fast build: error: {lst}:{line}: not UTF-8 text (byte 0x{byte}); a list of clips must be saved "
+            'as UTF-8 (Excel: "CSV UTF-8"; iconv -f latin1 -t utf-8 converts a Latin-1 one)')
+        assert not (tmp_path / "o").exists()
+    (tmp_path / "b.csv").write_bytes(b'\xef\xbb\xbfpath\n"c\n.mp4"\n')
+    assert [c.path for c in find_inputs(tmp_path / "b.csv").clips] == [tmp_path / "c\n.mp4"]

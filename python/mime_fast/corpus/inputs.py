@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -184,12 +185,22 @@ def _list_records(list_path: Path) -> list[tuple[str, dict[str, Any]]]:
     row under a CSV's header; ``"<list> line <n>"``: a JSONL's line).  Read as ``utf-8-sig``: a
     list saved as Excel's "CSV UTF-8" starts with a byte order mark, which would otherwise be part
     of the first column's name.  A JSONL line that is not a JSON object is ``ValueError`` naming
-    the file and line: the list itself is broken, as when a line is not JSON at all."""
+    the file and line: the list itself is broken, as when a line is not JSON at all; so is a list
+    that is not UTF-8 text (saved as Latin-1, ...)."""
+    raw = list_path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:  # a list saved as Latin-1, Windows-1252, GBK, ...
+        at = exc.start + (len(raw) - len(exc.object))  # (the byte order mark is not in exc.object)
+        line = raw[:at].count(b"\n") + 1
+        raise ValueError(f"{list_path}:{line}: not UTF-8 text (byte 0x{raw[at]:02x}); a list "
+                         'of clips must be saved as UTF-8 (Excel: "CSV UTF-8"; iconv -f latin1 -t utf-8 converts '
+                         "a Latin-1 one)") from None
     if list_path.suffix.lower() == ".csv":
-        with open(list_path, newline="", encoding="utf-8-sig") as f:
-            return [(f"{list_path} row {n}", rec) for n, rec in enumerate(csv.DictReader(f), 1)]
+        rows = csv.DictReader(io.StringIO(text, newline=""))
+        return [(f"{list_path} row {n}", rec) for n, rec in enumerate(rows, 1)]
     records = []
-    for line_no, line in enumerate(list_path.read_text(encoding="utf-8-sig").splitlines(), 1):
+    for line_no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -6,6 +6,7 @@ Every output is decoded back with PyAV and checked against the standardised sour
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -461,6 +462,23 @@ def test_landmarks_without_any_face_mean_no_subject(tmp_path, given):
     with pytest.raises(ClipError, match="needs a subject"):
         degrade(clip.path, tmp_path / "d.mp4", "FSM", landmarks=lm, **SMALL)
     assert not (tmp_path / "d.mp4").exists()
+
+
+@pytest.mark.parametrize("name, content, why", [
+    ("c.json", b"{x", "Expecting property name"),
+    ("c.json", b'{"frames": []}', 'needs a "landmarks" key'),
+    ("c.npz", b"not a zip", r"not an NPZ file \(numpy.savez\)"),
+    ("c.npy", b"\x00\x01", r"not an NPY file \(numpy.save\)"),
+    ("c.npz", None, r"shape \(frames, N, 2\)"),
+])
+def test_an_unusable_landmarks_file_is_named_in_the_error(tmp_path, name, content, why):
+    path = tmp_path / name
+    if content is None:
+        np.savez(path, landmarks=np.zeros((3, 2), np.float32))
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"^landmarks file {re.escape(str(path))}: .*{why}"):
+        load_landmarks(path)
 
 
 def test_landmarks_with_fewer_than_three_points_are_refused():

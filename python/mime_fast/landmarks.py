@@ -206,11 +206,29 @@ def _faces_from_json(obj) -> list[np.ndarray]:
 def load_landmarks(path) -> ArrayLandmarks | FacesLandmarks:
     """Load an ``.npz`` (key ``landmarks``), ``.npy`` or ``.json`` landmarks file (an ``.npz`` /
     ``.npy`` array of shape ``(frames, faces, N, 2)``, or JSON with several faces
-    (:func:`_faces_from_json`): :class:`FacesLandmarks`)."""
+    (:func:`_faces_from_json`): :class:`FacesLandmarks`).  A file that cannot be used raises
+    ``ValueError`` naming it (``OSError`` where it cannot be read)."""
     path = Path(path)
+    try:
+        return _load_landmarks(path)
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - JSON, NPZ/NPY and shape errors alike: which file, then why
+        said = str(exc) or type(exc).__name__
+        if str(path) in said:
+            raise
+        raise ValueError(f"landmarks file {path}: {said}") from exc
+
+
+def _load_landmarks(path: Path) -> ArrayLandmarks | FacesLandmarks:
     suffix = path.suffix.lower()
+    if suffix in (".npz", ".npy"):  # (numpy takes anything else for a pickle, and says so)
+        with open(path, "rb") as f:
+            head = f.read(6)
+        if not head.startswith(b"PK" if suffix == ".npz" else b"\x93NUMPY"):  # a zip archive, an .npy header
+            raise ValueError(f"not an {suffix[1:].upper()} file ({'numpy.savez' if suffix == '.npz' else 'numpy.save'})")
     if suffix == ".npz":
-        with np.load(path) as z:
+        with np.load(path, allow_pickle=False) as z:
             if "landmarks" not in z:
                 raise ValueError(f"{path}: NPZ has no 'landmarks' array (keys: {sorted(z.keys())})")
             a = z["landmarks"]
@@ -218,7 +236,7 @@ def load_landmarks(path) -> ArrayLandmarks | FacesLandmarks:
         faces = _faces_from_json(json.loads(path.read_text()))
         return ArrayLandmarks(faces[0]) if len(faces) == 1 else FacesLandmarks(faces)
     elif suffix == ".npy":
-        a = np.load(path)
+        a = np.load(path, allow_pickle=False)
     else:
         raise ValueError(f"{path}: landmarks file must be .npz, .json or .npy")
     return FacesLandmarks(a) if a.ndim == 4 else ArrayLandmarks(a)

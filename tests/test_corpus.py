@@ -169,6 +169,22 @@ def test_list_input_with_labels_and_per_clip_errors(corpus: Path, tmp_path: Path
     assert "not found" in reasons["caer_0003"]
 
 
+def test_the_corpora_names_of_the_seven_emotions_are_taken(corpus: Path, tmp_path: Path) -> None:
+    from mime_fast.corpus import find_inputs
+
+    lst = tmp_path / "labels.csv"
+    given = ["Angry", "happiness", " SADNESS ", "surprised", "Fearful", "disgust", "neutral", "Contempt"]
+    with open(lst, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "clip_id", "emotion"])
+        for i, label in enumerate(given):
+            w.writerow([corpus / "a" / "happy01.mp4", f"c{i}", label])
+    specs = find_inputs(lst).clips
+    assert [s.label for s in specs[:-1]] == ["Anger", "Happy", "Sad", "Surprise", "Fear", "Disgust", "Neutral"]
+    assert all(s.error is None for s in specs[:-1])
+    assert specs[-1].error.startswith("unknown emotion label 'Contempt'; expected one of Anger, Disgust")
+
+
 # The build run by test_kill_and_resume: the CLI in a child process that kills itself with SIGKILL
 # (what kill -9 does) at a fixed point -- while writing a frame of a clip after the first one
 # finished, with that clip's temporary outputs on disk -- instead of a parent polling for that

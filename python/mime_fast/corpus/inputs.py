@@ -20,7 +20,8 @@ from ..media.outputs import TEMP_NAME_EXTRA
 from ..manifest import EMOTIONS, MANIFEST_JSONL, utf8_text
 from ..spec import CODES
 
-__all__ = ["VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "clip_id_problem", "discover", "find_inputs", "is_build_folder"]
+__all__ = ["EMOTION_ALIASES", "VIDEO_EXTENSIONS", "ClipSpec", "Inputs", "clip_id_problem", "discover", "find_inputs",
+           "is_build_folder"]
 
 #: The file extensions taken as videos (compared in lower case): the containers FFmpeg reads that
 #: cameras, phones, broadcast and the web write.  Still images (a JPEG, PNG, GIF) and audio files
@@ -36,7 +37,15 @@ VIDEO_EXTENSIONS = frozenset({
 })
 #: The folders a build writes beside its manifest (:func:`is_build_folder`).
 _BUILD_SUBFOLDERS = (*CODES, "audio")
-_EMOTION_BY_LOWER = {e.lower(): e for e in EMOTIONS}
+#: The names the corpora MIME draws on give its seven emotions (any case): the canonical ones,
+#: FERV39k's and DFEW's adjectives ("Angry"), MAFW's nouns ("happiness", "sadness"), and a few
+#: common variants.  Other labels (MAFW's contempt, anxiety, ...) are not MIME's: the clip fails.
+EMOTION_ALIASES: dict[str, str] = {
+    **{e.lower(): e for e in EMOTIONS},
+    "angry": "Anger", "disgusted": "Disgust", "disgusting": "Disgust", "fearful": "Fear", "afraid": "Fear",
+    "scared": "Fear", "happiness": "Happy", "joy": "Happy", "sadness": "Sad", "surprised": "Surprise",
+    "surprising": "Surprise", "neutrality": "Neutral",
+}
 
 
 @dataclass
@@ -339,9 +348,10 @@ def _validate(specs: list[ClipSpec]) -> None:
             continue
         seen[s.clip_id] = s.path
         if s.label is not None:
-            canonical = _EMOTION_BY_LOWER.get(str(s.label).lower())
+            canonical = EMOTION_ALIASES.get(str(s.label).strip().lower())
             if canonical is None:
-                s.error = f"unknown emotion label {s.label!r}; expected one of {', '.join(EMOTIONS)}"
+                s.error = (f"unknown emotion label {s.label!r}; expected one of {', '.join(EMOTIONS)} (any case; "
+                           "also Angry, happiness, sadness, ...: mime_fast.corpus.inputs.EMOTION_ALIASES)")
                 continue
             s.label = canonical
         if not s.path.exists():

@@ -620,6 +620,16 @@ def test_degrade_vmm_needs_audio_and_validates_kernel(tmp_path):
     assert tree_files(tmp_path / "o") == []
 
 
+def test_build_subsets_refuses_a_clip_id_that_cannot_name_its_files(tmp_path):
+    # the corpus's rule (media.clip_id_problem): before anything is written, one clear error
+    clip = samples.make_clip(tmp_path / "id.mp4", duration=0.2, fps=30, size=(320, 240))
+    for bad, why in (("", "cannot name a file"), ("a/b", "cannot name a file"), (".hidden", "cannot name a file"),
+                     ("x" * 245, "is too long to name its files")):
+        with pytest.raises(ValueError, match=why):
+            build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, clip_id=bad, **SMALL)
+    assert not (tmp_path / "o").exists()
+
+
 def test_degrade_names_the_destination_it_cannot_write(tmp_path, read_only_dir):
     # A folder files cannot be created in, a name too long once its temporary's is added: an
     # OSError naming the folder or the name before anything is encoded, never a hidden temporary.

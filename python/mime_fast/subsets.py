@@ -78,6 +78,7 @@ from .media import (
     SourceInfo,
     atomic_outputs,
     check_writable,
+    clip_id_problem,
     extract_audio_wav,
     FrameStandardiser,
     KeptFrames,
@@ -599,8 +600,9 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     src, info, provider = _prepare(src, landmarks, st)
     out_dir = Path(out_dir)
     clip_id = src.stem if clip_id is None else str(clip_id)
-    if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id:
-        raise ValueError(f"clip_id {clip_id!r} cannot name a file")
+    problem = clip_id_problem(clip_id)  # (empty, hidden, a path, too long for its temporaries' names)
+    if problem:
+        raise ValueError(problem)
     finals = {c: out_dir / c / f"{clip_id}.mp4" for c in codes}
     for p in finals.values():
         if p.resolve() == src.resolve():

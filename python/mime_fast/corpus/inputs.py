@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..media.outputs import TEMP_NAME_EXTRA
+from ..media.outputs import MAX_ID_BYTES, clip_id_problem  # noqa: F401 - MAX_ID_BYTES re-exported
 from ..manifest import EMOTIONS, MANIFEST_JSONL, utf8_text
 from ..spec import CODES
 
@@ -67,22 +67,6 @@ def _sidecar_landmarks(video: Path) -> Path | None:
         p = video.with_suffix(ext)
         if p.is_file():
             return p
-    return None
-
-
-#: The longest clip id, in UTF-8 bytes: its outputs' temporaries (``.<id>.<code>.scratch-<pid>.mp4``)
-#: must fit the 255 bytes most file systems allow a name.
-MAX_ID_BYTES = 255 - TEMP_NAME_EXTRA - len(".mp4")
-
-
-def clip_id_problem(clip_id: str) -> str | None:
-    """Why ``clip_id`` cannot be a clip's id (it names the clip's files, ``<SUBSET>/<clip_id>.mp4``),
-    or ``None`` when it can."""
-    if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id or clip_id.startswith("."):
-        return f"clip id {clip_id!r} cannot name a file (empty, hidden or containing a path separator)"
-    if len(clip_id.encode("utf-8", "surrogateescape")) > MAX_ID_BYTES:
-        return (f"clip id {clip_id[:40]!r}... is too long to name its files "
-                f"({len(clip_id.encode('utf-8', 'surrogateescape'))} bytes; at most {MAX_ID_BYTES})")
     return None
 
 

@@ -27,12 +27,13 @@ from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
 from .nvdec import (Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason,
                     open_nvdec_demuxer)
-from .outputs import atomic_outputs, check_writable, grid_packets, remux_video
+from .outputs import MAX_ID_BYTES, atomic_outputs, check_writable, clip_id_problem, grid_packets, remux_video
 from .source import ColorTags, SourceInfo, StreamFacts, main_video_stream, probe, video_streams
 from .x264 import add_x264_stream, x264_asm, x264_options
 
 __all__ = [
     "AacTrack",
+    "MAX_ID_BYTES",
     "ClipError",
     "ColorTags",
     "FrameStandardiser",
@@ -49,6 +50,7 @@ __all__ = [
     "apply_display_transform",
     "atomic_outputs",
     "check_writable",
+    "clip_id_problem",
     "av_path",
     "decode_frames",
     "extract_audio_wav",

@@ -25,7 +25,7 @@ import av
 from .errors import av_path, open_input
 from .source import SourceInfo
 
-__all__ = ["atomic_outputs", "check_writable", "grid_packets", "remux_video"]
+__all__ = ["MAX_ID_BYTES", "atomic_outputs", "check_writable", "clip_id_problem", "grid_packets", "remux_video"]
 
 
 def remux_video(src, dst) -> int:
@@ -95,6 +95,22 @@ class _Outputs:
 
 #: Bytes a temporary's name adds to its output's (``.<stem>.<code>.scratch-<pid>``: the longest).
 TEMP_NAME_EXTRA = 32
+
+
+#: The longest clip id, in UTF-8 bytes: its outputs' temporaries (``.<id>.<code>.scratch-<pid>.mp4``)
+#: must fit the 255 bytes most file systems allow a name.
+MAX_ID_BYTES = 255 - TEMP_NAME_EXTRA - len(".mp4")
+
+
+def clip_id_problem(clip_id: str) -> str | None:
+    """Why ``clip_id`` cannot be a clip's id (it names the clip's files, ``<SUBSET>/<clip_id>.mp4``),
+    or ``None`` when it can."""
+    if not clip_id or clip_id in (".", "..") or "/" in clip_id or "\\" in clip_id or clip_id.startswith("."):
+        return f"clip id {clip_id!r} cannot name a file (empty, hidden or containing a path separator)"
+    if len(clip_id.encode("utf-8", "surrogateescape")) > MAX_ID_BYTES:
+        return (f"clip id {clip_id[:40]!r}... is too long to name its files "
+                f"({len(clip_id.encode('utf-8', 'surrogateescape'))} bytes; at most {MAX_ID_BYTES})")
+    return None
 
 
 def check_writable(folder: Path, names: tuple[str, ...] = ()) -> None:

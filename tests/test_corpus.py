@@ -863,7 +863,7 @@ def test_a_clip_id_too_long_for_its_files_is_a_failed_row(corpus: Path, tmp_path
     # An id whose outputs' temporaries would not fit a file name (255 bytes) fails the clip with a
     # reason naming the id, before anything is built; the batch goes on.
     from mime_fast.corpus import find_inputs
-    from mime_fast.corpus.inputs import MAX_ID_BYTES
+    from mime_fast.media import MAX_ID_BYTES
 
     (tmp_path / "c.mp4").write_bytes((corpus / "a" / "happy01.mp4").read_bytes())
     ok, long = "é" * (MAX_ID_BYTES // 2), "é" * (MAX_ID_BYTES // 2 + 1)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..media.outputs import MAX_ID_BYTES, clip_id_problem  # noqa: F401 - MAX_ID_BYTES re-exported
+from ..media.outputs import clip_id_problem
 from ..manifest import EMOTIONS, MANIFEST_JSONL, utf8_text
 from ..spec import CODES
 

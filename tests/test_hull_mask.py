@@ -216,6 +216,8 @@ def test_accepts_float32_and_frame_shape(astronaut_face_points: np.ndarray, astr
         (np.array([[0.0, 0.0], [5.0, 5.0]]), "at least 3 points"),
         (np.array([[0.0, 0.0], [5.0, 5.0], [np.nan, 1.0]]), "not finite"),
         (np.array([[0.0, 0.0], [5.0, 5.0], [np.inf, 1.0]]), "not finite"),
+        (np.array([[0.0, 0.0], [50.0, 5.0], [1e30, 1.0]]), r"point 2 is at \(1e\+30, 1\), beyond"),
+        (np.array([[0.0, 0.0], [50.0, 5.0], [1.0, -2.0**24 - 1]]), r"point 2 is at .*: not a frame coordinate"),
         (np.array([[0.0, 0.0], [5.0, 5.0], [10.0, 10.0], [2.5, 2.5]]), "collinear"),
         (np.array([[3.0, 3.0]] * 5), "collinear"),
         (np.zeros((5, 3)), r"\(N, 2\)"),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -11,6 +12,11 @@
 #include "../simd.hpp"
 
 namespace mf {
+
+namespace {
+// The largest coordinate a hull's point may have (2^24: float32 holds every integer up to it).
+constexpr double kMaxCoordinate = 16777216.0;
+}  // namespace
 
 double auto_feather(double hull_area) { return std::max(1.0, kAutoFeatherFraction * std::sqrt(hull_area)); }
 
@@ -37,6 +43,13 @@ Hull convex_hull(const double* xy, int n) {
         p[i] = {xy[2 * i], xy[2 * i + 1]};
         if (!std::isfinite(p[i].x) || !std::isfinite(p[i].y))
             invalid("point " + std::to_string(i) + " is not finite (NaN or inf)");
+        // The masks' geometry runs in float32, exact for integers to 2^24: a point farther out is
+        // no frame coordinate (landmarks gone wrong), and would only read as a degenerate hull.
+        if (std::abs(p[i].x) > kMaxCoordinate || std::abs(p[i].y) > kMaxCoordinate) {
+            char at[96];
+            std::snprintf(at, sizeof at, "(%.6g, %.6g)", p[i].x, p[i].y);
+            invalid("point " + std::to_string(i) + " is at " + at + ", beyond +-16777216 px (2^24): not a frame coordinate");
+        }
     }
     std::sort(p.begin(), p.end(), [](const P& a, const P& b) { return a.x < b.x || (a.x == b.x && a.y < b.y); });
     double extent = 0.0;

@@ -11,6 +11,11 @@ import pytest
 from mime_fast import media, samples
 from mime_fast.media import ClipError
 
+try:
+    from video_fixtures import textured_frames, write_avi
+except ImportError:  # tests/ imported as a package
+    from .video_fixtures import textured_frames, write_avi
+
 
 def test_probe_reports_size_rate_audio_and_duration(tmp_path):
     clip = samples.make_clip(tmp_path / "a.mp4", duration=1.0, fps=25, size=(320, 240))
@@ -158,6 +163,42 @@ def test_truncated_data_is_detected_even_with_a_readable_header(tmp_path, suffix
     cut = tmp_path / f"cut{suffix}"
     cut.write_bytes(data[: int(len(data) * 0.6)])
     with pytest.raises(ClipError, match="truncated"):
+        media.probe(cut)
+
+
+@pytest.mark.parametrize("drop,trailing", [((7, 8), 0), ((), 3), ((5,), 2)], ids=["gap", "at_the_end", "both"])
+def test_avi_drop_frames_are_timestamp_gaps_not_truncation(tmp_path, drop, trailing):
+    # An AVI stores a frame its writer dropped as a 0-byte chunk (XviD captures; FFmpeg's muxer for
+    # a timestamp gap): the header counts it, FFmpeg skips it.  The clip is whole: its frames keep
+    # their times, and drop frames after the last one extend the video as a gap would.
+    n = 20
+    p = write_avi(tmp_path / "d.avi", textured_frames(n), drop=drop, trailing_drops=trailing)
+    kept = [i for i in range(n) if i not in drop]
+    import av
+
+    with av.open(str(p)) as c:
+        assert c.streams.video[0].frames == n + trailing  # the header counts the drop frames
+    info = media.probe(p)
+    assert info.video_frames == len(kept)
+    assert info.frame_times == [Fraction(i, 25) for i in kept]
+    assert info.start == 0 and info.duration == Fraction(n + trailing, 25)
+    assert [t for _, t, _ in media.iter_display_frames(p, info)] == info.frame_times
+
+
+@pytest.mark.parametrize("drop,trailing", [((), 0), ((7, 8), 0), ((7, 8), 2)])
+@pytest.mark.parametrize("keep", [0.6, 0.85])
+def test_a_cut_avi_is_truncated_with_or_without_drop_frames(tmp_path, drop, trailing, keep):
+    # real frames missing at the end are not drop frames: a cut file still fails as truncated
+    p = write_avi(tmp_path / "d.avi", textured_frames(40), drop=drop, trailing_drops=trailing)
+    data = p.read_bytes()
+    cut = tmp_path / "cut.avi"
+    cut.write_bytes(data[: int(len(data) * keep)])
+    import av
+
+    with av.open(str(cut)) as c:
+        times = [pkt.pts for pkt in c.demux(c.streams.video[0]) if pkt.size]
+    assert 0 < len(times) and max(times) < 39  # (frames are lost: the last one, 39, at least)
+    with pytest.raises(ClipError, match="truncated: the index declares"):
         media.probe(cut)
 
 

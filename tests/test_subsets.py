@@ -23,12 +23,12 @@ try:
     from video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
                                 dominant_freqs, expected_encoder_planes, expected_source_index, source_yuv_planes,
                                 gradient_energy, psnr, sha256, source_display_frames, tree_files,
-                                video_packets)
+                                video_packets, textured_frames, write_avi)
 except ImportError:  # tests/ imported as a package
     from .video_fixtures import (assert_planes_equal, capture_encoder_frames, decode_audio, decode_video,
                                  dominant_freqs, expected_encoder_planes, expected_source_index, source_yuv_planes,
                                  gradient_energy, psnr, sha256, source_display_frames, tree_files,
-                                 video_packets)
+                                 video_packets, textured_frames, write_avi)
 
 SMALL = dict(min_height=0, min_duration=0)  # small, short clips: below the quality gate on purpose
 
@@ -195,6 +195,33 @@ def test_standardisation_picks_the_right_source_frames(tmp_path, fps, vfr):
         scores = [psnr(f, s) for s in src]
         j = expected_source_index(times, i)
         assert int(np.argmax(scores)) == j, (i, j, scores[j], max(scores))
+
+
+@pytest.mark.parametrize("drop,trailing", [((7, 8), 0), ((5,), 2)], ids=["gap", "gap_and_at_the_end"])
+def test_avi_drop_frames_repeat_the_frame_before_them(tmp_path, drop, trailing):
+    # 0-byte "drop frame" chunks of an AVI (XviD captures): a timestamp gap like any other, the
+    # frame before it repeated over it on the 30 fps grid; drop frames at the end extend the last
+    n = 20
+    rgb = textured_frames(n)
+    p = write_avi(tmp_path / "d.avi", rgb, drop=drop, trailing_drops=trailing)
+    info, times, src = source_display_frames(p)
+    res = build_subsets(p, tmp_path / "o", subsets=["FM"], **SMALL)
+    out, out_times, meta = decode_video(res.outputs["FM"])
+    assert res.frames == len(out) == media.output_frame_count(Fraction(n + trailing, 25), 30)
+    assert out_times == [Fraction(i, 30) for i in range(len(out))] and meta["average_rate"] == 30
+    kept = [i for i in range(n) if i not in drop]
+    shown = []
+    for i, f in enumerate(out):
+        scores = [psnr(f, s) for s in src]
+        j = expected_source_index(times, i)
+        assert int(np.argmax(scores)) == j and scores[j] > 30, (i, j, scores[j], max(scores))
+        shown.append(kept[j])
+        if Fraction(i, 30) >= Fraction(n, 25):  # over the drop frames after the last frame: the last
+            assert kept[j] == n - 1
+    before = min(drop) - 1
+    over_gap = [i for i in range(len(out)) if Fraction(min(drop), 25) <= Fraction(i, 30) < Fraction(max(drop) + 1, 25)]
+    assert over_gap and all(shown[i] == before for i in over_gap)  # the frame before the gap, repeated
+    assert not set(drop) & set(shown)
 
 
 def _audio_onsets(x: np.ndarray, rate: int, t0: float = 0.0) -> list[float]:

@@ -178,6 +178,34 @@ def write_rgb_clip(path, rgb: list[np.ndarray], **kw):
     return path
 
 
+def write_avi(path, rgb: list[np.ndarray], drop=(), trailing_drops: int = 0, rate: int = 25):
+    """An MPEG-4 Part 2 AVI (as XviD captures are) of the RGB frames ``rgb`` at ``rate`` fps, frame
+    ``i`` at time ``i / rate``, with the frames at the indices ``drop`` left out: FFmpeg's AVI muxer
+    stores each timestamp gap as a 0-byte chunk, a "drop frame" that the header's frame count
+    includes.  ``trailing_drops`` more 0-byte chunks follow the last frame (empty packets muxed
+    after it).  Returns ``path``."""
+    h, w = rgb[0].shape[:2]
+    with av.open(str(path), "w") as c:
+        vs = c.add_stream("mpeg4", rate=rate)
+        vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
+        vs.codec_context.bit_rate = 4_000_000
+        for i, img in enumerate(rgb):
+            if i in drop:
+                continue
+            f = av.VideoFrame.from_ndarray(img, format="rgb24")
+            f.pts = i
+            for pkt in vs.encode(f):
+                c.mux(pkt)
+        for pkt in vs.encode(None):
+            c.mux(pkt)
+        for k in range(trailing_drops):
+            pkt = av.Packet(b"")
+            pkt.pts = pkt.dts = len(rgb) + k
+            pkt.time_base, pkt.stream = Fraction(1, rate), vs
+            c.mux(pkt)
+    return Path(path)
+
+
 def rgb_frames(path) -> list[np.ndarray]:
     """Every frame of an output file as RGB (PyAV's conversion), e.g. to compare FM with FDM."""
     with av.open(str(path)) as c:

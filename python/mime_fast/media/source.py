@@ -175,6 +175,51 @@ def _display_transform(frame) -> tuple[int, int, int, int]:
     return (0, 1 if b >= 0 else -1, 1 if c >= 0 else -1, 0)
 
 
+def _riff_complete(path: Path, size: int) -> bool:
+    """Whether the AVI file at ``path`` (``size`` bytes) is whole: a ``RIFF AVI `` chunk, then
+    only ``RIFF`` chunks (OpenDML's ``AVIX``), each within the file, the last ending at its end (a
+    pad byte allowed).  A file cut short, or one whose writer never set the sizes (a capture that
+    crashed), is not."""
+    pos, n = 0, 0
+    with open(path, "rb") as f:
+        while pos + 8 <= size and n < 10_000:
+            f.seek(pos)
+            head = f.read(12)
+            length = int.from_bytes(head[4:8], "little")
+            if head[:4] != b"RIFF" or length < 4 or (n == 0 and head[8:12] != b"AVI "):
+                return False
+            pos += 8 + length + (length & 1)
+            n += 1
+    return n > 0 and size <= pos <= size + 1
+
+
+def _avi_chunks(path: Path, size: int, dts_list: list, declared: int) -> tuple[int, int]:
+    """``(chunks, trailing)`` of an AVI's video stream whose header declares ``declared`` frames,
+    more than it has packets (``dts_list``, one per non-empty chunk, in file order).
+
+    An AVI stores a frame its writer dropped (a capture that fell behind; FFmpeg's muxer for a
+    timestamp gap) as a chunk of 0 bytes: the header counts it, FFmpeg's demuxer skips it but
+    counts it in the timestamps, which number the video chunks (a decoding time of one tick per
+    chunk).  ``chunks`` is the chunks from the first to the last packet, drop frames between them
+    included: the standardisation shows the frame before a drop over it, as over any timestamp
+    gap.  Drop frames after the last packet leave no gap to see; they are counted only in a whole
+    file (:func:`_riff_complete`), where nothing can be missing: ``trailing`` of them (those the
+    first packet's decoding time does not put before it), and the ``chunks`` then are
+    ``declared``.  Cut files keep the packets they have, so real frames missing at the end still
+    fall short of ``declared``.  Timestamps that do not number chunks (a stream of another kind)
+    leave the count of packets: ``(len(dts_list), 0)``."""
+    if any(d is None for d in dts_list):
+        return len(dts_list), 0
+    ticks = sorted(dts_list)
+    steps = sorted(b - a for a, b in zip(ticks, ticks[1:]))
+    if (steps and (steps[0] < 1 or steps[len(steps) // 2] != 1)) or ticks[0] < 0:
+        return len(dts_list), 0
+    chunks = ticks[-1] - ticks[0] + 1
+    if chunks < declared and _riff_complete(path, size):
+        return declared, max(0, declared - chunks - ticks[0])
+    return chunks, 0
+
+
 def probe(path) -> SourceInfo:
     """Validate ``path`` and describe it.  Raises :class:`ClipError` for unusable input.
 
@@ -202,6 +247,7 @@ def probe(path) -> SourceInfo:
         audio = c.streams.audio[0] if c.streams.audio else None
         pts_list: list = []
         durations: list[int] = []
+        dts_list: list = []
         audio_end = None  # end (s, from time 0) of the last audio packet
         first_pkt = None  # (bytes, pts, keyframe) of the first video packet in decoding order
         missing_pts = discarded = 0
@@ -216,6 +262,7 @@ def probe(path) -> SourceInfo:
                         audio_end = e if audio_end is None else max(audio_end, e)
                     continue
                 pts_list.append(ts)  # None: filled in below from the frame rate
+                dts_list.append(pkt.dts)
                 missing_pts += pkt.pts is None
                 discarded += bool(pkt.is_discard)
                 if first_pkt is None:
@@ -255,12 +302,16 @@ def probe(path) -> SourceInfo:
         last_dur = sdur[-1] if sdur[-1] > 0 else med
         ends = [p + (d if d > 0 else med) for p, d in zip(spts, sdur)]
         end = max(max(ends), spts[-1] + last_dur)
+        readable, trailing = len(spts), 0
+        if declared_frames > readable and fmt == "avi":
+            readable, trailing = _avi_chunks(path, size, dts_list, declared_frames)
+            end += trailing  # the last frame is shown over the drop frames after it (one tick each)
         start_pts = spts[0]
         start = Fraction(start_pts) * tb
         duration = Fraction(end - start_pts) * tb
-        if declared_frames and len(spts) < declared_frames:
+        if declared_frames and readable < declared_frames:
             raise ClipError(path, f"truncated: the index declares {declared_frames} video frames, "
-                                  f"only {len(spts)} are readable")
+                                  f"only {readable} are readable")
         # containers without a frame index (Matroska, WebM, TS) stop early on truncated data:
         # compare with the declared duration (heuristic: >25% and >0.5 s missing).  The video
         # stream's own duration is its length; the container's spans every stream and, in

@@ -1045,6 +1045,35 @@ def test_linked_folders_are_followed_each_folder_once_and_broken_links_are_skipp
     assert capsys.readouterr().out.splitlines() == [f"{p} ({why})" for p, why in found.links]
 
 
+def test_what_cannot_be_read_in_an_input_folder_is_skipped_counted_and_listed(corpus: Path, tmp_path: Path,
+                                                                              monkeypatch, capsys) -> None:
+    # A sub-folder that cannot be listed (permissions) and a FIFO named like a video: not built, and
+    # not left out silently either; the rest builds.
+    from mime_fast.corpus import find_inputs
+
+    root = _clips(tmp_path, corpus, x="a/happy01.mp4")
+    (root / "locked").mkdir()
+    (root / "locked" / "y.mp4").write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    os.mkfifo(root / "pipe.mp4")
+    scandir = os.scandir
+
+    def refuse_locked(path="."):
+        if Path(path) == root / "locked":  # (modes do not stop root: the refusal is made here)
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refuse_locked)
+    found = find_inputs(root)
+    assert [c.clip_id for c in found.clips] == ["x"]
+    assert found.unreadable == [(root / "locked", "a folder that cannot be read: Permission denied"),
+                                (root / "pipe.mp4", "not a regular file (a FIFO, socket or device)")]
+    out = tmp_path / "out"
+    assert main(["build", str(root), "--out", str(out), "--subsets", "FM", *SMALL]) == 0
+    assert "skipped 2 unreadable items (list them" in capsys.readouterr().out
+    assert main(["build", str(root), "--list-skipped"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{p} ({why})" for p, why in found.unreadable]
+
+
 def test_videos_in_an_output_folder_inside_the_input_folder_are_skipped_and_listed(corpus: Path, tmp_path: Path,
                                                                                    capsys) -> None:
     # mime-fast build in --out in/happy: the clips already in in/happy are not inputs (the folder

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             print(utf8_text(str(p)))
         for p in inputs.builds:
             print(utf8_text(f"{p}{os.sep} (a mime-fast output folder: its files are outputs, not inputs)"))
-        for p, why in inputs.links:
+        for p, why in inputs.links + inputs.unreadable:
             print(utf8_text(f"{p} ({why})"))
         for p in inputs.in_out:
             print(utf8_text(f"{p} (in the output folder {args.out}: not an input; move it out of there, or build "
@@ -97,6 +97,7 @@ def _skipped(inputs: Inputs) -> str:
     parts = [count(n, *what) for n, what in ((len(inputs.skipped), ("non-video file",)),
                                              (len(inputs.builds), ("mime-fast output folder",)),
                                              (len(inputs.links), ("broken link",)),
+                                             (len(inputs.unreadable), ("unreadable item",)),
                                              (len(inputs.in_out), ("video", " in the output folder"))) if n]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
@@ -109,7 +110,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "so rerunning an interrupted or failed build resumes it.",
         epilog="Inputs: video files; folders, searched recursively for videos (a <clip>.npz or <clip>.json "
                "beside a clip is its landmarks; linked folders are followed; other files, folders holding a "
-               "mime-fast build and broken links (a missing target, a loop) are skipped and counted: "
+               "mime-fast build, broken links (a missing target, a loop) and what cannot be read are skipped and "
+               "counted: "
                "--list-skipped lists them); "
                ".csv/.jsonl lists with the columns path, clip_id, emotion, dataset, landmarks. Progress: bars on "
                "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
@@ -139,7 +141,7 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--ray-cpus-per-clip", type=float, default=1.0, metavar="N", help="CPUs each clip task reserves")
     ap.add_argument("--list-skipped", action="store_true",
                     help="list the files of the input folders that are not videos, the mime-fast output "
-                         "folders and the broken links in them (skipped), and exit")
+                         "folders, the broken links and what cannot be read in them (skipped), and exit")
     ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     add_settings(ap)
     ap.set_defaults(run=run)

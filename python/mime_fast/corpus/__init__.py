@@ -7,7 +7,8 @@ Inputs (:func:`find_inputs`, :func:`discover`), any number of:
   :func:`mime_fast.manifest.utf8_text`); a ``<stem>.npz`` / ``<stem>.json`` beside a clip is taken as its landmarks
   (:mod:`mime_fast.landmarks`); other files are skipped and listed (:attr:`Inputs.skipped`), and so
   are folders that hold a mime-fast build (:attr:`Inputs.builds`: an earlier output folder) and
-  broken links (:attr:`Inputs.links`: a missing target, a loop); linked folders are followed, each
+  broken links (:attr:`Inputs.links`: a missing target, a loop) and what cannot be read
+  (:attr:`Inputs.unreadable`); linked folders are followed, each
   real folder searched once;
 - a video file (same rules);
 - a ``.csv`` or ``.jsonl`` list with a ``path`` column (relative paths are relative to the list) and

@@ -98,17 +98,20 @@ def _holds_manifest(folder: Path) -> bool:
     return isinstance(row, dict) and {"clip_id", "subset", "status"} <= row.keys()
 
 
-def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list[Path], list[Path],
-                                                              list[tuple[Path, str]], list[Path]]:
+def _from_folder(root: Path, exclude: Path | None) -> Inputs:
     """The clips of a folder, its other files (hidden files and landmark sidecars aside), the
     folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`), the links
-    in it that lead nowhere, each with why (a missing target, a loop), and the videos in the
-    folder ``exclude`` (the output folder) when it is inside: not inputs, but not our outputs
+    in it that lead nowhere, each with why (a missing target, a loop), what in it cannot be read
+    (a folder that cannot be listed, a FIFO, socket or device), each with why, and the videos in
+    the folder ``exclude`` (the output folder) when it is inside: not inputs, but not our outputs
     either (the build folders in it are, and are not searched).  Linked folders are
     followed (``corpus/DFEW -> /data/DFEW/clips``) once the folder's own tree is searched, each
     real folder once: a link back to a folder it is in is a loop, and one to a folder searched by
     another path (its own, first) is that folder, searched already."""
-    files, builds, links, in_out = [], [], [], []
+    files, builds, links, in_out, unreadable = [], [], [], [], []
+
+    def cannot_list(exc: OSError) -> None:
+        unreadable.append((Path(exc.filename), f"a folder that cannot be read: {exc.strerror or exc}"))
     searched: set[str] = set()  # the real paths of the folders searched
     tops, followed = [root], 0
     while followed < len(tops):  # the folder, then the linked folders it holds, in the order met
@@ -116,7 +119,7 @@ def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list
         followed += 1
         searched.add(os.path.realpath(top))
         linked = []
-        for dirpath, dirnames, filenames in os.walk(top):  # links to folders are in dirnames, not entered
+        for dirpath, dirnames, filenames in os.walk(top, onerror=cannot_list):  # (links to folders: in dirnames, not entered)
             folder = Path(dirpath)
             if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
                 # never take our own outputs as inputs, nor the videos beside them (told, not built)
@@ -145,15 +148,18 @@ def _from_folder(root: Path, exclude: Path | None) -> tuple[list[ClipSpec], list
     specs, others = [], []
     for p in sorted(files):  # the order of the clips (the first of a duplicate id keeps it)
         if not p.is_file():
-            if p.is_symlink():
+            if p.is_symlink() and not p.exists():
                 links.append((p, _broken_link(p)))
+            elif p.exists():
+                unreadable.append((p, "not a regular file (a FIFO, socket or device)"))
             continue
         if p.suffix.lower() in VIDEO_EXTENSIONS:
             specs.append(ClipSpec(p.stem, p, landmarks=_sidecar_landmarks(p)))
         else:
             others.append(p)
     sidecars = {s.landmarks for s in specs}
-    return specs, [p for p in others if p not in sidecars], sorted(builds), sorted(links), sorted(in_out)
+    return Inputs(specs, [p for p in others if p not in sidecars], sorted(builds), sorted(links), sorted(in_out),
+                  sorted(unreadable))
 
 
 def _broken_link(link: Path) -> str:
@@ -248,7 +254,8 @@ class Inputs:
     """What :func:`find_inputs` found: the clips, the files of the folders searched that are
     not videos (hidden files and the landmarks beside clips aside), which are skipped, the
     folders in them that hold a mime-fast build (:func:`is_build_folder`), not searched, the
-    links in them that lead nowhere, and the videos in the output folder kept inside them."""
+    links in them that lead nowhere, the videos in the output folder kept inside them, and what
+    in them cannot be read."""
 
     clips: list[ClipSpec]
     skipped: list[Path]
@@ -257,6 +264,8 @@ class Inputs:
     links: list[tuple[Path, str]] = field(default_factory=list)
     #: videos in the output folder (``exclude``) where it is inside an input folder: not inputs
     in_out: list[Path] = field(default_factory=list)
+    #: what in the folders searched cannot be read (a folder that cannot be listed, a FIFO), with why
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
@@ -275,18 +284,17 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
         raise ValueError("no input given")
     excluded = Path(exclude).resolve() if exclude else None
     specs: list[ClipSpec] = []
-    skipped: list[Path] = []
-    builds: list[Path] = []
-    links: list[tuple[Path, str]] = []
-    in_out: list[Path] = []
+    found_all = Inputs([], [])
     found: set[Path] = set()
     for source in sources:
         suffix = source.suffix.lower()
         if source.is_dir():
-            clips, others, inner, broken, outputs_beside = _from_folder(source, excluded)
-            builds.extend(inner)
-            links.extend(broken)
-            in_out.extend(p for p in outputs_beside if p not in in_out)
+            inner = _from_folder(source, excluded)
+            clips, others = inner.clips, inner.skipped
+            found_all.builds.extend(inner.builds)
+            found_all.links.extend(inner.links)
+            found_all.unreadable.extend(inner.unreadable)
+            found_all.in_out.extend(p for p in inner.in_out if p not in found_all.in_out)
         elif source.is_file() and suffix in (".csv", ".jsonl"):
             specs.extend(_from_list(source))
             continue
@@ -303,9 +311,10 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
             if key not in found:
                 found.add(key)
                 specs.append(spec)
-        skipped.extend(others)
+        found_all.skipped.extend(others)
     _validate(specs)
-    return Inputs(specs, skipped, builds, links, in_out)
+    found_all.clips = specs
+    return found_all
 
 
 def discover(*sources: str | os.PathLike, exclude: str | os.PathLike | None = None) -> list[ClipSpec]:

@@ -103,6 +103,24 @@ def test_a_flash_is_not_a_cut(shared_media):
     assert [(s.start, s.end) for s in shots] == [(0, 40)]
 
 
+@pytest.mark.parametrize("blank", ["black", "white", "grey noise"])
+def test_blank_frames_start_no_shot(shared_media, blank):
+    # A clip that goes black (a fade, a dropout) or white (a flash) for a moment and comes back to
+    # the same picture stays one shot, and the tracker is never told otherwise (a new shot would have
+    # it look for the subject by identity alone); coming back to another picture is a cut there.
+    crowd = list(_rgb_frames(shared_media / "crowd_1080p.mp4", size=(640, 360), limit=40))
+    hug = list(_rgb_frames(shared_media / "two_people_hug_1080p.mp4", size=(640, 360), limit=20))
+    rng = np.random.default_rng(5)
+    flat = {"black": lambda: np.zeros_like(crowd[0]), "white": lambda: np.full_like(crowd[0], 255),
+            "grey noise": lambda: (128 + rng.integers(-4, 5, crowd[0].shape)).astype(np.uint8)}[blank]
+    same = crowd[:20] + [flat() for _ in range(3)] + crowd[20:] + [flat()] + crowd[20:30]
+    news, shots = _boundaries(same, 25)
+    assert news == [] and [(s.start, s.end) for s in shots] == [(0, len(same))]
+    other = crowd[:20] + [flat() for _ in range(3)] + hug
+    news, shots = _boundaries(other, 25)
+    assert news == [23] and [(s.start, s.end) for s in shots] == [(0, 23), (23, 43)]
+
+
 # ------------------------------------------------------------------ holds stay inside their shot
 
 

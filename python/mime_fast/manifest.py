@@ -79,7 +79,7 @@ settings               the settings the outputs were built with, as JSON text: e
                        changes the outputs' bytes by its flat keyword
                        (:meth:`mime_fast.options.Settings.output_settings`) and the engine's
                        ``output_revision`` (:data:`mime_fast.spec.OUTPUT_REVISION`), e.g.
-                       ``{"fps": 30, "crf": 18, ..., "output_revision": 1}``; on every row a
+                       ``{"fps": 30, "crf": 18, ..., "output_revision": 2}``; on every row a
                        corpus run writes.  A rerun
                        into the folder with other values refuses to start
                        (:func:`mime_fast.corpus.resume.check_same_settings`); ``None`` in manifests

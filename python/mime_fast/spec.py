@@ -175,8 +175,11 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: none: ``bench/output_hashes.py --compare``), and a corpus run records it with the settings, so
 #: that a folder is not resumed by an engine that would make its remaining clips otherwise
 #: (:func:`mime_fast.corpus.resume.check_same_settings`).  1: non-square sources keep their aspect
-#: ratio and are stream-copied as FM when they conform.
-OUTPUT_REVISION = 1
+#: ratio and are stream-copied as FM when they conform.  2: blank frames (black, a white flash)
+#: start no shot, so the subject is followed across them (before, the tracker looked for him by
+#: identity alone after them and could lose him for the rest of the clip); AVI drop frames are
+#: timestamp gaps (such clips had failed as truncated).
+OUTPUT_REVISION = 2
 
 
 def spec(code: str) -> SubsetSpec:

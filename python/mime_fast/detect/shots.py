@@ -27,6 +27,14 @@ A **flash** (one over-exposed frame, a camera flash at a press event) is not a s
 after a cut candidate is again like the frame before it (no cut between those two), the boundary is
 withdrawn from the final list.
 
+A **blank** frame (flat: every colour channel of the small picture within a standard deviation
+of :data:`BLANK_STD`: black frames of a fade or a dropout, a white flash, a plain card) shows no
+shot: it starts none and ends none.  The frame after it is compared with the last frame that was
+not blank, so a clip that goes black for a moment and comes back to the same picture stays one
+shot (the subject is followed across, where a new shot would have the tracker look for him by
+identity alone), and one that comes back to another picture cuts there.  Dissolve windows do not
+span blank frames.
+
 A **dissolve** (a cross-fade up to ``max_dissolve_s``, 0.5 s) changes each frame a little: it is
 found by comparing frame ``t`` with frame ``t - K`` (``K`` frames = the longest dissolve): when
 they differ like a cut (the same two thresholds) while no single frame in between carries half of
@@ -44,13 +52,20 @@ import numpy as np
 
 from .interface import _area
 
-__all__ = ["Shot", "ShotDetector", "CUT_HIST", "CUT_DIFF", "SMALL_SIZE"]
+__all__ = ["Shot", "ShotDetector", "BLANK_STD", "CUT_HIST", "CUT_DIFF", "SMALL_SIZE"]
 
 #: Histogram distance (0..1) and mean absolute difference (0..255) of a hard cut.
 CUT_HIST = 0.30
 CUT_DIFF = 20.0
 #: The size of the pictures compared.
 SMALL_SIZE = (64, 36)
+#: The largest standard deviation (0..255) of each colour channel of a blank frame's small picture.
+BLANK_STD = 6.0
+
+
+def _blank(f) -> bool:
+    """Whether a frame (its features) is flat: black, white, one colour (module docstring)."""
+    return float(f[0].reshape(-1, 3).std(axis=0).max()) < BLANK_STD
 
 
 @dataclass(frozen=True)
@@ -134,15 +149,23 @@ class ShotDetector:
         self._cuts: list[int] = []  # frames a hard cut starts at
         self._flashes: set[int] = set()
         self._dissolves: list[list] = []  # [first, last, change, last window] of each transition
-        self.scores: list[tuple[float, float]] = []  # (d, h) per frame (0, 0 for the first)
+        self._last = None  # the features of the last frame that was not blank
+        self.blanks = 0  # blank frames fed
+        self.scores: list[tuple[float, float]] = []  # (d, h) per frame (0, 0 for the first and blank ones)
 
     def feed(self, rgb: np.ndarray) -> bool:
         f = _features(rgb)
         t = self._n
         self._n += 1
         new = False
-        if self._feats:
-            d, h = _diff(f, self._feats[-1])
+        if _blank(f):  # no shot to tell: the next frame is compared with the last one that was not blank
+            self.blanks += 1
+            self.scores.append((0.0, 0.0))
+            self._feats.clear()  # (dissolve windows do not span it; nor does a flash's frame before)
+            self._diffs.clear()
+            return False
+        if self._last is not None:
+            d, h = _diff(f, self._last)
             self.scores.append((d, h))
             # a flash: the frame after a cut candidate is like the frame before it
             if self._cuts and self._cuts[-1] == t - 1 and len(self._feats) >= 2:
@@ -182,6 +205,7 @@ class ShotDetector:
         else:
             self.scores.append((0.0, 0.0))
         self._feats.append(f)
+        self._last = f
         return new
 
     @property

@@ -237,7 +237,7 @@ def read_rows(out_dir: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue  # torn by a kill during a write
         if isinstance(obj, dict) and "clip_id" in obj:
-            rows.append(_row({k: v for k, v in obj.items() if k in COLUMNS}))
+            rows.append({c: obj.get(c) for c in COLUMNS})  # (read from UTF-8 text: _row's cleaning not needed)
     return rows
 
 

@@ -5,6 +5,7 @@ counts), ``preview`` (a clip's contact sheet), ``models`` (which detection model
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from pathlib import Path
 
 import mime_fast
@@ -29,23 +30,25 @@ def demo(args: argparse.Namespace) -> int:
 def summary(args: argparse.Namespace) -> int:
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}")
-    rows = [r for r in compact(read_rows(args.dir)) if r["status"] == "ok" and r["subset"] not in (None, "audio")]
+    all_rows = compact(read_rows(args.dir))  # (read once: a 40k-clip corpus's manifest is hundreds of MB)
+    rows = [r for r in all_rows if r["status"] == "ok" and r["subset"] not in (None, "audio")]
     codes = list(CODES)
-    labels = [e for e in EMOTIONS if any(r["label"] == e for r in rows)]
-    if any(r["label"] is None for r in rows):
-        labels.append(None)
+    counts = Counter((r["label"], r["subset"]) for r in rows)
+    present = {label for label, _ in counts}
+    labels = [e for e in EMOTIONS if e in present] + ([None] if None in present else [])
     width = max([len("emotion")] + [len(str(label)) for label in labels] + [len("mean s"), len("total")])
     print(f"{'emotion':<{width}} " + " ".join(f"{c:>6}" for c in codes))
     for label in labels:
-        counts = [sum(1 for r in rows if r["label"] == label and r["subset"] == c) for c in codes]
-        print(f"{str(label if label is not None else '(none)'):<{width}} " + " ".join(f"{n:>6}" for n in counts))
-    print(f"{'total':<{width}} " + " ".join(f"{sum(1 for r in rows if r['subset'] == c):>6}" for c in codes))
-    means = []
-    for c in codes:
-        d = [r["duration_s"] for r in rows if r["subset"] == c and r["duration_s"] is not None]
-        means.append(f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}")
+        print(f"{str(label if label is not None else '(none)'):<{width}} "
+              + " ".join(f"{counts[label, c]:>6}" for c in codes))
+    per_code = Counter(r["subset"] for r in rows)
+    print(f"{'total':<{width}} " + " ".join(f"{per_code[c]:>6}" for c in codes))
+    durations: dict[str, list[float]] = {c: [] for c in codes}
+    for r in rows:
+        if r["duration_s"] is not None and r["subset"] in durations:
+            durations[r["subset"]].append(r["duration_s"])
+    means = [f"{sum(d) / len(d):>6.2f}" if d else f"{'-':>6}" for d in durations.values()]
     print(f"{'mean s':<{width}} " + " ".join(means))
-    all_rows = compact(read_rows(args.dir))
     no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
     if no_subject:
         print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")

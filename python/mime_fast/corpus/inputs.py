@@ -294,7 +294,8 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
             found_all.builds.extend(inner.builds)
             found_all.links.extend(inner.links)
             found_all.unreadable.extend(inner.unreadable)
-            found_all.in_out.extend(p for p in inner.in_out if p not in found_all.in_out)
+            known = set(found_all.in_out)  # (a set: the output folder may hold thousands of videos)
+            found_all.in_out.extend(p for p in inner.in_out if p not in known)
         elif source.is_file() and suffix in (".csv", ".jsonl"):
             specs.extend(_from_list(source))
             continue

@@ -516,9 +516,13 @@ class _Progress:
 
 
 def unknown_clips(corpus_dir: str | os.PathLike, clips: Iterable[str]) -> list[str]:
-    """The ids of ``clips`` that no row of the manifest in ``corpus_dir`` has, in the order given."""
+    """The ids of ``clips`` that no row of the manifest in ``corpus_dir`` has, in the order given
+    (no clip given: the manifest is not read)."""
+    clips = list(dict.fromkeys(clips))
+    if not clips:
+        return []
     known = {r["clip_id"] for r in read_rows(Path(corpus_dir))}
-    return [c for c in dict.fromkeys(clips) if c not in known]
+    return [c for c in clips if c not in known]
 
 
 def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] | None) -> list[_Sample]:
@@ -529,12 +533,14 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
     if bad or not wanted:
         raise ValueError(f"unknown subset(s) {bad}; expected some of {SUBSETS}" if bad else "no subsets requested")
     clips = None if clips is None else list(clips)
-    unknown = unknown_clips(corpus, clips or [])
+    rows_read = read_rows(corpus)  # (once: a 40k-clip corpus's manifest is hundreds of MB)
+    known = {r["clip_id"] for r in rows_read}
+    unknown = [c for c in dict.fromkeys(clips or []) if c not in known]
     if unknown:
         raise ValueError(f"unknown clip id(s) {', '.join(unknown)}: not in the {MANIFEST_JSONL} of {corpus}")
     keep = set(clips) if clips is not None else None
     by_clip: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in compact(read_rows(corpus)):
+    for r in compact(rows_read):
         if r["status"] == "ok" and r["subset"] is not None and (keep is None or r["clip_id"] in keep):
             by_clip.setdefault(r["clip_id"], {})[r["subset"]] = r
     return [_Sample(rows[s], rows) for clip, rows in by_clip.items() for s in SUBSETS

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from ..media import check_writable
 from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, utf8_text, write_compacted
@@ -60,6 +60,28 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
         raise ValueError(f"clip_timeout must be >= 0 seconds (0: none), got {clip_timeout}")
     with device_checked_elsewhere() if use_ray else contextlib.nullcontext():
         return Settings.resolve(settings, **options)
+
+
+#: Threads that check the outputs of earlier runs' clips (each file's size and SHA-256) at the start
+#: of a rerun: hashing releases the GIL, and a corpus of 40k clips holds hundreds of GB of outputs.
+VERIFY_THREADS = 4
+
+
+def _completed(specs: list[ClipSpec], prev_by_clip: dict[str, list[dict[str, Any]]], out_dir: Path,
+               codes: list[str], faces: str) -> Iterator[bool]:
+    """Whether each of ``specs`` is complete in ``out_dir`` (:func:`~mime_fast.corpus.resume._complete`),
+    in order, the clips checked :data:`VERIFY_THREADS` at a time.  Closing it early (a Ctrl-C)
+    cancels the checks not started."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(max_workers=VERIFY_THREADS, thread_name_prefix="mime-fast-verify")
+    try:
+        checks = [pool.submit(_complete, prev_by_clip[s.clip_id], out_dir, codes, faces)
+                  if not s.error and s.clip_id in prev_by_clip else None for s in specs]
+        for check in checks:
+            yield check is not None and check.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_corpus(
@@ -142,9 +164,8 @@ def run_corpus(
 
     summary = CorpusSummary()
     pending = []
-    for spec in specs:
-        if not spec.error and spec.clip_id in prev_by_clip and _complete(prev_by_clip[spec.clip_id], out_dir, codes,
-                                                                                 settings.detect.faces):
+    for spec, complete in zip(specs, _completed(specs, prev_by_clip, out_dir, codes, settings.detect.faces)):
+        if complete:
             summary.skipped.append(spec.clip_id)
             monitor.skipped(spec.clip_id)
         else:
@@ -156,7 +177,8 @@ def run_corpus(
     # whatever builds it, it costs itself a failed row, not this run too (resume.InProgress).
     crashed |= {c for c, rows in prev_by_clip.items() if any(r.get("detail") in (WORKER_DIED, STALLED) for r in rows)}
     isolated = [s for s in pending if local and not s.error and s.clip_id in crashed]
-    here = [s for s in pending if all(s is not t for t in isolated)]
+    apart = {id(s) for s in isolated}  # (a set: thousands of clips may have crashed earlier runs)
+    here = [s for s in pending if id(s) not in apart]
     ahead = detect_ahead and local
     detecting = any(_detects(s, codes) for s in pending)
     # detected ahead, a clip's subject comes with its landmarks: one pass; else detection is a pass

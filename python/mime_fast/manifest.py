@@ -45,7 +45,10 @@ tracking_status        ``"ok"`` or ``"no subject"`` when the subject was found a
 tracking_frames_*      source frames in which the subject was detected, interpolated between
                        detections, held from a nearby detection, masked at his head followed by
                        its motion while his face was not detected (``head``, added with the head
-                       estimate: ``None`` in older manifests), or absent (left unmasked)
+                       estimate: ``None`` in older manifests), or absent (left unmasked);
+                       ``tracking_frames_undecided``: frames where identity could not tell which
+                       face is his and every face that could be his was masked (bystanders
+                       masked too; ``None`` in manifests before output revision 3)
 tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
                        text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
@@ -137,7 +140,8 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_head",
-    "tracking_frames_without_subject", "tracking_shots", "tracking_shot_frames", "fm_video", "fm_video_reason",
+    "tracking_frames_without_subject", "tracking_frames_undecided", "tracking_shots", "tracking_shot_frames",
+    "fm_video", "fm_video_reason",
     "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run", "settings",
 )
 

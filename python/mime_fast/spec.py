@@ -178,8 +178,11 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: ratio and are stream-copied as FM when they conform.  2: blank frames (black, a white flash)
 #: start no shot, so the subject is followed across them (before, the tracker looked for him by
 #: identity alone after them and could lose him for the rest of the clip); AVI drop frames are
-#: timestamp gaps (such clips had failed as truncated).
-OUTPUT_REVISION = 2
+#: timestamp gaps (such clips had failed as truncated).  3: where the tracker cannot tell which
+#: face is the subject's (after a cut, once lost), every face that could be his is masked, he is
+#: searched for at a larger detector size and re-acquired among several faces by a strong match
+#: only (before, he could be left clear for the rest of a shot, and a bystander taken for him).
+OUTPUT_REVISION = 3
 
 
 def spec(code: str) -> SubsetSpec:

@@ -426,7 +426,6 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
     black = [writers[c] for c in writers if spec(c).video == "black"]
     audio_writers = [w for w in writers.values() if w.audio is not None]
     cache = {"idx": None, "frames": None}
-    every_face = st.detect.faces == "all"
 
     def emit(out_i, item):
         src_i, rgb, decoded = item
@@ -438,11 +437,10 @@ def _encode_loop(src, info, provider, st, ops, writers, fps, n_out, fdm_k, fsm_k
         if cache["idx"] != src_i:
             if not kcodes:
                 pts = None
-            elif every_face:  # faces="all": every face's hull; one alone takes the single-hull step
+            else:  # every face's hull (faces="all"; the faces that could be the subject where identity could
+                # not tell which is); one alone takes the single-hull step
                 pts = faces_list(provider, src_i)
                 pts = None if not pts else pts[0] if len(pts) == 1 else pts
-            else:
-                pts = provider.points(src_i)
             # FM gets the decoded yuv420p frame itself when it can (media.SourceInfo.yuv_passthrough),
             # else the source converted once; each blur level copies that and converts only the
             # pixels its mask touches, with the matrix the frame was decoded with.

@@ -1,0 +1,201 @@
+"""Is the subject masked in every frame of the edited variants of the real clips?  The subject's
+face in each frame of the original clips (``../shared/media``, tracked once at default settings)
+is carried through each variant's frame map (``bench/edited_variants.py``: a resize, crop, flip,
+re-timing, cut, cross-fade) to where it lies in the variant; the variant is then tracked as
+``build_subsets`` tracks it (``mime_fast.detect_subject``, default settings, CPU), and every frame
+is checked against that geometry: the ellipse inscribed in the centre 80 % of the subject's face
+box (his landmarks' box: eyes, nose, mouth and cheeks) must be at least 90 % inside the union of
+the masks of the frame (below 50 %: his face shows, "unmasked"; in between: "partly").
+
+The subject is the person of the variant's first frame (the clip's subject as selection picks
+it in the original).  Where selection picks another person in the variant (a flip, a crop or a
+letterbox moves who is central, largest, best seen), the variant has another subject and its
+frames say nothing of this one's: it is listed (``same_subject`` false) and left out of the totals.  Frames of the other clip of a cut (``cut_hug_crowd``'s crowd, ``crowd_away_back``'s hug)
+and faces under a cross-fade's weaker half (weight < 0.35) are not his: they are reported apart
+("other"), as are the frames where more than one mask is drawn (over-masking costs the benchmark
+faces it need not hide, never privacy).  Writes bench/results/privacy_variants-cpu.json.
+
+    python bench/privacy_variants.py [--variants /tmp/variants] [--reference OLD_CHECKOUT] [names ...]
+
+``--reference``: another version (a ``git worktree`` of an older commit, its ``_core`` copied in) is
+run on the same variants against the same ground truth, and both are printed and saved side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+from _harness import media_dir, save
+from edited_variants import NAMES, SOURCES, var
+
+
+from mime_fast.landmarks import detect_subject, faces_list
+
+#: a frame's subject is masked when this much of the centre of his face box is under the mask; below
+#: CLEAR his face shows (the failures), between the two it is partly masked (a mask fitted tighter than
+#: in the original: a profile, another scale)
+COVERED = 0.9
+CLEAR = 0.5
+#: the centre of the face box checked (the ellipse inscribed in this fraction of its width and height)
+CORE = 0.8
+#: under a cross-fade, a source seen with less weight than this is not counted
+VISIBLE = 0.35
+
+
+def ground_truth(media: Path, name: str) -> list:
+    """Per frame of source clip ``name``: the subject's face box (x0, y0, x1, y1: the box of his
+    landmarks, before any margin; where his head is followed, its box) where the tracker masks him,
+    else ``None``."""
+    det = detect_subject(media / SOURCES[name])
+    out = []
+    for t in det.tracks:
+        if t.points is None:
+            out.append(None)
+        elif t.kind == "head":  # his head followed by its motion: the box (its mask is the grown ellipse)
+            out.append([float(v) for v in t.box])
+        else:
+            p = np.asarray(t.points, np.float64)
+            out.append([float(p[:, 0].min()), float(p[:, 1].min()), float(p[:, 0].max()), float(p[:, 1].max())])
+    return out
+
+
+def core(box, m) -> tuple[int, int, int, int]:
+    ax, bx, ay, by = m
+    xs = sorted((ax * box[0] + bx, ax * box[2] + bx))
+    ys = sorted((ay * box[1] + by, ay * box[3] + by))
+    w, h = xs[1] - xs[0], ys[1] - ys[0]
+    f = (1 - CORE) / 2
+    return (int(round(xs[0] + f * w)), int(round(ys[0] + f * h)), int(round(xs[1] - f * w)), int(round(ys[1] - f * h)))
+
+
+def check(video: Path, fmap: dict, truth: dict) -> dict:
+    t0 = time.perf_counter()
+    det = detect_subject(video)
+    secs = time.perf_counter() - t0
+    W, H = fmap["size"]
+    frames = fmap["frames"]
+    subject_clip = next(s[0][0] for s in frames if s)
+    if len(frames) != det.num_frames:
+        raise SystemExit(f"{video}: {det.num_frames} frames decoded, map has {len(frames)}")
+    unmasked, partly, other_unmasked, several, checked, worst = [], [], [], 0, 0, 1.0
+    sel = det.stats.selected_frame
+    same = None  # whether selection picked the original's subject (in the frame it selected in)
+    for i, srcs in enumerate(frames):
+        polys = faces_list(det, i)
+        several += len(polys) > 1
+        mask = np.zeros((H, W), np.uint8)
+        for p in polys:
+            cv2.fillPoly(mask, [np.round(np.asarray(p)).astype(np.int32)], 1)
+        for clip, k, m, w in srcs:
+            box = truth[clip][k]
+            if box is None or w < VISIBLE:
+                continue
+            x0, y0, x1, y1 = core(box, m)
+            x0, y0, x1, y1 = max(x0, 0), max(y0, 0), min(x1, W), min(y1, H)
+            if x1 <= x0 or y1 <= y0:
+                continue
+            ell = np.zeros((y1 - y0, x1 - x0), np.uint8)
+            cv2.ellipse(ell, (((x1 - x0 - 1) / 2, (y1 - y0 - 1) / 2), (x1 - x0, y1 - y0), 0), 1, -1)
+            cov = float(mask[y0:y1, x0:x1][ell > 0].mean())
+            if clip == subject_clip and i == sel:
+                same = cov >= COVERED
+            if clip == subject_clip:
+                checked += 1
+                worst = min(worst, cov)
+                if cov < CLEAR:
+                    unmasked.append(i)
+                elif cov < COVERED:
+                    partly.append(i)
+            elif cov < CLEAR:
+                other_unmasked.append(i)
+    st = det.stats
+    return {"frames": len(frames), "same_subject": same, "subject_frames": checked, "unmasked": len(unmasked), "unmasked_at": unmasked,
+            "partly": len(partly), "partly_at": partly,
+            "worst_coverage": round(worst, 3), "other_unmasked": len(other_unmasked), "several_masks": several,
+            "shots": st.shots, "undecided": getattr(st, "undecided", None), "without_subject": st.without_subject,
+            "seconds": round(secs, 2)}
+
+
+def _line(n: str, r: dict) -> str:
+    return (f"{n:20s} {'' if r['same_subject'] else '(another subject selected) '}frames {r['frames']:4d} "
+            f"subject {r['subject_frames']:4d} unmasked {r['unmasked']:3d} partly {r['partly']:3d} "
+            f"(worst {r['worst_coverage']:.2f}) other-unmasked {r['other_unmasked']:3d} several {r['several_masks']:3d} "
+            f"shots {r['shots']} undecided {r['undecided']} {r['seconds']:.1f}s  {r['unmasked_at'][:12]}")
+
+
+def _totals(rows: dict) -> dict:
+    # a variant where selection picked another person (a flip or a crop moves who is central,
+    # largest, best seen) has another subject: its frames say nothing of this one's
+    totals = {k: sum(r[k] for r in rows.values() if r["same_subject"])
+              for k in ("frames", "subject_frames", "unmasked", "partly", "other_unmasked", "several_masks")}
+    totals["other_subject_selected"] = sorted(n for n, r in rows.items() if not r["same_subject"])
+    return totals
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--media", type=Path, default=media_dir())
+    ap.add_argument("--variants", type=Path, default=Path("/tmp/variants"),
+                    help="where the variants are (made there when missing; default %(default)s)")
+    ap.add_argument("--reference", type=Path,
+                    help="a checkout of another version (its python/ folder is imported, its _core built): each "
+                         "variant is checked with it too, against the same ground truth, side by side")
+    ap.add_argument("--no-save", action="store_true", help="print only")
+    ap.add_argument("--truth", type=Path, help=argparse.SUPPRESS)  # (the reference's run: truth given, rows written)
+    ap.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("names", nargs="*", help="variants (default: all)")
+    args = ap.parse_args()
+    names = args.names or list(NAMES)
+    args.variants.mkdir(parents=True, exist_ok=True)
+    truth = json.loads(args.truth.read_text()) if args.truth else {}
+    maps = {}
+    for n in names:
+        video, mp = args.variants / f"{n}.mp4", args.variants / f"{n}.map.json"
+        if not (video.is_file() and mp.is_file()):
+            var(n, args.variants, args.media)
+        maps[n] = json.loads(mp.read_text())
+        for clip in {s[0] for f in maps[n]["frames"] for s in f}:
+            if clip not in truth:
+                truth[clip] = ground_truth(args.media, clip)
+    reference = None
+    if args.reference is not None:
+        import os
+        import subprocess
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tf, rf = Path(tmp) / "truth.json", Path(tmp) / "rows.json"
+            tf.write_text(json.dumps(truth))
+            env = {**os.environ, "PYTHONPATH": str(args.reference.resolve() / "python")}
+            subprocess.run([sys.executable, __file__, "--media", str(args.media), "--variants", str(args.variants),
+                            "--truth", str(tf), "--rows", str(rf), *names], env=env, check=True)
+            reference = json.loads(rf.read_text())
+    rows = {}
+    for n in names:
+        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth)
+        if reference is not None:
+            print("reference ", _line(n, reference[n]))
+        if args.rows is None:
+            print("this      " if reference is not None else "", _line(n, r), sep="", flush=True)
+    if args.rows:
+        args.rows.write_text(json.dumps(rows))
+        return
+    totals = _totals(rows)
+    payload = {"covered": COVERED, "clear": CLEAR, "core": CORE, "visible": VISIBLE, "totals": totals}
+    print("totals", totals)
+    if reference is not None:
+        payload["reference"] = {"path": str(args.reference), "totals": _totals(reference), "variants": reference}
+        print("reference totals", payload["reference"]["totals"])
+    payload["variants"] = rows
+    if not args.no_save:
+        print(save("privacy_variants", payload))
+
+
+if __name__ == "__main__":
+    main()

@@ -147,6 +147,55 @@ def test_rerun_skips_complete_clips_and_redoes_damaged_ones(corpus: Path, tmp_pa
     assert sha256(damaged) == {(r["clip_id"], r["subset"]): r for r in rows}[("sad02", "FSM")]["sha256"]
 
 
+def test_rerun_trusts_size_and_time_and_verify_hashes_every_file(corpus: Path, tmp_path: Path, capsys,
+                                                                  monkeypatch) -> None:
+    """A rerun reads no output whose size and modification time are the manifest's (mtime_ns); a
+    file whose time changed is hashed; ``--verify`` hashes every file, and so does a row of an older
+    manifest (no mtime_ns)."""
+    import mime_fast.corpus.resume as resume
+
+    out = tmp_path / "out"
+    args = ["build", str(corpus), "--out", str(out), "--subsets", "FM,FSM", *SMALL]
+    main(args)
+    rows = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    for r in rows.values():
+        if r["status"] == "ok" and r["path"]:
+            assert r["mtime_ns"] == (out / r["path"]).stat().st_mtime_ns
+    hashed: list[str] = []
+    real = resume.sha256_file
+    monkeypatch.setattr(resume, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
+    capsys.readouterr()
+    main(args)
+    assert capsys.readouterr().err.count("already complete") == 3 and hashed == []  # nothing read
+    # same size, other bytes, the recorded time put back (as a copy that keeps times would): trusted...
+    f = out / "FSM" / "sad02.mp4"
+    st = f.stat()
+    data = bytearray(f.read_bytes())
+    data[-50] ^= 0xFF
+    f.write_bytes(bytes(data))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    main(args)
+    assert capsys.readouterr().err.count("already complete") == 3 and hashed == []
+    # ... unless --verify: every file is hashed, and the changed one rebuilt
+    main([*args, "--verify"])
+    err = capsys.readouterr().err
+    assert "sad02: ok" in err and err.count("already complete") == 2 and "sad02.mp4" in hashed
+    assert sha256(f) == {(r["clip_id"], r["subset"]): r for r in read_rows(out)}[("sad02", "FSM")]["sha256"]
+    # a file touched (its time changed, its bytes not) is hashed and found intact
+    hashed.clear()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    main(args)
+    assert capsys.readouterr().err.count("already complete") == 3 and hashed == ["sad02.mp4"]
+    # the rows of a manifest written before mtime_ns: every file hashed
+    hashed.clear()
+    manifest = out / "manifest.jsonl"
+    lines = [json.loads(x) for x in manifest.read_text().splitlines() if x.strip()]
+    manifest.write_text("".join(json.dumps({k: v for k, v in x.items() if k != "mtime_ns"}) + "\n" for x in lines))
+    main(args)
+    assert capsys.readouterr().err.count("already complete") == 3
+    assert len(hashed) == sum(1 for r in read_rows(out) if r["status"] == "ok" and r["path"]) > 3
+
+
 def test_list_input_with_labels_and_per_clip_errors(corpus: Path, tmp_path: Path) -> None:
     lst = tmp_path / "clips.csv"
     with open(lst, "w", newline="") as f:

@@ -36,6 +36,9 @@ frames                 output frames
 width, height          output frame size
 has_audio              whether the file carries an audio track (16 kHz)
 bytes, sha256          size and SHA-256 of the file (used to verify completed clips on resume)
+mtime_ns               the file's modification time (ns since the epoch) when its row was written: a
+                       rerun trusts a file of the recorded size and time without reading it
+                       (``--verify``: every file hashed); ``None`` in older manifests (hashed)
 label                  emotion label (Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise) or None
 dataset                source dataset name (e.g. DFEW, MAFW, FERV39k, CAER) or None
 source                 the input file (a path that is not UTF-8 as :func:`utf8_text` writes it,
@@ -138,7 +141,7 @@ _ROW_ORDER = (*spec.CODES, "audio")
 
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
-    "height", "has_audio", "bytes", "sha256", "label", "dataset", "source", "tracking_status",
+    "height", "has_audio", "bytes", "sha256", "mtime_ns", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_head",
     "tracking_frames_without_subject", "tracking_frames_undecided", "tracking_shots", "tracking_shot_frames",
     "fm_video", "fm_video_reason",
@@ -311,7 +314,7 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         import pyarrow as pa
 
         schema = pa.schema([
-            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "tracking_shots", "face_tracks")
+            (c, pa.int64() if c in ("kernel", "frames", "width", "height", "bytes", "mtime_ns", "tracking_shots", "face_tracks")
              or c.startswith("tracking_frames")
              else pa.float64() if c in ("duration_s", "fps")
              else pa.bool_() if c == "has_audio"

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                              clips_per_process=args.clips_per_process, use_ray=args.ray,
                              detect_ahead=args.detect_ahead, ray_address=args.ray_address,
                              ray_cpus_per_clip=args.ray_cpus_per_clip, clip_timeout=args.clip_timeout,
-                             settings=settings)
+                             verify=args.verify, settings=settings)
     except SettingsChanged as exc:  # --out built with other settings: refused before anything is written
         raise UsageError(str(exc)) from None
     if not args.quiet:
@@ -135,6 +135,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     help="a clip that makes no progress for S seconds (a hung decoder or filesystem) is stopped: "
                          "with --workers (or --ray) its worker process is killed and the clip fails; with one worker "
                          "the run ends (exit status 3) and the rerun builds that clip apart (default 600; 0: never)")
+    ap.add_argument("--verify", action="store_true",
+                    help="on a rerun, hash every output of the clips built before (default: only files whose size "
+                         "or modification time differs from the manifest's are read)")
     ap.add_argument("--ray", action="store_true", help="distribute clips with Ray Data over a Ray cluster")
     ap.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="Ray cluster address (default: ray.init()'s choice)")

@@ -46,10 +46,11 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
                    kernel=st.kernel, fps=fps)
         if st.status == "ok" and st.path is not None:
             p = Path(st.path)
+            stat = p.stat()
             clear = CLEAR_VERSION.get(code)
             row.update(
                 path=str(p.relative_to(out_dir)), duration_s=st.duration, frames=st.frames, width=width,
-                height=height, has_audio=st.has_audio, bytes=p.stat().st_size, sha256=sha256_file(p),
+                height=height, has_audio=st.has_audio, bytes=stat.st_size, mtime_ns=stat.st_mtime_ns, sha256=sha256_file(p),
                 clear_path=str(result.outputs[clear].relative_to(out_dir)) if clear in result.outputs else None,
             )
             row.update(decoder=result.decoder, decoder_reason=result.decoder_reason or None)
@@ -58,8 +59,10 @@ def _rows_for(spec: ClipSpec, result, out_dir: Path, run: str) -> list[dict[str,
         rows.append(row)
     if result.audio is not None:
         p = Path(result.audio)
+        stat = p.stat()
         rows.append(dict(common, subset="audio", status="ok", path=str(p.relative_to(out_dir)), blur_level="none",
-                         duration_s=result.duration, has_audio=True, bytes=p.stat().st_size, sha256=sha256_file(p)))
+                         duration_s=result.duration, has_audio=True, bytes=stat.st_size, mtime_ns=stat.st_mtime_ns,
+                         sha256=sha256_file(p)))
     return rows
 
 

@@ -62,13 +62,14 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
         return Settings.resolve(settings, **options)
 
 
-#: Threads that check the outputs of earlier runs' clips (each file's size and SHA-256) at the start
-#: of a rerun: hashing releases the GIL, and a corpus of 40k clips holds hundreds of GB of outputs.
+#: Threads that check the outputs of earlier runs' clips at the start of a rerun (each file's size,
+#: and its SHA-256 where its modification time changed, or with ``verify``): hashing releases the
+#: GIL, and a corpus of 40k clips holds hundreds of GB of outputs.
 VERIFY_THREADS = 4
 
 
 def _completed(specs: list[ClipSpec], prev_by_clip: dict[str, list[dict[str, Any]]], out_dir: Path,
-               codes: list[str], faces: str) -> Iterator[bool]:
+               codes: list[str], faces: str, verify: bool = False) -> Iterator[bool]:
     """Whether each of ``specs`` is complete in ``out_dir`` (:func:`~mime_fast.corpus.resume._complete`),
     in order, the clips checked :data:`VERIFY_THREADS` at a time.  Closing it early (a Ctrl-C)
     cancels the checks not started."""
@@ -76,7 +77,7 @@ def _completed(specs: list[ClipSpec], prev_by_clip: dict[str, list[dict[str, Any
 
     pool = ThreadPoolExecutor(max_workers=VERIFY_THREADS, thread_name_prefix="mime-fast-verify")
     try:
-        checks = [pool.submit(_complete, prev_by_clip[s.clip_id], out_dir, codes, faces)
+        checks = [pool.submit(_complete, prev_by_clip[s.clip_id], out_dir, codes, faces, verify)
                   if not s.error and s.clip_id in prev_by_clip else None for s in specs]
         for check in checks:
             yield check is not None and check.result()
@@ -98,6 +99,7 @@ def run_corpus(
     ray_cpus_per_clip: float = 1.0,
     detect_ahead: bool = True,
     clip_timeout: float | None = None,
+    verify: bool = False,
     settings: Settings | None = None,
     **options: Any,
 ) -> CorpusSummary:
@@ -134,6 +136,11 @@ def run_corpus(
     Either way the detection, which uses under two cores by itself, runs beside encoders, and
     outputs are the same bytes (``bench/bench_detect.py`` measures both).
 
+    A clip of an earlier run is complete (skipped) when its rows cover the subsets asked for and
+    every file they name has the recorded size and modification time; a file whose time changed is
+    hashed and compared with its recorded SHA-256.  ``verify=True`` hashes every file (a copy that
+    kept the times of other files, a filesystem without modification times).
+
     ``KeyboardInterrupt`` (Ctrl-C) stops the clips in progress (worker processes too), removes
     their temporaries, compacts the manifest (the rows of finished clips) and is re-raised: a rerun
     resumes.
@@ -164,7 +171,7 @@ def run_corpus(
 
     summary = CorpusSummary()
     pending = []
-    for spec, complete in zip(specs, _completed(specs, prev_by_clip, out_dir, codes, settings.detect.faces)):
+    for spec, complete in zip(specs, _completed(specs, prev_by_clip, out_dir, codes, settings.detect.faces, verify)):
         if complete:
             summary.skipped.append(spec.clip_id)
             monitor.skipped(spec.clip_id)

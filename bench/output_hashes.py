@@ -23,8 +23,9 @@ from pathlib import Path
 
 from _harness import REAL_CLIPS, media_dir, scaled_copy
 
-#: Manifest columns that differ run to run (the run id) or name the temporary folder.
-VOLATILE = {"source", "run", "path"}
+#: Manifest columns that differ run to run (the run id, the files' modification times) or name the
+#: temporary folder.
+VOLATILE = {"source", "run", "path", "mtime_ns"}
 
 
 def sha(path: Path) -> str:

@@ -17,6 +17,10 @@ faces it need not hide, never privacy).  Writes bench/results/privacy_variants-c
 
     python bench/privacy_variants.py [--variants /tmp/variants] [--reference OLD_CHECKOUT] [names ...]
 
+``--audit DIR``: FM, FDM and FSM of every variant are built under ``DIR`` too (this version's and the
+reference's) and audited with ``mime_fast.audit`` (this version's): CenterFace and dlib, models that
+are not the engine's, count the frames where the subject is unmasked or a clear face reads as him.
+
 ``--reference``: another version (a ``git worktree`` of an older commit, its ``_core`` copied in) is
 run on the same variants against the same ground truth, and both are printed and saved side by side.
 """
@@ -73,10 +77,17 @@ def core(box, m) -> tuple[int, int, int, int]:
     return (int(round(xs[0] + f * w)), int(round(ys[0] + f * h)), int(round(xs[1] - f * w)), int(round(ys[1] - f * h)))
 
 
-def check(video: Path, fmap: dict, truth: dict) -> dict:
+def check(video: Path, fmap: dict, truth: dict, build: Path | None = None) -> dict:
+    """The variant ``video`` tracked and checked frame by frame against ``truth``; ``build``: its FM,
+    FDM and FSM are also built there from that tracking (for the audit)."""
     t0 = time.perf_counter()
     det = detect_subject(video)
     secs = time.perf_counter() - t0
+    if build is not None:
+        from mime_fast import build_subsets
+
+        build_subsets(video, build, landmarks=det, subsets=["FM", "FDM", "FSM"], clip_id=video.stem,
+                      min_height=0, min_duration=0)
     W, H = fmap["size"]
     frames = fmap["frames"]
     subject_clip = next(s[0][0] for s in frames if s)
@@ -133,6 +144,11 @@ def _totals(rows: dict) -> dict:
     # largest, best seen) has another subject: its frames say nothing of this one's
     totals = {k: sum(r[k] for r in rows.values() if r["same_subject"])
               for k in ("frames", "subject_frames", "unmasked", "partly", "other_unmasked", "several_masks")}
+    for s in ("FDM", "FSM"):
+        for k in ("unmasked_frames", "identity_frames"):
+            vals = [r["audit"][s][k] or 0 for r in rows.values() if s in r.get("audit", {})]
+            if vals:
+                totals[f"audit_{s}_{k}"] = sum(vals)
     totals["other_subject_selected"] = sorted(n for n, r in rows.items() if not r["same_subject"])
     return totals
 
@@ -145,6 +161,11 @@ def main() -> None:
     ap.add_argument("--reference", type=Path,
                     help="a checkout of another version (its python/ folder is imported, its _core built): each "
                          "variant is checked with it too, against the same ground truth, side by side")
+    ap.add_argument("--audit", type=Path, metavar="DIR",
+                    help="also build FM, FDM and FSM of each variant under DIR (and the reference's) and run "
+                         "mime_fast.audit on them: an independent detector and recogniser (CenterFace, dlib) count the "
+                         "frames where the subject is unmasked or a clear face reads as him")
+    ap.add_argument("--every", type=int, default=2, help="with --audit: audit every N-th frame (default 2)")
     ap.add_argument("--no-save", action="store_true", help="print only")
     ap.add_argument("--truth", type=Path, help=argparse.SUPPRESS)  # (the reference's run: truth given, rows written)
     ap.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
@@ -173,12 +194,14 @@ def main() -> None:
             tf, rf = Path(tmp) / "truth.json", Path(tmp) / "rows.json"
             tf.write_text(json.dumps(truth))
             env = {**os.environ, "PYTHONPATH": str(args.reference.resolve() / "python")}
+            audit = ["--audit", str(args.audit / "reference")] if args.audit else []
             subprocess.run([sys.executable, __file__, "--media", str(args.media), "--variants", str(args.variants),
-                            "--truth", str(tf), "--rows", str(rf), *names], env=env, check=True)
+                            "--truth", str(tf), "--rows", str(rf), *audit, *names], env=env, check=True)
             reference = json.loads(rf.read_text())
     rows = {}
     for n in names:
-        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth)
+        build = None if args.audit is None else args.audit if args.rows else args.audit / "this"
+        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth, build)
         if reference is not None:
             print("reference ", _line(n, reference[n]))
         if args.rows is None:
@@ -186,6 +209,22 @@ def main() -> None:
     if args.rows:
         args.rows.write_text(json.dumps(rows))
         return
+    if args.audit is not None:  # the audit of this version's outputs and the reference's, with this audit
+        import mime_fast
+
+        for who, folder, table in (("this", args.audit / "this", rows), ("reference", args.audit / "reference", reference)):
+            if table is None:
+                continue
+            for a in mime_fast.audit(folder, every=args.every, write=False).rows:
+                if a["status"] == "ok" and a["clip_id"] in table:
+                    table[a["clip_id"]].setdefault("audit", {})[a["subset"]] = {
+                        k: a[k] for k in ("subject_frames", "unmasked_frames", "identity_frames", "recognisable_frames")}
+        for n in names:
+            for who, table in (("reference", reference), ("this", rows)):
+                if table is not None and "audit" in table[n]:
+                    au = table[n]["audit"]
+                    print(f"audit {who:9s} {n:20s} " + "  ".join(
+                        f"{s}: unmasked {au[s]['unmasked_frames']} identity {au[s]['identity_frames']}" for s in sorted(au)))
     totals = _totals(rows)
     payload = {"covered": COVERED, "clear": CLEAR, "core": CORE, "visible": VISIBLE, "totals": totals}
     print("totals", totals)

@@ -46,6 +46,39 @@ def corpus(tmp_path_factory) -> Path:
     return out
 
 
+def _cut_clip(clip, path: Path, shift: int) -> None:
+    """``clip``'s frames, then the same frames again rolled ``shift`` px to the right (a cut to
+    another framing: the face jumps farther than the audit follows a face)."""
+    import av
+
+    with av.open(str(clip.path)) as c:
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    with av.open(str(path), "w") as c:
+        s = c.add_stream("libx264", rate=25)
+        s.width, s.height, s.pix_fmt, s.options = frames[0].shape[1], frames[0].shape[0], "yuv420p", {"crf": "16"}
+        for im in frames + [np.roll(f, shift, axis=1) for f in frames]:
+            for pkt in s.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(im), format="rgb24")):
+                c.mux(pkt)
+        for pkt in s.encode():
+            c.mux(pkt)
+
+
+@pytest.fixture(scope="module")
+def cut_corpus(tmp_path_factory, corpus: Path) -> Path:
+    """out/: 'cut', the 'ok' clip followed by a cut to the same frames moved 60 px: masked in the
+    first shot, left clear in the second (as an engine that lost him at a cut would)."""
+    base = tmp_path_factory.mktemp("audit_cut")
+    clip = make_clip(base / "src.mp4", duration=0.8, fps=25, size=(640, 480), seed=4)
+    _cut_clip(clip, base / "cut.mp4", 60)
+    pts = np.load(clip.npz)["landmarks"]
+    n = len(pts)
+    both = np.concatenate([pts, np.full_like(pts, np.nan)])
+    mime_fast.build_subsets(base / "cut.mp4", base / "out", landmarks=both, min_height=0, fsm_kernel=55,
+                            subsets=["FM", "FDM", "FSM"])
+    assert n == 20
+    return base / "out"
+
+
 @pytest.fixture(scope="module")
 def report(corpus: Path):
     return mime_fast.audit(corpus, every=2)
@@ -89,6 +122,21 @@ def test_unmasked_frames_are_caught(report) -> None:
         assert gap[s]["subject_frames"] == 12
     assert gap["FSM"]["max_similarity"] > 0.9  # an unmasked face is its clear self
     assert any(p.startswith("gap FSM:") and "unmasked" in p for p in report.problems)
+
+
+def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Path, report) -> None:
+    """Rules 1 - 3 follow the subject by position: after a cut to another framing (his face 130 px
+    away) where the engine left him clear, nothing leads there.  His identity does: the clear face
+    of the second shot reads as his reference (the first shot's masked face) and every audited frame
+    of that shot is counted; a correct build counts none."""
+    r = {x["subset"]: x for x in mime_fast.audit(cut_corpus, every=2, write=False).rows}
+    for s in ("FDM", "FSM"):
+        assert r[s]["status"] == "ok"
+        assert r[s]["unmasked_frames"] == 0, r[s]  # the blind spot of the rules by position
+        assert r[s]["identity_frames"] == 12, r[s]  # the second shot: 24 of the 48 output frames, every 2nd
+    problems = mime_fast.audit(cut_corpus, every=2, write=False).problems
+    assert any("cut FSM:" in p and "identity" in p for p in problems), problems
+    assert all(x["identity_frames"] == 0 for x in report.rows if x["clip_id"] == "ok" and x["status"] == "ok")
 
 
 def test_a_mask_shifted_off_the_face_is_caught(report) -> None:

@@ -36,6 +36,16 @@ Which face is the subject (defined without the engine's landmarks, per audited f
 3. a clip where no face is ever masked: the largest face of each frame (a mask that missed the face
    everywhere, e.g. shifted off it).
 
+Rules 1 - 3 follow the subject by position, so they cannot see him after a cut where the engine
+left him clear (nothing masked to start from, nothing near to follow), nor while the engine masks
+someone else.  **Identity** catches those: his face's embeddings in the frames where rule 1 finds
+him and nobody else is masked are his reference; every other face that is clear in the most
+degraded subset is embedded (once per :data:`IDENTITY_EVERY` audited frames of its track:
+:func:`link_tracks`), and a track that reads as him (:func:`similarity` at least
+:data:`IDENTITY_COS` to a reference, above every different-person pair of the calibration, and
+more than the face masked in that frame, if any, does: one person is in a frame once) is his: its
+frames where it is unmasked in a subset are counted in that subset's ``identity_frames``.
+
 Per subject face and degraded subset:
 
 * ``similarity``: cosine of dlib's embeddings of the clear and the degraded face, less dlib's mean
@@ -88,6 +98,8 @@ from .media.errors import ffmpeg_detail, interrupted, open_input
 __all__ = [
     "AUDITED",
     "COLUMNS",
+    "IDENTITY_COS",
+    "IDENTITY_EVERY",
     "INTENT",
     "LINK_DISTANCE",
     "LINK_IOU",
@@ -120,6 +132,14 @@ LINK_IOU: float = 0.3
 #: How far (in face heights) the subject's face may move from one audited frame to the next and
 #: still be followed where it is unmasked (:func:`_follow`).
 LINK_DISTANCE: float = 0.75
+#: A clear face whose similarity to the subject's reference reaches this is his (the identity rule,
+#: module docstring): above every different-person pair of the calibration (1,200 pairs, max 0.573;
+#: the 1 % false-match threshold is 0.424), reached by half of the same-person pairs.
+IDENTITY_COS: float = 0.6
+#: The identity rule embeds each clear face track once per this many audited frames.
+IDENTITY_EVERY: int = 5
+#: At most this many reference embeddings of the subject (spread over the clip).
+IDENTITY_REFS: int = 16
 #: Faces smaller than this (box height, px) are not audited: too small to recognise.
 MIN_FACE_PX: int = 24
 #: The audited subsets and the encoded subset whose video each must equal (``None``: itself).
@@ -135,7 +155,7 @@ INTENT: dict[str, str] = {
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "intent", "kernel", "frames", "frames_audited", "faces_detected", "subject_frames",
     "mean_similarity", "max_similarity", "recognisable_frames", "detail_ratio", "unmasked_frames",
-    "same_video_as", "threshold", "recogniser", "status", "reason",
+    "identity_frames", "same_video_as", "threshold", "recogniser", "status", "reason",
 )
 
 
@@ -390,22 +410,59 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
             near_clear[s].append(np.array([looks_clear(g, d, bb, MIME_KERNEL[s]) for bb in b], bool))
     subject = _subject_per_frame(boxes, ratios[ref])
     at = {f: k for k, f in enumerate(audited)}
+    masked = [np.nan_to_num(m, nan=1.0) < MASKED_DETAIL_RATIO for m in ratios[ref]]
+    # the identity rule: his reference frames (rule 1, nobody else masked), the clear faces to read
+    ref_frames = [k for k, j in enumerate(subject) if j is not None and masked[k][j] and masked[k].sum() == 1]
+    ref_frames = set(ref_frames[:: max(1, -(-len(ref_frames) // IDENTITY_REFS))])
+    tracks = link_tracks(boxes)
+    last_read: dict[int, int] = {}
+    to_read: dict[int, list[int]] = {}  # audited frame -> faces to embed there
+    if ref_frames:
+        for k, b in enumerate(boxes):
+            for j in range(len(b)):
+                t = int(tracks[k][j])
+                if j != subject[k] and not masked[k][j] and k - last_read.get(t, -(10**9)) >= IDENTITY_EVERY:
+                    last_read[t] = k
+                    to_read.setdefault(k, []).append(j)
+    refs: list[np.ndarray] = []
+    reads: list[tuple[int, int, np.ndarray]] = []  # (audited frame, track, clear embedding)
+    covered: dict[int, np.ndarray] = {}  # audited frame -> the clear embedding of the masked face taken for him
 
     # pass 2: the subject's embeddings, clear and degraded, at the clear frame's alignment
     sims: dict[str, list[float]] = {s: [] for s in decode}
     for i, imgs in _frames([fm] + [present[s] for s in decode]):
         k = at.get(i)
-        if k is None or subject[k] is None:
+        if k is None:
+            continue
+        for j in to_read.get(k, ()):
+            clear, at_box = face_only(imgs[0], boxes[k][j])
+            e = models.embedder.embed_aligned(clear, models.embedder.align(clear, at_box[None]))[0]
+            reads.append((k, int(tracks[k][j]), e))
+        if subject[k] is None:
             continue
         box = boxes[k][subject[k]]
         clear, at_box = face_only(imgs[0], box)
         shapes = models.embedder.align(clear, at_box[None])
         e0 = models.embedder.embed_aligned(clear, shapes)[0]
+        if k in ref_frames:
+            refs.append(e0)
+        if masked[k][subject[k]]:
+            covered[k] = e0
         for s, img in zip(decode, imgs[1:]):
             sims[s].append(similarity(models.embedder.embed_aligned(face_only(img, box)[0], shapes)[0], e0))
 
+    def reads_as_him(e: np.ndarray) -> float:
+        return max(similarity(e, r) for r in refs)
+
+    # a clear face is his when it reads as him, and more than the face masked in its frame does (one
+    # person is in a frame once: beside his masked face, a half-seen stranger can read 0.7)
+    his = {t for k, t, e in reads
+           if (v := reads_as_him(e)) >= IDENTITY_COS and (k not in covered or v > reads_as_him(covered[k]))}
     rows: dict[str, dict[str, Any]] = {}
     for s in decode:
+        # frames where a face the audit did not take for him reads as him and is clear in this subset
+        ident = sum(any(int(tracks[k][j]) in his and j != subject[k] and ratios[s][k][j] >= MASKED_DETAIL_RATIO
+                        and near_clear[s][k][j] for j in range(len(b))) for k, b in enumerate(boxes)) if his else 0
         subj = [ratios[s][k][j] for k, j in enumerate(subject) if j is not None]
         left = [near_clear[s][k][j] for k, j in enumerate(subject) if j is not None]
         v = np.asarray(sims[s], np.float64)
@@ -418,7 +475,7 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
                    "max_similarity": float(v.max()) if len(v) else None,
                    "recognisable_frames": int((v >= threshold).sum()),
                    "detail_ratio": float(np.nanmedian(r)) if np.isfinite(r).any() else None,
-                   "unmasked_frames": int(unmasked.sum()),
+                   "unmasked_frames": int(unmasked.sum()), "identity_frames": int(ident) if refs else None,
                    "same_video_as": None, "status": "ok",
                    "reason": "" if len(v) else "no face found in FM by the audit's detector"}
     for s, b in same.items():
@@ -441,7 +498,8 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """Every clip audited, no FSM/FSAM frame recognisable and no subject face unmasked."""
+        """Every clip audited, no FSM/FSAM frame recognisable, no subject face unmasked and no other
+        clear face that reads as the subject."""
         return not self.problems and not self.failed
 
     @property
@@ -450,9 +508,10 @@ class AuditReport:
         return {r["clip_id"]: r["reason"] for r in self.rows if r["status"] == "failed"}
 
     def table(self) -> str:
-        """Per subset: clips, subject frames, similarity, recognisable frames, detail, unmasked."""
+        """Per subset: clips, subject frames, similarity, recognisable frames, detail, unmasked,
+        identity."""
         head = (f"{'subset':<6} {'clips':>5} {'faces':>6} {'mean sim':>8} {'max sim':>7} {'recog.':>6} "
-                f"{'detail':>6} {'unmasked':>8}  intent")
+                f"{'detail':>6} {'unmasked':>8} {'identity':>8}  intent")
         lines = [head]
         for s in AUDITED:
             rs = [r for r in self.rows if r["subset"] == s and r["status"] == "ok"]
@@ -464,9 +523,11 @@ class AuditReport:
             mx = f"{max(maxs):7.3f}" if maxs else f"{'-':>7}"
             dr = f"{float(np.median(det)):6.3f}" if det else f"{'-':>6}"
             lines.append(f"{s:<6} {len(rs):>5} {faces:>6} {mean} {mx} {sum(r['recognisable_frames'] for r in rs):>6} "
-                         f"{dr} {sum(r['unmasked_frames'] for r in rs):>8}  {INTENT[s]}")
+                         f"{dr} {sum(r['unmasked_frames'] for r in rs):>8} "
+                         f"{sum(r.get('identity_frames') or 0 for r in rs):>8}  {INTENT[s]}")
         lines.append(f"recognisable: similarity >= {self.threshold:.3f} (false-match rate 1 % on the real clips); "
-                     f"unmasked: detail ratio >= {MASKED_DETAIL_RATIO} and nearer the clear face than MIME's blur of it")
+                     f"unmasked: detail ratio >= {MASKED_DETAIL_RATIO} and nearer the clear face than MIME's blur of it; "
+                     f"identity: frames where another clear face reads as the subject (similarity >= {IDENTITY_COS})")
         return "\n".join(lines)
 
 
@@ -481,6 +542,9 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
         if r["unmasked_frames"]:
             out.append(f"{r['clip_id']} {r['subset']}: the subject is visible but unmasked in "
                        f"{r['unmasked_frames']} of {r['subject_frames']} frames")
+        if r.get("identity_frames"):
+            out.append(f"{r['clip_id']} {r['subset']}: a clear face that reads as the subject (identity) in "
+                       f"{r['identity_frames']} of {r['frames_audited']} audited frames")
     return out
 
 

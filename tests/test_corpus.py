@@ -19,7 +19,7 @@ import pytest
 from mime_fast import samples
 from mime_fast.cli import main
 from mime_fast.corpus import ClipSpec, pool, run_corpus
-from mime_fast.manifest import COLUMNS, read_rows
+from mime_fast.manifest import COLUMNS, read_rows, without_volatile
 from mime_fast.progress import Monitor
 
 from conftest import sitecustomize_path
@@ -356,7 +356,7 @@ def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path, monkeypatch, cap
         ray.shutdown()
 
     def comparable(out: Path) -> dict:
-        return {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"}
+        return {(r["clip_id"], r["subset"]): without_volatile(r)
                 for r in read_rows(out)}
 
     a, b = comparable(local), comparable(distributed)
@@ -395,7 +395,7 @@ def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: 
     assert modes == [(3, 2) if "--clips-per-process" in extra else (2, 1)]  # (workers, clips per process)
 
     def comparable(out: Path) -> dict:
-        return {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+        return {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(out)}
 
     assert comparable(one) == comparable(two)
 
@@ -442,7 +442,7 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
         summary = run_corpus(discover(root), out, subsets=["FM", "FDM"], detect_ahead=ahead, min_height=0, min_duration=0,
                              progress=lambda line: None)
         assert sorted(summary.done) == ["c1", "c3"] and list(summary.failed) == ["c2"]
-        runs[ahead] = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+        runs[ahead] = {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(out)}
     assert runs[True] == runs[False]
     assert runs[True][("c1", "FDM")]["tracking_status"] == "ok" and runs[True][("c3", "FDM")]["sha256"]
 
@@ -530,7 +530,7 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
     assert main(["build", str(root), "--out", str(many), "--subsets", "FM,FSM", "--clip-timeout", "15", *extra,
                  *SMALL]) == 1
 
-    rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(many)}
+    rows = {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(many)}
     crash, exit_, hang = rows.pop(("crash03", None)), rows.pop(("exit04", None)), rows.pop(("hang05", None))
     unsent = rows.pop(("unsent06", None))
     assert unsent["status"] == "failed"
@@ -539,7 +539,7 @@ def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: P
     assert crash["status"] == "failed" and crash["detail"] == pool.WORKER_DIED
     assert crash["reason"] == "the worker process building this clip died (killed by SIGKILL - out of memory?)"
     assert exit_["status"] == "failed" and exit_["reason"] == "SystemExit: 3"
-    expected = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(one)
+    expected = {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(one)
                 if r["clip_id"] not in ("crash03", "exit04", "hang05", "unsent06")}
     assert rows == expected
     assert not [p for p in many.rglob(".*")]  # the dead worker's temporaries are gone
@@ -687,11 +687,11 @@ def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp
         again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
         assert again.returncode == 1, again.stderr
         assert "crash03: failed: the worker process building this clip died (killed by SIGKILL" in again.stderr
-        rows = {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(out)}
+        rows = {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(out)}
         assert rows.pop(("crash03", None))["detail"] == pool.WORKER_DIED
         assert not [p for p in out.rglob(".*")]  # no temporary, no list of clips in progress
     assert main(["build", str(root), "--out", str(clean), "--subsets", "FM,FSM", *SMALL]) == 0  # no fault here
-    assert rows == {(r["clip_id"], r["subset"]): {k: v for k, v in r.items() if k != "run"} for r in read_rows(clean)
+    assert rows == {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(clean)
                     if r["clip_id"] != "crash03"}
 
 

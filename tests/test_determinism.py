@@ -26,6 +26,7 @@ import av
 from mime_fast import media, samples
 from mime_fast.frames import copy_frame, yuv420_planes
 from mime_fast.media import x264
+from mime_fast.manifest import without_volatile
 from mime_fast.cli import main
 
 from video_fixtures import sha256
@@ -173,7 +174,7 @@ def _outputs(out: Path) -> dict:
     res = {}
     for r in rows:
         key = (r["clip_id"], r["subset"])
-        row = {k: v for k, v in r.items() if k not in ("run",)}
+        row = without_volatile(r)
         planes = _decoded_planes(out / r["path"]) if r["status"] == "ok" and str(r.get("path") or "").endswith(".mp4") else None
         res[key] = (row, planes)
     return res

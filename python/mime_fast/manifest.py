@@ -107,6 +107,8 @@ __all__ = [
     "BLUR_LEVEL",
     "CLEAR_VERSION",
     "COLUMNS",
+    "RUN_VOLATILE",
+    "without_volatile",
     "DUPLICATE",
     "EMOTIONS",
     "MANIFEST_JSONL",
@@ -147,6 +149,16 @@ COLUMNS: tuple[str, ...] = (
     "fm_video", "fm_video_reason",
     "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run", "settings",
 )
+
+#: Columns that differ between two runs that made the same bytes: the run id and the output files'
+#: modification times.
+RUN_VOLATILE: tuple[str, ...] = ("run", "mtime_ns")
+
+
+def without_volatile(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without :data:`RUN_VOLATILE`: what two runs of the same clip and settings agree on."""
+    return {k: v for k, v in row.items() if k not in RUN_VOLATILE}
+
 
 #: The ``detail`` of the failed row of a clip whose id another clip of the run already has (a
 #: second ``a.mp4`` in a subfolder): that row is the second file's, not the clip's (:func:`compact`).

@@ -146,7 +146,7 @@ def _totals(rows: dict) -> dict:
               for k in ("frames", "subject_frames", "unmasked", "partly", "other_unmasked", "several_masks")}
     for s in ("FDM", "FSM"):
         for k in ("unmasked_frames", "identity_frames"):
-            vals = [r["audit"][s][k] or 0 for r in rows.values() if s in r.get("audit", {})]
+            vals = [r["audit"][s][k] or 0 for r in rows.values() if r["same_subject"] and s in r.get("audit", {})]
             if vals:
                 totals[f"audit_{s}_{k}"] = sum(vals)
     totals["other_subject_selected"] = sorted(n for n, r in rows.items() if not r["same_subject"])

@@ -334,12 +334,13 @@ def _follow(prev: np.ndarray, boxes: np.ndarray) -> int | None:
 
 
 def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> list[int | None]:
-    """The subject's face index per audited frame (module docstring, rules 1-3)."""
+    """The subject's face index per audited frame (module docstring, rules 1-3); ``masked``: per
+    audited frame, which of its faces are masked (detail ratio under :data:`MASKED_DETAIL_RATIO`)."""
     n = len(boxes)
     subject: list[int | None] = [None] * n
     ratios_known = False
     for i, m in enumerate(masked):
-        low = np.flatnonzero(np.where(np.isnan(m), np.inf, m) < MASKED_DETAIL_RATIO) if len(m) else []
+        low = np.flatnonzero(m)
         if len(low):
             ratios_known = True
         if len(low) == 1:
@@ -413,9 +414,9 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
             d = _gray(img)
             ratios[s].append(np.array([detail_ratio(g, d, bb) for bb in b], np.float64))
             near_clear[s].append(np.array([looks_clear(g, d, bb, MIME_KERNEL[s]) for bb in b], bool))
-    subject = _subject_per_frame(boxes, ratios[ref])
-    at = {f: k for k, f in enumerate(audited)}
     masked = [np.nan_to_num(m, nan=1.0) < MASKED_DETAIL_RATIO for m in ratios[ref]]
+    subject = _subject_per_frame(boxes, masked)
+    at = {f: k for k, f in enumerate(audited)}
     # the identity rule: his reference frames (rule 1, nobody else masked), the clear faces to read
     ref_frames = [k for k, j in enumerate(subject) if j is not None and masked[k][j] and masked[k].sum() == 1]
     ref_frames = set(ref_frames[:: max(1, -(-len(ref_frames) // IDENTITY_REFS))])

@@ -519,10 +519,13 @@ def unknown_clips(corpus_dir: str | os.PathLike, clips: Iterable[str]) -> list[s
     """The ids of ``clips`` that no row of the manifest in ``corpus_dir`` has, in the order given
     (no clip given: the manifest is not read)."""
     clips = list(dict.fromkeys(clips))
-    if not clips:
-        return []
-    known = {r["clip_id"] for r in read_rows(Path(corpus_dir))}
-    return [c for c in clips if c not in known]
+    return _unknown(clips, read_rows(Path(corpus_dir))) if clips else []
+
+
+def _unknown(clips: Iterable[str], rows: Iterable[dict[str, Any]]) -> list[str]:
+    """The ids of ``clips`` (each once, in the order given) that no row of ``rows`` has."""
+    known = {r["clip_id"] for r in rows}
+    return [c for c in dict.fromkeys(clips) if c not in known]
 
 
 def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] | None) -> list[_Sample]:
@@ -534,8 +537,7 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
         raise ValueError(f"unknown subset(s) {bad}; expected some of {SUBSETS}" if bad else "no subsets requested")
     clips = None if clips is None else list(clips)
     rows_read = read_rows(corpus)  # (once: a 40k-clip corpus's manifest is hundreds of MB)
-    known = {r["clip_id"] for r in rows_read}
-    unknown = [c for c in dict.fromkeys(clips or []) if c not in known]
+    unknown = _unknown(clips or [], rows_read)
     if unknown:
         raise ValueError(f"unknown clip id(s) {', '.join(unknown)}: not in the {MANIFEST_JSONL} of {corpus}")
     keep = set(clips) if clips is not None else None

@@ -11,6 +11,7 @@ import os
 import re
 import time
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Iterable
 
 from ..manifest import MANIFEST_JSONL
@@ -52,7 +53,7 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str],
             st = p.stat()
         except OSError:
             return False
-        if not p.is_file() or st.st_size != r["bytes"]:
+        if not S_ISREG(st.st_mode) or st.st_size != r["bytes"]:  # (one stat per file: 40k clips hold 280k)
             return False
         if not verify and r.get("mtime_ns") is not None and st.st_mtime_ns == r["mtime_ns"]:
             continue

@@ -10,6 +10,7 @@ composited clip of two real faces, and the real hug clip checked with OpenCV's H
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -311,6 +312,17 @@ def test_undecided_faces_of_a_subject_detection_are_blurred_beside_him(two_face_
     assert float(np.abs(fm[0][y:y + h, x:x + w].astype(int) - fsm[0][y:y + h, x:x + w]).mean()) >= 3  # he is, too
     rows = _rows_for(ClipSpec(clip.path, "c"), r, tmp_path / "out", "run")
     assert {row["tracking_frames_undecided"] for row in rows} == {len(undecided_at)}
+    # undecided="leave": only he is blurred, the frames are still counted, and the setting recorded
+    r2 = build_subsets(clip.path, tmp_path / "leave", landmarks=prov, subsets=["FM", "FSM"], min_height=0,
+                       min_duration=0, undecided="leave")
+    fsm2 = rgb_frames(r2.outputs["FSM"])
+    assert max(_diff(a, b, other_box) for a, b in zip(fm, fsm2)) <= 2.5
+    alone = build_subsets(clip.path, tmp_path / "alone", landmarks=DetectedLandmarks(tracks, stats), subsets=["FSM"],
+                          min_height=0, min_duration=0)
+    assert Path(alone.outputs["FSM"]).read_bytes() == Path(r2.outputs["FSM"]).read_bytes()  # his mask alone
+    rows2 = _rows_for(ClipSpec(clip.path, "c"), r2, tmp_path / "leave", "run")
+    assert {row["tracking_frames_undecided"] for row in rows2} == {len(undecided_at)}
+    assert prov.without_undecided().undecided is None and prov.undecided is not None  # (the input is kept)
     # a detection without undecided frames keeps the subject's hull alone
     assert DetectedLandmarks(tracks, stats, [[] for _ in range(n)]).undecided is None
 

@@ -21,8 +21,8 @@ from mime_fast.options import (DETECT_DEFAULTS, FIELDS, GROUPS, DetectOptions, E
 NON_DEFAULT = dict(fps=25, crf=20, preset="slow", threads=1, queue_size=0, keep_frames_mb=64, fm_copy=False,
                    audio_rate=22050, audio_channels=2, min_height=0, min_duration=0.25, min_frames=1,
                    fdm_kernel=9, fsm_kernel=35, feather_px=3.5, margin_px=2.0, hold_s=1.0, detect_size=None,
-                   detect_every=1, hull_margin_frac=0.2, faces="all", device="cuda", nvdec=False,
-                   device_frames=False)
+                   detect_every=1, hull_margin_frac=0.2, faces="all", undecided="leave", device="cuda",
+                   nvdec=False, device_frames=False)
 
 
 def sha256(path: Path) -> str:
@@ -131,6 +131,7 @@ def test_unknown_option_names_the_nearest() -> None:
     (dict(detect_every=0), "detect_every must be >= 1"),
     (dict(hull_margin_frac=-0.1), "hull_margin_frac must be >= 0"),
     (dict(faces="everyone"), 'faces must be "subject" or "all"'),
+    (dict(undecided="blur"), 'undecided must be "mask" or "leave"'),
     (dict(device="tpu"), 'device must be "cpu" or "cuda"'),
     (dict(nvdec="yes"), "nvdec must be True or False"),
 ])
@@ -178,7 +179,7 @@ def test_detection_defaults_are_read_from_one_definition() -> None:
 
     d = DETECT_DEFAULTS
     want = dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,
-                faces=d.faces, hold_frames=hold_frames(d.hold_s, 30))
+                faces=d.faces, undecided=d.undecided, hold_frames=hold_frames(d.hold_s, 30))
     for fn in (SubjectDetection.__init__, detect_subject, SubjectTracker.__init__, AllFaceTracker.__init__,
                track_clip):
         params = inspect.signature(fn).parameters

@@ -53,7 +53,7 @@ from .detect import AllFaceTracker, SubjectTracker, load_stack, stack_choice
 from .detect.batching import shared_stack
 from .detect.shots import ShotDetector
 from .media import iter_display_frames, prefetch, probe
-from .options import DETECT_DEFAULTS, FACES, hold_frames
+from .options import DETECT_DEFAULTS, FACES, UNDECIDED, hold_frames
 
 __all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "DetectedFaces", "FacesLandmarks", "FACES",
            "load_landmarks", "as_provider", "detect_subject", "SubjectDetection", "default_stack", "faces_list"]
@@ -242,13 +242,14 @@ def _load_landmarks(path: Path) -> ArrayLandmarks | FacesLandmarks:
     return FacesLandmarks(a) if a.ndim == 4 else ArrayLandmarks(a)
 
 
-def as_provider(landmarks, faces: str = "subject") -> MaskProvider:
+def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> MaskProvider:
     """Provider from a provider, an array, or a path (str/Path).
 
     ``faces="all"`` also takes several faces (:class:`FacesLandmarks`: a list of per-face
     ``(frames, N, 2)`` arrays, or a ``(frames, faces, N, 2)`` array or file); with ``"subject"``
     those are refused (``ValueError``: pass the subject's own array), and so is, with ``"all"``,
-    the subject-only result of a detection run with ``faces="subject"``."""
+    the subject-only result of a detection run with ``faces="subject"``.  ``undecided="leave"``:
+    a detection's undecided faces are not masked (:meth:`DetectedLandmarks.without_undecided`)."""
     if landmarks is None:
         raise ValueError("no landmarks given: use detect_subject(src) for automatic detection")
     if faces not in FACES:
@@ -268,6 +269,10 @@ def as_provider(landmarks, faces: str = "subject") -> MaskProvider:
     if faces == "all" and isinstance(prov, DetectedLandmarks) and not isinstance(prov, DetectedFaces):
         raise ValueError('these landmarks are the subject\'s alone (detected with faces="subject"); '
                          'detect with faces="all"')
+    if undecided not in UNDECIDED:
+        raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
+    if undecided == "leave" and isinstance(prov, DetectedLandmarks):
+        prov = prov.without_undecided()
     return prov
 
 
@@ -309,6 +314,13 @@ class DetectedLandmarks:
 
     def face_heights(self) -> np.ndarray:
         return np.array([np.nan if t.height is None else t.height for t in self.tracks], np.float64)
+
+    def without_undecided(self) -> DetectedLandmarks:
+        """The subject alone, his undecided neighbours not masked (``undecided="leave"``): the same
+        tracks and statistics (``stats.undecided`` still counts the frames where he may show)."""
+        if self.undecided is None or type(self) is not DetectedLandmarks:
+            return self
+        return DetectedLandmarks(self.tracks, self.stats)
 
     def points_list(self, index: int) -> list[np.ndarray]:
         """The masks of frame ``index``: the subject's hull (where he is masked) and those of the
@@ -407,7 +419,7 @@ class SubjectDetection:
 
     def __init__(self, info, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                  detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
-                 device: str = "cpu", faces: str = _D.faces):
+                 device: str = "cpu", faces: str = _D.faces, undecided: str = _D.undecided):
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = hold_frames(hold_s, rate)
         stack = default_stack(device) if stack is None else stack
@@ -424,6 +436,9 @@ class SubjectDetection:
         self._tracks: list = []
         if faces not in FACES:
             raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
+        if undecided not in UNDECIDED:
+            raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
+        self._mask_undecided = undecided == "mask"
         self._all = None
         if faces == "all":
             self._all = AllFaceTracker(stack, hold_frames=self.hold_frames, detect_every=detect_every,
@@ -450,13 +465,14 @@ class SubjectDetection:
         shots = self._shots.finish()
         tracks, stats = self._tracker.finish(self._tracks, shots=shots)
         if self._all is None:
-            return DetectedLandmarks(tracks, stats, self._tracker.undecided_hulls(len(tracks), shots))
+            hulls = self._tracker.undecided_hulls(len(tracks), shots) if self._mask_undecided else None
+            return DetectedLandmarks(tracks, stats, hulls)
         return DetectedFaces(tracks, stats, self._all.finish(len(tracks), shots), self._all.count)
 
 
 def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                    detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
-                   device: str = "cpu", faces: str = _D.faces,
+                   device: str = "cpu", faces: str = _D.faces, undecided: str = _D.undecided,
                    progress: Callable[[int], None] | None = None) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
     ``progress(1)``, when given, is called after each source frame.
@@ -480,11 +496,13 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, det
 
     ``faces="all"``: every face the detector finds is tracked and masked too
     (:class:`mime_fast.detect.AllFaceTracker`); returns a :class:`DetectedFaces`.
+    ``undecided``: ``"mask"`` (default) or ``"leave"`` the faces that could be the subject where
+    identity cannot tell which is (:class:`mime_fast.options.DetectOptions`).
     """
     if info is None:
         info = probe(src)
     det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,
-                           margin=margin, timers=timers, device=device, faces=faces)
+                           margin=margin, timers=timers, device=device, faces=faces, undecided=undecided)
     # decoding and RGB conversion run on their own thread, beside the models
     for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
         det.feed(rgb)

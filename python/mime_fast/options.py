@@ -16,7 +16,7 @@ group (``Settings.<group>``)   options (keyword / ``mime-fast build`` flag)
 :class:`MaskOptions`           ``fdm_kernel``, ``fsm_kernel``, ``feather_px``, ``margin_px``
 (``mask``)
 :class:`DetectOptions`         ``hold_s``, ``detect_size``, ``detect_every``, ``hull_margin_frac``,
-(``detect``)                   ``faces``
+(``detect``)                   ``faces``, ``undecided``
 :class:`DeviceOptions`         ``device``, ``nvdec``, ``device_frames``
 (``compute``)
 =============================  ====================================================================
@@ -62,6 +62,7 @@ __all__ = [
     "FIELDS",
     "FACES",
     "FSM_AUTO_MIN_FACE_HEIGHT",
+    "UNDECIDED",
     "GateOptions",
     "MAX_KERNEL",
     "MaskOptions",
@@ -82,6 +83,10 @@ Faces = Literal["subject", "all"]
 #: Whose faces are masked (``DetectOptions.faces``): ``"subject"`` (MIME: the tracked subject only)
 #: or ``"all"`` (every detected face).
 FACES: tuple[str, ...] = get_args(Faces)
+Undecided = Literal["mask", "leave"]
+#: What becomes of the faces that could be the subject where identity cannot tell which is
+#: (``DetectOptions.undecided``): ``"mask"`` (fail closed) or ``"leave"``.
+UNDECIDED: tuple[str, ...] = get_args(Undecided)
 Device = Literal["cpu", "cuda"]
 FsmKernel = Literal[55, 35, "auto"]
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
@@ -295,7 +300,18 @@ class DetectOptions:
     ``detect_every``-th frame even while the subject is tracked.  With ``landmarks=`` given:
     several faces per frame (:func:`mime_fast.landmarks.as_provider`).  ``fsm_kernel="auto"`` reads
     the subject's face heights either way (face 0 of given landmarks).  The manifest records the
-    policy (``faces``) and, with ``"all"``, the face tracks masked (``face_tracks``)."""
+    policy (``faces``) and, with ``"all"``, the face tracks masked (``face_tracks``).
+
+    ``undecided`` (``faces="subject"``): where the tracker cannot tell which face is the subject's
+    (after a cut, or once he was lost for longer than the hold, among faces identity cannot tell
+    apart), ``"mask"`` (the default: fail closed) blurs every face that could be his
+    (:meth:`mime_fast.detect.SubjectTracker.undecided_hulls`), bystanders included, until identity
+    decides; ``"leave"`` blurs only faces matched as his, so bystanders stay clear, and **he may
+    show** in those frames (on the real clips' edited variants up to 70 frames a clip did at
+    output revision 2).  Either way the manifest counts those frames (``tracking_frames_undecided``);
+    ``"leave"`` is for corpora whose context faces matter more than the subject's privacy in them
+    (audit such a build: ``mime-fast audit``).  It applies to detected subjects, and to a detection
+    given back as ``landmarks=`` (:func:`mime_fast.locate_subject`)."""
 
     TITLE: ClassVar[str] = "subject detection (without landmarks)"
     hold_s: float = _opt(0.5, "seconds an undetected subject stays masked next to a detection", "S")
@@ -306,6 +322,9 @@ class DetectOptions:
     hull_margin_frac: float = _opt(0.12, "grow each detected face's hull by this fraction of the face's size", "F")
     faces: Faces = _opt("subject", "whose faces FDM/FSM blur: subject (MIME: the tracked subject only) or all (every "
                                    "detected face, bystanders too; slower in crowds)")
+    undecided: Undecided = _opt("mask", "faces that could be the subject where identity cannot tell which is: mask "
+                                        "(fail closed: bystanders blurred until it can) or leave (only faces matched "
+                                        "as his are blurred: he may show after cuts and losses)")
 
     def __post_init__(self):
         _typed(self)
@@ -315,6 +334,7 @@ class DetectOptions:
         _check(int(self.detect_every) >= 1, "detect_every", "must be >= 1")
         _check(float(self.hull_margin_frac) >= 0, "hull_margin_frac", f"must be >= 0, got {self.hull_margin_frac}")
         _check(self.faces in FACES, "faces", f'must be "subject" or "all", got {self.faces!r}')
+        _check(self.undecided in UNDECIDED, "undecided", f'must be "mask" or "leave", got {self.undecided!r}')
 
 
 

@@ -522,7 +522,7 @@ def _decode(src: Path, info: SourceInfo, st: Settings, result: ClipResult, rgb: 
 def _prepare(src, landmarks, st: Settings) -> tuple[Path, SourceInfo, MaskProvider | None]:
     """Probe and quality gate (``st.gate``); the provider of ``landmarks`` (``None``: detect)."""
     src, gate = Path(src), st.gate
-    provider = None if landmarks is None else as_provider(landmarks, st.detect.faces)
+    provider = None if landmarks is None else as_provider(landmarks, st.detect.faces, st.detect.undecided)
     info = probe(src)
     if min(info.width, info.height) < gate.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
@@ -542,7 +542,7 @@ def _detection(st: Settings) -> dict:
     """The keywords of :class:`mime_fast.landmarks.SubjectDetection` / ``detect_subject`` for ``st``."""
     d = st.detect
     return dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,
-                device=st.compute.device, faces=d.faces)
+                device=st.compute.device, faces=d.faces, undecided=d.undecided)
 
 
 def locate_subject(src, *, settings: Settings | None = None, progress: Callable[[int], None] | None = None,

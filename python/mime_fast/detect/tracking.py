@@ -108,7 +108,8 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    against SFace's 0.38 and was taken for him).  Where no rule above finds him in a frame with
    candidates (every face while searching, the faces near where he is expected otherwise), every
    candidate is masked (**undecided**: the ellipse of its box grown by 20 %, plus the margin; on the
-   frame before and the frame after too, inside the shot: :meth:`SubjectTracker.undecided_hulls`):
+   frame before and the frame after too, inside the shot, and back to the shot's first frame when
+   they are a new shot's first faces, found within the hold: :meth:`SubjectTracker.undecided_hulls`):
    the mask fails closed.  Measured with ``bench/privacy_variants.py`` on the real clips cut away
    and back, cross-faded away and back and zoom-cut: 70, 49 and 45 frames showed his face, and
    20 of the greyscale hug; none now.  The cost is bystanders masked until identity decides (frames counted in
@@ -128,7 +129,7 @@ import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
 from .face_tracks import REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
-from .gaps import TrackingStats, fill_gaps
+from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
 from .interface import Faces
@@ -289,6 +290,10 @@ class SubjectTracker:
         #: frame -> the grown hulls of the faces that could be his where none could be told to be
         #: (module docstring, 7.): masked beside him (:meth:`undecided_hulls`)
         self.undecided: dict[int, list[np.ndarray]] = {}
+        #: frame -> (first frame of its shot, boxes): the first undecided frame of a shot where he was
+        #: not found before it, within ``hold_frames`` of the shot's start (held back to that start)
+        self._undecided_back: dict[int, tuple[int, np.ndarray]] = {}
+        self._undecided_shot = -1  # the shot (its first frame) of the last undecided frame
 
     def new_shot(self) -> None:
         """The next frame given to :meth:`update` starts a new camera shot: where the subject was,
@@ -391,19 +396,39 @@ class SubjectTracker:
         himself is not matched in this frame."""
         self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in faces.boxes]
         self.stats.undecided += 1
+        if (self._undecided_shot != self._shot_start and self._index - self._shot_start <= self.hold_frames
+                and max(self._last_seen, self._present_at) < self._shot_start):
+            self._undecided_back[self._index] = (self._shot_start, faces.boxes.copy())
+        self._undecided_shot = self._shot_start
         return FrameTrack()
 
     def undecided_hulls(self, frames: int, shots=None) -> list[list[np.ndarray]]:
         """Per frame (``frames`` of them), the masks of the faces that could be the subject where
         identity could not tell which is (:meth:`_undecided`), those of the frame before and the
         frame after in the same shot too (a face the detector misses for a frame stays masked);
-        ``shots``: the :class:`~mime_fast.detect.shots.Shot` list (``None``: one shot)."""
+        ``shots``: the :class:`~mime_fast.detect.shots.Shot` list (``None``: one shot).
+
+        A shot's first undecided frame, when the subject was not found before it in the shot and
+        it lies within ``hold_frames`` of the shot's first frame, is also held back to that frame,
+        as :func:`~mime_fast.detect.gaps.fill_gaps` holds his own first detection: the detector
+        often misses the first frames after a cut (motion blur, a face cut by the frame's edge: on
+        the real arm wrestling clip his face showed for 2 frames after the cut before it was
+        found).  The held ellipses grow by ``HOLD_GROWTH`` of the face size per frame."""
         out: list[list[np.ndarray]] = [[] for _ in range(frames)]
         spans = [(0, frames)] if not shots else [(int(s.start), int(s.end)) for s in shots]
+
+        def same_shot(i: int, k: int) -> bool:
+            return 0 <= k < frames and any(s0 <= i < s1 and s0 <= k < s1 for s0, s1 in spans)
+
         for i, hulls in sorted(self.undecided.items()):
             for k in (i - 1, i, i + 1):
-                if 0 <= k < frames and any(s0 <= i < s1 and s0 <= k < s1 for s0, s1 in spans):
+                if same_shot(i, k):
                     out[k].extend(hulls)
+        for i, (start, boxes) in sorted(self._undecided_back.items()):
+            for k in range(start, i - 1):
+                if same_shot(i, k):
+                    out[k].extend(grow_hull(_box_ellipse(b), (self.margin + HOLD_GROWTH * (i - k)) * _size(b))
+                                  for b in boxes)
         return out
 
     def _can_track(self) -> bool:

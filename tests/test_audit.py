@@ -290,3 +290,94 @@ def test_a_face_smooth_in_fm_still_counts_as_masked_when_blurred(astronaut) -> N
     assert not looks_clear(smooth, heavy, box, 35)
     assert looks_clear(smooth, smooth + noise, box, 35)
     assert detail_ratio(gray, cv2.GaussianBlur(gray, (35, 35), 0), box) < 0.1
+
+
+# ------------------------------------------------------------------ at corpus scale: resume and sample
+
+
+def _fake_folder(tmp_path: Path, n: int) -> Path:
+    out = tmp_path / "out"
+    for s in ("FM", "FDM", "FSM"):
+        (out / s).mkdir(parents=True)
+        for i in range(n):
+            (out / s / f"c{i:02d}.mp4").write_bytes(b"x" * (i + 1))
+    return out
+
+
+@pytest.fixture
+def fake_audit(monkeypatch):
+    """audit() with its models and per-clip work faked: ``calls`` lists the clips audited; a clip
+    in ``fail`` raises a ClipError, ``stop_at`` a KeyboardInterrupt (Ctrl-C)."""
+    import importlib
+    from types import SimpleNamespace
+
+    from mime_fast.media import ClipError
+
+    mod = importlib.import_module("mime_fast.audit")
+    state = SimpleNamespace(calls=[], fail=set(), stop_at=None)
+
+    def audit_clip(out_dir, cid, models, *, every=1, threshold=0.0, kernels=None):
+        if cid == state.stop_at:
+            raise KeyboardInterrupt
+        state.calls.append(cid)
+        if cid in state.fail:
+            raise ClipError(out_dir / "FSM" / f"{cid}.mp4", "corrupt or truncated")
+        return [{**{c: None for c in mod.COLUMNS}, "clip_id": cid, "subset": s, "status": "ok", "subject_frames": 3,
+                 "recognisable_frames": 0, "unmasked_frames": 0, "identity_frames": 0, "mean_similarity": 0.25}
+                for s in mod.AUDITED]
+
+    monkeypatch.setattr(mod, "audit_clip", audit_clip)
+    monkeypatch.setattr(mod, "_load_models", lambda size: mod._Models(None, None, "fake"))
+    return state
+
+
+def test_a_rerun_reuses_the_clips_audited_and_unchanged(tmp_path: Path, fake_audit) -> None:
+    """Each clip audited is journalled (audit.jsonl) as it ends: an interrupted audit resumes where
+    it stopped, an unchanged clip is not audited again, a rebuilt one (its file's time or size
+    changed), a failed one or other audit settings are; --fresh audits all."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    out = _fake_folder(tmp_path, 6)
+    fake_audit.stop_at = "c03"
+    with pytest.raises(KeyboardInterrupt):
+        mime_fast.audit(out, every=5)
+    assert fake_audit.calls == ["c00", "c01", "c02"] and not (out / "audit.parquet").exists()
+    with open(out / "audit.jsonl", "a") as f:
+        f.write('{"clip_id": "c04", "key"')  # a line torn by a kill is ignored
+    fake_audit.stop_at, fake_audit.calls = None, []
+    fake_audit.fail = {"c05"}
+    r = mime_fast.audit(out, every=5)
+    assert fake_audit.calls == ["c03", "c04", "c05"] and r.reused == 3 and set(r.failed) == {"c05"}
+    assert len(pq.read_table(out / "audit.parquet")) == 6 * 4
+    fake_audit.calls, fake_audit.fail = [], set()
+    st = (out / "FSM" / "c01.mp4").stat()
+    os.utime(out / "FSM" / "c01.mp4", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rebuilt
+    r = mime_fast.audit(out, every=5)
+    assert fake_audit.calls == ["c01", "c05"] and r.reused == 4 and r.ok  # the failed clip again, too
+    assert [r_["clip_id"] for r_ in r.rows[::4]] == [f"c{i:02d}" for i in range(6)]
+    assert len((out / "audit.jsonl").read_text().splitlines()) == 6  # compacted: one entry per clip
+    fake_audit.calls = []
+    assert mime_fast.audit(out, every=5).reused == 6 and fake_audit.calls == []
+    assert mime_fast.audit(out, every=10).reused == 0 and len(fake_audit.calls) == 6  # other settings
+    fake_audit.calls = []
+    assert main(["audit", str(out), "--every", "10", "--fresh", "-q"]) == 0 and len(fake_audit.calls) == 6
+    fake_audit.calls = []
+    assert mime_fast.audit(out, every=10, write=False).reused == 0 and len(fake_audit.calls) == 6
+
+
+def test_sample_audits_the_same_spread_clips_every_time(tmp_path: Path, fake_audit, capsys) -> None:
+    from mime_fast.audit import sample_clips
+
+    out = _fake_folder(tmp_path, 20)
+    r = mime_fast.audit(out, sample=5, write=False)
+    first = sorted(fake_audit.calls)
+    assert len(first) == 5 and first == sorted({row["clip_id"] for row in r.rows})
+    assert first != [f"c{i:02d}" for i in range(5)]  # spread, not the first five
+    assert sample_clips([f"c{i:02d}" for i in reversed(range(20))], 5) == first  # whatever the order
+    assert set(sample_clips([f"c{i:02d}" for i in range(21)], 5)) & set(first)  # mostly the same as it grows
+    fake_audit.calls = []
+    assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and sorted(fake_audit.calls) == first
+    assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and "5 clip(s) unchanged" in capsys.readouterr().out
+    assert main(["audit", str(out), "--sample", "0"]) == 2

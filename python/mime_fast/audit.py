@@ -75,7 +75,12 @@ recognisable).  Both must mask the subject wherever he is visible.  FDAM, FSAM a
 remuxed: their packets must be identical (checked), and then share their base's figures.
 
 ``mime-fast audit DIR`` writes ``DIR/audit.parquet`` (one row per clip x subset, :data:`COLUMNS`) and
-prints a table per subset; ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any subject
+prints a table per subset.  Each audited clip's rows are also appended to ``DIR/audit.jsonl`` as it
+ends, with the size and modification time of every file read and the audit's settings: a rerun (after
+an interruption, or over a corpus that grew) reuses the rows of every clip whose files and settings
+are unchanged, as ``mime-fast build`` skips complete clips, and audits the rest (``resume=False`` /
+``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N clips of the folder, the same ones
+every time (the first N by the SHA-256 of their ids: spread over the corpus whatever its order); ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any subject
 face is unmasked (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets ``failed``
 rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
 """
@@ -99,6 +104,7 @@ from .media import ClipError, iter_display_frames, probe
 from .media.errors import ffmpeg_detail, interrupted, open_input
 
 __all__ = [
+    "AUDIT_REVISION",
     "AUDITED",
     "COLUMNS",
     "IDENTITY_COS",
@@ -154,6 +160,11 @@ INTENT: dict[str, str] = {
     "FDAM": "as FDM (same video)",
     "FSAM": "as FSM (same video)",
 }
+#: The revision of the audit's procedure: raised by every change that alters its rows for the same
+#: files, so that a rerun does not reuse rows of another procedure (``audit.jsonl``).
+AUDIT_REVISION: int = 1
+#: The journal of audited clips (one JSON line per clip: its rows, its files' stats, the settings).
+JOURNAL = "audit.jsonl"
 #: Columns of ``audit.parquet``.
 COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "intent", "kernel", "frames", "frames_audited", "faces_detected", "subject_frames",
@@ -504,6 +515,8 @@ class AuditReport:
     path: Path | None = None
     threshold: float = RECOGNISABLE_COS
     problems: list[str] = field(default_factory=list)
+    #: clips whose rows were reused from ``audit.jsonl`` (files and settings unchanged), not audited again
+    reused: int = 0
 
     @property
     def ok(self) -> bool:
@@ -584,16 +597,52 @@ def clip_ids(out_dir: Path) -> list[str]:
     return sorted(p.stem for p in (Path(out_dir) / "FM").glob("*.mp4") if not p.name.startswith("."))
 
 
+def sample_clips(ids: Iterable[str], n: int) -> list[str]:
+    """``n`` of ``ids``, the same ones every time: the first ``n`` by the SHA-256 of the clip id
+    (spread over the corpus whatever the order or names of its clips; a clip added to the corpus
+    takes the place of a sampled one only if its hash comes first), in id order."""
+    return sorted(sorted(ids, key=lambda c: hashlib.sha256(c.encode()).hexdigest())[:max(0, n)])
+
+
+def _file_stats(out_dir: Path, clip_id: str) -> dict[str, list[int]]:
+    """``{subset: [size, mtime_ns]}`` of the files of ``clip_id`` the audit reads (FM and the
+    audited subsets present)."""
+    out = {}
+    for s in ("FM", *AUDITED):
+        with contextlib.suppress(OSError):
+            st = (out_dir / s / f"{clip_id}.mp4").stat()
+            out[s] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def _read_journal(path: Path) -> dict[str, dict[str, Any]]:
+    """The latest entry per clip of an audit journal (``{}`` when absent); lines that cannot be read
+    (the last one of an audit killed while writing it) are ignored."""
+    entries: dict[str, dict[str, Any]] = {}
+    with contextlib.suppress(FileNotFoundError):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                    entries[str(e["clip_id"])] = e
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return entries
+
+
 def audit(out_dir, *, clips: Iterable[str] | None = None, every: int = 1, detect_size: int | None = 640,
-          threshold: float = RECOGNISABLE_COS, write: bool = True,
+          threshold: float = RECOGNISABLE_COS, write: bool = True, resume: bool = True, sample: int | None = None,
           progress: Callable[[str], None] | None = None) -> AuditReport:
     """Audit the clips of ``out_dir`` (default: every clip with an FM file; see the module docstring).
 
     ``every``: audit every n-th frame (1: all); ``detect_size``: the longer side of the frame given to
     the audit's face detector (``None``: native size); ``threshold``: the recognisable similarity;
-    ``write``: write ``out_dir/audit.parquet``; ``progress(clip_id)`` is called before each clip.
+    ``write``: write ``out_dir/audit.parquet`` and journal each clip in ``out_dir/audit.jsonl``;
+    ``resume``: reuse the journal's rows of the clips whose files (size and modification time) and
+    audit settings are unchanged (:attr:`AuditReport.reused` counts them); ``sample``: audit that
+    many of the clips (:func:`sample_clips`); ``progress(clip_id)`` is called before each clip audited.
     A clip whose files cannot be read (truncated, empty, corrupt) gets ``failed`` rows saying why
-    (:attr:`AuditReport.failed`) and the others are audited.
+    (:attr:`AuditReport.failed`) and the others are audited; failed clips are audited again on a rerun.
     Raises ``FileNotFoundError`` when ``out_dir`` has no FM folder or a clip of ``clips`` no FM file,
     :class:`mime_fast.detect.ModelNotAvailable` when the audit's models are not installed."""
     out_dir = Path(out_dir)
@@ -601,25 +650,51 @@ def audit(out_dir, *, clips: Iterable[str] | None = None, every: int = 1, detect
         raise ValueError("every must be >= 1")
     if not (out_dir / "FM").is_dir():
         raise FileNotFoundError(f"{out_dir} holds no FM folder: not an output folder of mime-fast build")
+    if sample is not None and sample < 1:
+        raise ValueError("sample must be >= 1")
     ids = clip_ids(out_dir) if clips is None else list(clips)
     missing = [cid for cid in ids if not (out_dir / "FM" / f"{cid}.mp4").is_file()]
     if missing:
         raise FileNotFoundError(f"no FM file for clip(s) {', '.join(map(repr, missing))} in {out_dir}")
+    if sample is not None:
+        ids = sample_clips(ids, sample)
     models = _load_models(detect_size)
     kernels = _kernels(out_dir)
+    journal = out_dir / JOURNAL
+    entries = _read_journal(journal) if write else {}
     rows: list[dict[str, Any]] = []
-    for cid in ids:
-        if progress is not None:
-            progress(cid)
-        try:
-            rows += audit_clip(out_dir, cid, models, every=every, threshold=threshold, kernels=kernels.get(cid, {}))
-        except Exception as exc:  # noqa: BLE001 - one bad clip never stops the audit: its rows say why
-            rows += _failed_rows(out_dir, cid, exc, models.recogniser, threshold)
+    reused = 0
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(open(journal, "a", encoding="utf-8")) if write else None
+        for cid in ids:
+            key = {"audit_revision": AUDIT_REVISION, "every": every, "detect_size": detect_size,
+                   "threshold": threshold, "recogniser": models.recogniser, "kernels": kernels.get(cid, {})}
+            files = _file_stats(out_dir, cid)
+            e = entries.get(cid)
+            if (resume and e is not None and e.get("key") == key and e.get("files") == files
+                    and all(r.get("status") != "failed" for r in e.get("rows", []))):
+                rows += e["rows"]
+                reused += 1
+                continue
+            if progress is not None:
+                progress(cid)
+            try:
+                got = audit_clip(out_dir, cid, models, every=every, threshold=threshold, kernels=kernels.get(cid, {}))
+            except Exception as exc:  # noqa: BLE001 - one bad clip never stops the audit: its rows say why
+                got = _failed_rows(out_dir, cid, exc, models.recogniser, threshold)
+            rows += got
+            if log is not None:
+                entries[cid] = {"clip_id": cid, "key": key, "files": files, "rows": got}
+                log.write(json.dumps(entries[cid], separators=(",", ":")) + "\n")
+                log.flush()
     path = None
     if write:
+        # the journal compacted: the latest entry of every clip it knows (not only this run's)
+        atomic_write(journal, lambda tmp: Path(tmp).write_text(
+            "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in entries.values()), encoding="utf-8"))
         path = out_dir / "audit.parquet"
         _write_parquet(path, rows)
-    return AuditReport(rows, path, threshold, _problems(rows))
+    return AuditReport(rows, path, threshold, _problems(rows), reused)
 
 
 class _CallableModule(types.ModuleType):

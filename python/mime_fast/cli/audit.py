@@ -21,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir}: no FM folder (not an output folder of mime-fast build)")
     if args.every < 1:
         raise UsageError("--every must be >= 1")
+    if args.sample is not None and args.sample < 1:
+        raise UsageError("--sample must be >= 1")
     if args.detect_size != 0 and args.detect_size < 32:
         raise UsageError(f"--detect-size must be 0 (native size) or >= 32 px, not {args.detect_size}")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
@@ -35,11 +37,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         report = audit(args.dir, clips=clips, every=args.every, detect_size=args.detect_size or None,
-                       progress=progress)
+                       resume=not args.fresh, sample=args.sample, progress=progress)
     except ModelNotAvailable as exc:
         raise RunError(f"the audit's models are missing: {exc}") from None
     print(report.table())
     print(f"written: {report.path}")
+    if report.reused:
+        print(f"{report.reused} clip(s) unchanged since an earlier audit: their rows reused from "
+              f"{args.dir / 'audit.jsonl'} (--fresh: audit them again)")
     for line in report.problems:
         print(f"  {line}")
     if report.problems:
@@ -60,7 +65,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "FDAM and FSAM (cosine similarity; 'recognisable' at or above the threshold calibrated on "
                     "real footage), and the detail left (Laplacian variance ratio in the inner face box; "
                     "'unmasked' when the face kept half its detail or more). Writes DIR/audit.parquet (one row "
-                    "per clip and subset) and prints a table per subset.",
+                    "per clip and subset) and prints a table per subset. Each clip audited is journalled in "
+                    "DIR/audit.jsonl: a rerun (interrupted, or the corpus grew) reuses the rows of the clips whose "
+                    "files and audit settings did not change and audits the rest.",
         epilog="MIME's intent: FDM removes details but keeps the coarse face (recognisable frames allowed), FSM "
                "removes the identity (none allowed); the subject must be masked wherever he is visible. Exit "
                "status: 0 done (and with --strict: no problem), 1 a clip could not be audited (its files cannot be "
@@ -70,6 +77,11 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
     ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: every clip)")
     ap.add_argument("--every", type=int, default=1, metavar="N", help="audit every N-th frame (default 1: all)")
+    ap.add_argument("--sample", type=int, default=None, metavar="N",
+                    help="audit N clips of the folder, the same ones every time (the first N by the SHA-256 of "
+                         "their ids: spread over the corpus); default: every clip")
+    ap.add_argument("--fresh", action="store_true",
+                    help="audit every clip again, ignoring the rows journalled in DIR/audit.jsonl")
     ap.add_argument("--detect-size", type=int, default=640, metavar="PX",
                      help="longer side of the frame given to the face detector (default 640; 0: native size)")
     ap.add_argument("--strict", action="store_true",

@@ -1170,3 +1170,30 @@ def test_a_list_that_is_not_utf8_is_one_line_naming_the_list(tmp_path: Path, cap
         assert not (tmp_path / "o").exists()
     (tmp_path / "b.csv").write_bytes(b'\xef\xbb\xbfpath\n"c\n.mp4"\n')
     assert [c.path for c in find_inputs(tmp_path / "b.csv").clips] == [tmp_path / "c\n.mp4"]
+
+
+def test_a_clip_given_by_name_or_listed_in_the_output_folder_is_not_built(corpus: Path, tmp_path: Path,
+                                                                           capsys) -> None:
+    # mime-fast build out/FM/x.mp4 --out out (an output taken for an input, or a source kept in the
+    # output folder): its outputs could replace it, so it is never built; told and listed like the
+    # videos found there by a folder walk. The input is left as it was.
+    from mime_fast.corpus import find_inputs
+
+    out = tmp_path / "out"
+    (out / "FM").mkdir(parents=True)
+    inside = out / "FM" / "x.mp4"
+    inside.write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
+    before = inside.read_bytes()
+    other = tmp_path / "y.mp4"
+    other.write_bytes(before)
+    listed = tmp_path / "list.csv"
+    listed.write_text(f"path\n{inside}\n{other}\n")
+    for sources in ([inside, other], [listed]):
+        found = find_inputs(sources, exclude=out)
+        assert [c.clip_id for c in found.clips] == ["y"] and found.in_out == [inside]
+    assert main(["build", str(inside), str(other), "--out", str(out), "--subsets", "FM", *SMALL]) == 0
+    printed = capsys.readouterr().out
+    assert "done 1" in printed and "skipped 1 video in the output folder (list them" in printed
+    assert inside.read_bytes() == before and (out / "FM" / "y.mp4").is_file()
+    assert main(["build", str(inside), "--out", str(out), "--subsets", "FM", *SMALL]) == 2
+    assert "no clips found" in capsys.readouterr().err

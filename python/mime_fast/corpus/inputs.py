@@ -98,6 +98,11 @@ def _holds_manifest(folder: Path) -> bool:
     return isinstance(row, dict) and {"clip_id", "subset", "status"} <= row.keys()
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether the resolved ``path`` is the resolved ``folder`` or lies in it."""
+    return path == folder or folder in path.parents
+
+
 def _from_folder(root: Path, exclude: Path | None) -> Inputs:
     """The clips of a folder, its other files (hidden files and landmark sidecars aside), the
     folders in it that hold a mime-fast build (not searched: :func:`is_build_folder`), the links
@@ -121,7 +126,7 @@ def _from_folder(root: Path, exclude: Path | None) -> Inputs:
         linked = []
         for dirpath, dirnames, filenames in os.walk(top, onerror=cannot_list):  # (links to folders: in dirnames, not entered)
             folder = Path(dirpath)
-            if exclude is not None and (folder.resolve() == exclude or exclude in folder.resolve().parents):
+            if exclude is not None and _inside(folder.resolve(), exclude):
                 # never take our own outputs as inputs, nor the videos beside them (told, not built)
                 dirnames[:] = sorted(n for n in dirnames
                                      if not (folder / n).is_symlink() and not is_build_folder(folder / n))
@@ -273,7 +278,8 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     """The clips of one or more inputs -- folders, video files, CSV/JSONL lists -- validated: each
     problem is recorded on its clip (``error``), never raised, except for an input that is none of
     these (``ValueError``).  ``exclude``: a folder whose files are never inputs (the output folder;
-    the videos in it that are not its outputs are :attr:`Inputs.in_out`, skipped);
+    the videos in it that are not its outputs are :attr:`Inputs.in_out`, skipped, and so is a video
+    given by name or in a list that lies there: its outputs could replace it);
     nor are those of a folder that holds a mime-fast build (:func:`is_build_folder`), an earlier
     output folder kept inside an input folder.  A file reached twice (a clip given and also inside
     a folder given) is taken once."""
@@ -313,6 +319,11 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                 found.add(key)
                 specs.append(spec)
         found_all.skipped.extend(others)
+    if excluded is not None:  # a clip given by name or listed, in the output folder: never built
+        known = set(found_all.in_out)
+        inside = {id(s) for s in specs if s.error is None and _inside(s.path.resolve(), excluded)}
+        found_all.in_out.extend(s.path for s in specs if id(s) in inside and s.path not in known)
+        specs = [s for s in specs if id(s) not in inside]
     _validate(specs)
     found_all.clips = specs
     return found_all

@@ -17,6 +17,7 @@ import pytest
 import mime_fast
 from mime_fast import cli, samples
 from mime_fast.cli import main
+from video_fixtures import junk_bytes
 from mime_fast.manifest import read_rows
 
 from conftest import sitecustomize_path
@@ -256,7 +257,7 @@ def test_progress_bars_on_a_terminal_lines_otherwise_nothing_with_quiet(clips: P
 def test_quiet_still_reports_failed_clips(tmp_path: Path, capsys) -> None:
     root = tmp_path / "in"
     root.mkdir()
-    (root / "broken.mp4").write_bytes(os.urandom(2048))
+    (root / "broken.mp4").write_bytes(junk_bytes(2048))
     # subsets that need no detection: the test is about reporting, not about the models
     assert main(["build", str(root), "--out", str(tmp_path / "out"), *SMALL, "--subsets", "FM,VMM", "--quiet"]) == 1
     printed = capsys.readouterr()

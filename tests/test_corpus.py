@@ -18,6 +18,7 @@ import pytest
 
 from mime_fast import samples
 from mime_fast.cli import main
+from video_fixtures import junk_bytes
 from mime_fast.corpus import ClipSpec, pool, run_corpus
 from mime_fast.manifest import COLUMNS, read_rows, without_volatile
 from mime_fast.progress import Monitor
@@ -42,7 +43,7 @@ def corpus(tmp_path_factory) -> Path:
     samples.make_clip(root / "b" / "sad02.mp4", duration=0.8, fps=30, size=(320, 240), seed=2)
     empty = samples.make_clip(root / "noface.mp4", duration=0.6, fps=25, size=(320, 240), seed=3)
     np.savez(root / "noface.npz", landmarks=np.full_like(empty.landmarks, np.nan))
-    (root / "corrupt.mp4").write_bytes(os.urandom(4096))
+    (root / "corrupt.mp4").write_bytes(junk_bytes(4096))
     (root / "empty.mp4").write_bytes(b"")
     return root
 
@@ -434,7 +435,7 @@ def test_detect_ahead_equals_sequential_and_isolates_bad_clips(tmp_path: Path, s
 
     root = tmp_path / "in"
     samples.make_clip(root / "c1.mp4", duration=0.5, fps=25, size=(640, 360), seed=8, save_npz=False)
-    (root / "c2.mp4").write_bytes(os.urandom(2048))
+    (root / "c2.mp4").write_bytes(junk_bytes(2048))
     samples.make_clip(root / "c3.mp4", duration=0.4, fps=25, size=(640, 360), seed=9, save_npz=False)
     runs = {}
     for ahead in (True, False):
@@ -1029,7 +1030,7 @@ def test_a_file_name_that_is_not_utf8_builds_under_an_escaped_id_and_resumes(cor
     bad = root / os.fsdecode(b"clip_\xb1\xed\xc7\xe9 50%.mp4")
     bad.write_bytes((corpus / "b" / "sad02.mp4").read_bytes())
     (root / os.fsdecode(b"d\xe4")).mkdir()
-    (root / os.fsdecode(b"d\xe4") / "corrupt.mp4").write_bytes(os.urandom(4096))
+    (root / os.fsdecode(b"d\xe4") / "corrupt.mp4").write_bytes(junk_bytes(4096))
     (root / os.fsdecode(b"notes_\xe4.txt")).write_text("x")  # listed by --list-skipped, as the manifest writes it
     out = tmp_path / "out"
     args = ["build", str(root), "--out", str(out), "--subsets", "FM,AMM", *SMALL]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 
 from mime_fast import build_subsets, samples
 from mime_fast.cli import main
+from video_fixtures import junk_bytes
 from mime_fast.manifest import read_rows
 from mime_fast.preview import SUBSETS, contact_sheet
 
@@ -68,7 +68,7 @@ def test_cli_preview_from_output_path_and_errors(built, tmp_path: Path, capsys) 
 def test_cli_preview_of_a_failed_clip_says_that_it_failed_and_why(tmp_path: Path, capsys) -> None:
     root = tmp_path / "in"
     root.mkdir()
-    (root / "broken.mp4").write_bytes(os.urandom(4096))
+    (root / "broken.mp4").write_bytes(junk_bytes(4096))
     out = tmp_path / "out"
     assert main(["build", str(root), "--out", str(out)]) == 1
     capsys.readouterr()

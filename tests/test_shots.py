@@ -270,6 +270,20 @@ class _FacesStack:
             e[k, 0], e[k, 1 + j] = self.cos[j], np.sqrt(1 - self.cos[j] ** 2)
         return e
 
+    def subject_until(self, until: int, missed=range(0)) -> None:
+        """From now on the detector finds face 0 (the subject) alone before frame ``until`` and
+        only the others from it on, and nobody in the frames of ``missed``."""
+        found = self._detect
+
+        def detect(small):
+            f = found(small)
+            keep = [k for k, b in enumerate(f.boxes / (small.shape[1] / 1280))
+                    if (self.frame < until) == (int(np.argmin(np.abs(self.boxes - b).sum(1))) == 0)
+                    and self.frame not in missed]
+            return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
+
+        self.detector.detect = detect
+
 
 def _cut_run(stack, frames=20, cut_at=5):
     tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
@@ -295,16 +309,7 @@ def test_after_a_cut_a_weak_match_among_several_faces_is_not_him(others):
     # face 0 (the subject) alone until the cut; then face 1 (weak: 0.45) and maybe face 2 (0.1)
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
     stack = _FacesStack(boxes[:2 + others], [1.0, 0.45, 0.1][:2 + others], enter=[0, 5, 5][:2 + others])
-    stack.boxes_shown = None
-    _orig = stack._detect
-
-    def detect(small):  # before the cut only the subject; after it only the others
-        f = _orig(small)
-        keep = [k for k, b in enumerate(f.boxes / (small.shape[1] / 1280))
-                if (stack.frame < 5) == (int(np.argmin(np.abs(stack.boxes - b).sum(1))) == 0)]
-        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
-
-    stack.detector.detect = detect
+    stack.subject_until(5)  # before the cut only the subject; after it only the others
     tr, tracks = _cut_run(stack)
     assert all(t.kind == "detected" for t in tracks[:5])
     assert max(stack.inputs[:5]) == (216, 384)  # 1280 x 720 seen at 384
@@ -329,16 +334,7 @@ def test_faces_found_late_in_a_shot_are_masked_from_its_start(missed):
 
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
     stack = _FacesStack(boxes, [1.0, 0.2, 0.1], enter=[0, 5, 5])
-    _orig = stack._detect
-
-    def detect(small):  # the subject alone before the cut; after it, nobody for `missed` frames
-        f = _orig(small)
-        keep = [k for k, b in enumerate(f.boxes / (small.shape[1] / 1280))
-                if (stack.frame < 5) == (int(np.argmin(np.abs(stack.boxes - b).sum(1))) == 0) and
-                not 5 <= stack.frame < 5 + missed]
-        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
-
-    stack.detector.detect = detect
+    stack.subject_until(5, missed=range(5, 5 + missed))  # after the cut, nobody for `missed` frames
     tr, tracks = _cut_run(stack)
     assert [t.kind for t in tracks[5:]] == ["absent"] * 15
     assert sorted(tr.undecided) == list(range(5 + missed, 20))
@@ -362,15 +358,7 @@ def test_faces_found_late_in_a_shot_are_masked_from_its_start(missed):
     # he is found in the new shot first, then leaves and the others come: nothing is held back
     # to the shot's start (his own first detection is, by fill_gaps)
     stack2 = _FacesStack(boxes, [1.0, 0.2, 0.1], enter=[0, 10, 10])
-    _orig2 = stack2._detect
-
-    def detect2(small):
-        f = _orig2(small)
-        keep = [k for k, b in enumerate(f.boxes / (small.shape[1] / 1280))
-                if (stack2.frame < 10) == (int(np.argmin(np.abs(stack2.boxes - b).sum(1))) == 0)]
-        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
-
-    stack2.detector.detect = detect2
+    stack2.subject_until(10)
     tr2, tracks2 = _cut_run(stack2)
     assert [t.kind for t in tracks2[5:10]] == ["detected"] * 5 and tr2.undecided
     hulls2 = tr2.undecided_hulls(20, [Shot(0, 5), Shot(5, 20, "cut")])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 from fractions import Fraction
 from pathlib import Path
 
@@ -224,3 +225,10 @@ def haar_faces(gray: np.ndarray, min_size: int = 60) -> list[tuple[int, int, int
     width = gray.shape[1]
     hits += [(width - x - w, y, w, h) for x, y, w, h in profile.detectMultiScale(cv2.flip(gray, 1), 1.1, 5, minSize=ms)]
     return hits
+
+
+def junk_bytes(n: int) -> bytes:
+    """``n`` bytes that FFmpeg recognises as no container ("not a media file"), the same every run:
+    ``os.urandom``'s bytes sometimes probe as a container without streams (2 of 300 draws of 4 KiB),
+    which made the tests that expect "not a media file" fail now and then."""
+    return random.Random(0).randbytes(n)

@@ -145,6 +145,54 @@ def test_a_large_run_reads_a_bounded_sample_then_each_clip_as_it_starts(monkeypa
     m.close()
 
 
+def test_a_rerun_names_a_few_complete_clips_and_counts_the_others_in_one_line() -> None:
+    # a rerun over 40,000 complete clips prints SKIPPED_SHOWN names and one count, not 40,000 lines
+    from mime_fast.progress import SKIPPED_SHOWN, LineMonitor
+
+    lines: list[str] = []
+    m = LineMonitor(lines.append)
+    for i in range(40_000):
+        m.skipped(f"c{i}")
+    assert SKIPPED_SHOWN == 5 and lines == [f"c{i}: already complete, skipped" for i in range(5)]
+    m.start([ClipSpec("new", Path("new.mp4"))], [1])
+    m.clip_done("new", None, 10)
+    m.close()
+    assert lines[5] == "… and 39,995 more clips already complete, skipped"
+    assert lines[6].startswith("[1/1] new: ok") and len(lines) == 7
+    # a run with nothing left to build (start is still called), one more than shown, a few, quiet
+    for count, said in ((6, ["… and 1 more clip already complete, skipped"]), (5, []), (0, [])):
+        lines.clear()
+        m = LineMonitor(lines.append)
+        for i in range(count):
+            m.skipped(f"c{i}")
+        m.start([], [])
+        m.close()
+        assert lines == [f"c{i}: already complete, skipped" for i in range(min(count, 5))] + said
+    lines.clear()
+    m = LineMonitor(lines.append, errors_only=True)
+    for i in range(10):
+        m.skipped(f"c{i}")
+    m.start([], [])
+    m.close()
+    assert lines == []
+    # closed without starting (the run stopped before): the count is still told, once
+    m = LineMonitor(lines.append)
+    for i in range(8):
+        m.skipped(f"c{i}")
+    m.close()
+    m.close()
+    assert lines[5:] == ["… and 3 more clips already complete, skipped"]
+    # the bars print the same lines above them
+    m = TqdmMonitor(file=io.StringIO())
+    for i in range(8):
+        m.skipped(f"c{i}")
+    m.start([], [])
+    m.close()
+    text = m.file.getvalue()
+    assert text.count("already complete") == 6 and "c4: already complete" in text and "c5:" not in text
+    assert "… and 3 more clips already complete, skipped" in text
+
+
 class Recorder(TqdmMonitor):
     """Records, at each frame event, the clip and the run bar's count."""
 

@@ -28,7 +28,10 @@ from .media import av_path, main_video_stream
 if TYPE_CHECKING:  # for annotations only: corpus imports this module
     from .corpus import ClipSpec
 
-__all__ = ["ESTIMATE_SAMPLE", "LineMonitor", "Monitor", "TqdmMonitor", "estimate_frames"]
+__all__ = ["ESTIMATE_SAMPLE", "LineMonitor", "Monitor", "SKIPPED_SHOWN", "TqdmMonitor", "estimate_frames"]
+
+#: The most clips :class:`LineMonitor` names as already complete; the others are counted in one line.
+SKIPPED_SHOWN = 5
 
 #: The most clips whose frame counts :class:`TqdmMonitor` reads when a run starts, for its total.
 ESTIMATE_SAMPLE = 64
@@ -74,21 +77,35 @@ def _print_stderr(line: str) -> None:
 
 class LineMonitor(Monitor):
     """One line per clip through ``say`` (default: stderr): done or failed, clips and frames per
-    second and the ETA. ``errors_only``: only failed clips."""
+    second and the ETA. ``errors_only``: only failed clips. Clips already complete: the first
+    :data:`SKIPPED_SHOWN` by name, the others in one line when the run starts (a rerun over 40,000
+    complete clips prints 6 lines, not 40,000)."""
 
     def __init__(self, say: Callable[[str], None] | None = None, *, errors_only: bool = False):
         self.say = say or _print_stderr
         self.errors_only = errors_only
         self._n = self._total = self._frames = 0
+        self._skipped = 0  # clips skipped and not yet counted in a line
         self._t0 = time.perf_counter()
 
     def skipped(self, clip_id: str) -> None:
-        if not self.errors_only:
+        self._skipped += 1
+        if not self.errors_only and self._skipped <= SKIPPED_SHOWN:
             self.say(f"{clip_id}: already complete, skipped")
 
+    def _say_skipped(self) -> None:
+        """The line that counts the clips skipped but not named, if any."""
+        more, self._skipped = self._skipped - SKIPPED_SHOWN, 0
+        if more > 0 and not self.errors_only:
+            self.say(f"… and {more:,} more clip{'s' if more > 1 else ''} already complete, skipped")
+
     def start(self, pending: Sequence[ClipSpec], passes: Sequence[int]) -> None:
+        self._say_skipped()
         self._n, self._total, self._frames = 0, len(pending), 0
         self._t0 = time.perf_counter()
+
+    def close(self) -> None:
+        self._say_skipped()  # (a run that did not start)
 
     def clip_done(self, clip_id: str, reason: str | None, frames: int) -> None:
         self._n += 1
@@ -246,6 +263,7 @@ class TqdmMonitor(LineMonitor):
         return ""  # the run's bar shows the rate and the ETA
 
     def close(self) -> None:
+        super().close()
         self._stop.set()
         with self._lock:
             for bar in self._bars.values():

@@ -181,6 +181,38 @@ def test_concurrent_requests_share_identical_stage1_and_keep_the_limit(corpus: P
     assert len({json.dumps(r.body, sort_keys=True) for r in server.requests}) == len(server.requests) == 40
 
 
+@pytest.mark.parametrize("use_cache, concurrency", [(True, 1), (False, 1), (True, 3)])
+def test_answered_requests_are_shared_within_their_clip_not_kept_for_the_run(
+        corpus: Path, server: FakeChatServer, monkeypatch, use_cache: bool, concurrency: int) -> None:
+    # a 40k-clip run must not hold every reply until it ends: what the caller keeps is the
+    # requests of the clips under way (one at a time: one clip's 20), and nothing once the run ends
+    from mime_fast.coe import runner
+
+    callers: list = []
+    kept: list[int] = []
+
+    class Caller(runner._Caller):
+        def __init__(self, *args, **kw) -> None:
+            super().__init__(*args, **kw)
+            callers.append(self)
+
+        def ask(self, *args, **kw):
+            try:
+                return super().ask(*args, **kw)
+            finally:
+                kept.append(len(self._shared))
+
+    monkeypatch.setattr(runner, "_Caller", Caller)
+    res = run(corpus, server, concurrency=concurrency, use_cache=use_cache)
+    assert res.counts["ok"] == 14
+    # still one request per distinct input within a clip, cache or not (stage I: 3 per clip)
+    assert len(server.requests) == 40 and len(server.by_stage("stage1")) == 6
+    assert res.requests == 40 and res.cached == 0 and sum(r["requests"] for r in res.rows) == 40
+    assert len(kept) == 48 and callers[0]._shared == {}
+    if concurrency == 1:
+        assert max(kept) == 20
+
+
 def test_stage3_mismatch_rejects_and_keeps_the_sample(corpus: Path, server: FakeChatServer) -> None:
     def mismatch(req: Request) -> Reply:
         if req.stage == "stage3" and "stage2_heavy on FSM/c1.mp4" in req.user_text:

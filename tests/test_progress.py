@@ -97,6 +97,102 @@ def test_the_run_bar_counts_frames_and_its_total_comes_from_the_clips(two_clips:
     m.close()
 
 
+def test_a_large_run_reads_a_bounded_sample_then_each_clip_as_it_starts(monkeypatch) -> None:
+    # 40,000 clips must not mean 40,000 container opens beside the workers: ESTIMATE_SAMPLE of
+    # them spread over the list for the run's total (the others at their mean), then each clip
+    # when its first frame comes, for its own bar
+    from mime_fast import progress
+
+    read: list[str] = []
+
+    def frames_of(clip: str) -> int:
+        return 10 + int(clip[1:]) % 2 * 20  # even clips 10 frames, odd ones 30
+
+    def fake(path: Path) -> int | None:
+        read.append(path.stem)
+        return frames_of(path.stem)
+
+    def settle(m: TqdmMonitor) -> None:
+        while m._estimator is not None and m._estimator.is_alive():
+            m._estimator.join(timeout=60)
+
+    monkeypatch.setattr(progress, "estimate_frames", fake)
+    specs = [ClipSpec(f"c{i}", Path(f"/nowhere/c{i}.mp4")) for i in range(1000)]
+    m = TqdmMonitor(file=io.StringIO())
+    m.start(specs, [1] * 999 + [0])  # the last one fails as listed: not read
+    settle(m)
+    assert len(read) == progress.ESTIMATE_SAMPLE == 64 and len(set(read)) == 64
+    spread = [int(c[1:]) for c in read]
+    assert spread == sorted(spread) and spread[0] == 0 and spread[-1] > 900  # over the list, in order
+    mean = sum(frames_of(c) for c in read) / 64
+    assert m.overall.total == round(sum(frames_of(c) for c in read) + mean * (999 - 64))
+    # a clip not in the sample is read when it starts (its bar gets its total), once
+    clip = next(f"c{i}" for i in range(1, 999) if f"c{i}" not in read)
+    m.frames(clip, 1)
+    settle(m)
+    m.frames(clip, 1)
+    assert read[64:] == [clip] and m._bars[clip].total == frames_of(clip)
+    m.frames(read[1], 1)  # one of the sample: known already
+    settle(m)
+    assert len(read) == 65 and m._bars[read[1]].total == frames_of(read[1])
+    m.close()
+    # a small run reads every clip, as before
+    read.clear()
+    m = TqdmMonitor(file=io.StringIO())
+    m.start(specs[:10], [1] * 10)
+    settle(m)
+    assert read == [f"c{i}" for i in range(10)] and m.overall.total == 5 * 10 + 5 * 30
+    m.close()
+
+
+def test_a_rerun_names_a_few_complete_clips_and_counts_the_others_in_one_line() -> None:
+    # a rerun over 40,000 complete clips prints SKIPPED_SHOWN names and one count, not 40,000 lines
+    from mime_fast.progress import SKIPPED_SHOWN, LineMonitor
+
+    lines: list[str] = []
+    m = LineMonitor(lines.append)
+    for i in range(40_000):
+        m.skipped(f"c{i}")
+    assert SKIPPED_SHOWN == 5 and lines == [f"c{i}: already complete, skipped" for i in range(5)]
+    m.start([ClipSpec("new", Path("new.mp4"))], [1])
+    m.clip_done("new", None, 10)
+    m.close()
+    assert lines[5] == "… and 39,995 more clips already complete, skipped"
+    assert lines[6].startswith("[1/1] new: ok") and len(lines) == 7
+    # a run with nothing left to build (start is still called), one more than shown, a few, quiet
+    for count, said in ((6, ["… and 1 more clip already complete, skipped"]), (5, []), (0, [])):
+        lines.clear()
+        m = LineMonitor(lines.append)
+        for i in range(count):
+            m.skipped(f"c{i}")
+        m.start([], [])
+        m.close()
+        assert lines == [f"c{i}: already complete, skipped" for i in range(min(count, 5))] + said
+    lines.clear()
+    m = LineMonitor(lines.append, errors_only=True)
+    for i in range(10):
+        m.skipped(f"c{i}")
+    m.start([], [])
+    m.close()
+    assert lines == []
+    # closed without starting (the run stopped before): the count is still told, once
+    m = LineMonitor(lines.append)
+    for i in range(8):
+        m.skipped(f"c{i}")
+    m.close()
+    m.close()
+    assert lines[5:] == ["… and 3 more clips already complete, skipped"]
+    # the bars print the same lines above them
+    m = TqdmMonitor(file=io.StringIO())
+    for i in range(8):
+        m.skipped(f"c{i}")
+    m.start([], [])
+    m.close()
+    text = m.file.getvalue()
+    assert text.count("already complete") == 6 and "c4: already complete" in text and "c5:" not in text
+    assert "… and 3 more clips already complete, skipped" in text
+
+
 class Recorder(TqdmMonitor):
     """Records, at each frame event, the clip and the run bar's count."""
 

@@ -4,9 +4,11 @@ with tqdm).
 
 :class:`TqdmMonitor` draws one bar per clip in progress (its source frames, times its decode passes)
 and one bar for the whole run, counted in frames, whose total -- and so whose ETA -- comes from the
-frame counts the clips' containers declare (:func:`estimate_frames`, read on a background thread so
-that a large corpus starts at once; a clip not read yet counts as the mean of those read). Finished
-and failed clips are printed above the bars.
+frame counts the clips' containers declare (:func:`estimate_frames`), read on a background thread so
+that a large corpus starts at once: at most :data:`ESTIMATE_SAMPLE` clips spread over the list, then
+each clip as it starts, for its own bar (a clip not read counts as the mean of those read): a run of
+40,000 clips opens 64 containers at its start, then one per clip as its workers reach it, not 40,000
+at once beside them. Finished and failed clips are printed above the bars.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable, Sequence
 
@@ -25,7 +28,13 @@ from .media import av_path, main_video_stream
 if TYPE_CHECKING:  # for annotations only: corpus imports this module
     from .corpus import ClipSpec
 
-__all__ = ["LineMonitor", "Monitor", "TqdmMonitor", "estimate_frames"]
+__all__ = ["ESTIMATE_SAMPLE", "LineMonitor", "Monitor", "SKIPPED_SHOWN", "TqdmMonitor", "estimate_frames"]
+
+#: The most clips :class:`LineMonitor` names as already complete; the others are counted in one line.
+SKIPPED_SHOWN = 5
+
+#: The most clips whose frame counts :class:`TqdmMonitor` reads when a run starts, for its total.
+ESTIMATE_SAMPLE = 64
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -68,21 +77,35 @@ def _print_stderr(line: str) -> None:
 
 class LineMonitor(Monitor):
     """One line per clip through ``say`` (default: stderr): done or failed, clips and frames per
-    second and the ETA. ``errors_only``: only failed clips."""
+    second and the ETA. ``errors_only``: only failed clips. Clips already complete: the first
+    :data:`SKIPPED_SHOWN` by name, the others in one line when the run starts (a rerun over 40,000
+    complete clips prints 6 lines, not 40,000)."""
 
     def __init__(self, say: Callable[[str], None] | None = None, *, errors_only: bool = False):
         self.say = say or _print_stderr
         self.errors_only = errors_only
         self._n = self._total = self._frames = 0
+        self._skipped = 0  # clips skipped and not yet counted in a line
         self._t0 = time.perf_counter()
 
     def skipped(self, clip_id: str) -> None:
-        if not self.errors_only:
+        self._skipped += 1
+        if not self.errors_only and self._skipped <= SKIPPED_SHOWN:
             self.say(f"{clip_id}: already complete, skipped")
 
+    def _say_skipped(self) -> None:
+        """The line that counts the clips skipped but not named, if any."""
+        more, self._skipped = self._skipped - SKIPPED_SHOWN, 0
+        if more > 0 and not self.errors_only:
+            self.say(f"… and {more:,} more clip{'s' if more > 1 else ''} already complete, skipped")
+
     def start(self, pending: Sequence[ClipSpec], passes: Sequence[int]) -> None:
+        self._say_skipped()
         self._n, self._total, self._frames = 0, len(pending), 0
         self._t0 = time.perf_counter()
+
+    def close(self) -> None:
+        self._say_skipped()  # (a run that did not start)
 
     def clip_done(self, clip_id: str, reason: str | None, frames: int) -> None:
         self._n += 1
@@ -134,6 +157,11 @@ class TqdmMonitor(LineMonitor):
         self._bars: dict = {}  # clip id -> its bar
         self._passes: dict[str, int] = {}
         self._est: dict[str, int] = {}  # clip id -> frames its container declares (when it says)
+        self._paths: dict[str, Path] = {}  # clip id -> its file, for the clips with a pass
+        self._queue: deque[str] = deque()  # clips to read (those started first)
+        self._tried: set[str] = set()  # clips read, or being read
+        self._reading = False  # an estimator thread runs
+        self._estimator: threading.Thread | None = None
         self._received: dict[str, int] = {}
         self._finished: set[str] = set()
         self._done_units = 0  # frames x passes of finished clips
@@ -169,9 +197,11 @@ class TqdmMonitor(LineMonitor):
             self._unknown_passes = sum(passes)
             self.overall = tqdm(total=None, unit="frame", desc=self._desc(), file=self.file, smoothing=0, leave=True,
                                 **self._width())
-        todo = [(s.clip_id, s.path) for s, p in zip(pending, passes) if p]
-        self._estimator = threading.Thread(target=self._estimate, args=(todo,), name="mime-fast-estimate", daemon=True)
-        self._estimator.start()
+        todo = [s for s, p in zip(pending, passes) if p]
+        with self._lock:
+            self._paths = {s.clip_id: s.path for s in todo}
+            self._queue = deque(_spread([s.clip_id for s in todo], ESTIMATE_SAMPLE))
+            self._wake()
 
     def status(self, text: str | None) -> None:
         with self._lock:
@@ -193,6 +223,9 @@ class TqdmMonitor(LineMonitor):
                 bar = self._bars[clip_id] = tqdm(total=self._clip_total(clip_id), unit="frame",
                                                  desc=_short(clip_id), file=self.file, leave=False,
                                                  **self._width())
+                if clip_id not in self._tried and clip_id in self._paths:  # its total, read next
+                    self._queue.appendleft(clip_id)
+                    self._wake()
             bar.update(n)
             self.overall.update(n)
 
@@ -230,6 +263,7 @@ class TqdmMonitor(LineMonitor):
         return ""  # the run's bar shows the rate and the ETA
 
     def close(self) -> None:
+        super().close()
         self._stop.set()
         with self._lock:
             for bar in self._bars.values():
@@ -239,11 +273,26 @@ class TqdmMonitor(LineMonitor):
                 self.overall.close()
 
     # -- frame estimates -------------------------------------------------------------------------
-    def _estimate(self, todo: list[tuple[str, Path]]) -> None:
-        for clip_id, path in todo:
-            if self._stop.is_set():
-                return
-            est = estimate_frames(path)
+    def _wake(self) -> None:
+        """Start an estimator thread for the clips queued, unless one runs (called with the lock)."""
+        if self._queue and not self._reading and not self._stop.is_set():
+            self._reading = True
+            self._estimator = threading.Thread(target=self._estimate, name="mime-fast-estimate", daemon=True)
+            self._estimator.start()
+
+    def _estimate(self) -> None:
+        """Read the clips queued, each once, until none is left (not those finished meanwhile: a
+        finished clip counts what it did)."""
+        while True:
+            with self._lock:
+                while self._queue and (self._queue[0] in self._tried or self._queue[0] in self._finished):
+                    self._queue.popleft()
+                if not self._queue or self._stop.is_set():
+                    self._reading = False
+                    return
+                clip_id = self._queue.popleft()
+                self._tried.add(clip_id)
+            est = estimate_frames(self._paths[clip_id])
             if est is None:
                 continue  # counted as the mean of the others
             with self._lock:
@@ -276,6 +325,13 @@ class TqdmMonitor(LineMonitor):
         if total != self.overall.total:
             self.overall.total = total
             self.overall.refresh()
+
+
+def _spread(items: list[str], count: int) -> list[str]:
+    """``count`` of ``items`` spread evenly over them, in order, the first included (all of them
+    where there are no more)."""
+    n = len(items)
+    return items if n <= count else [items[i * n // count] for i in range(count)]
 
 
 def _short(clip_id: str, width: int = 24) -> str:

@@ -41,6 +41,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import groupby
@@ -136,14 +137,21 @@ class _Caller:
     requests (one request, however many samples need it), and the client. Once ``stop`` is set,
     every call raises :class:`~mime_fast.coe.client.Stopped`: no chain goes on to its next stage.
     An error that every later request would meet too (the cache cannot be written, the endpoint
-    cannot be reached) is kept in ``fatal`` and stops the run."""
+    cannot be reached) is kept in ``fatal`` and stops the run.
+
+    A reply is shared while it is in flight, and once answered for as long as a clip that asked
+    for it has samples under way (:meth:`release` ends that): the samples of a clip share their
+    stage I whatever the cache, and the replies kept are those of the clips under way, not of the
+    whole run. An identical request after that is read from the cache (with no cache -- a dry run,
+    ``use_cache=False`` -- it is made again)."""
 
     def __init__(self, client: Any, cache: ReplyCache, media: MediaOptions, templates: Path, dry_run: bool,
                  stop: threading.Event):
         self.client, self.cache, self.media, self.templates, self.dry_run = client, cache, media, templates, dry_run
         self.stop = stop
         self.fatal: RunStopped | None = None
-        self._shared: dict[str, Future] = {}
+        self._shared: dict[str, Future] = {}  # by request key: in flight, or answered for a clip under way
+        self._asked: dict[str, set[str]] = {}  # by clip id: the keys its samples asked for
         self._lock = threading.Lock()
         self.cached = 0
 
@@ -159,6 +167,7 @@ class _Caller:
             owner = fut is None
             if owner:
                 fut = self._shared[key] = Future()
+            self._asked.setdefault(sample[0], set()).add(key)
         if not owner:
             try:
                 got = fut.result()
@@ -201,6 +210,16 @@ class _Caller:
             raise
         fut.set_result(reply)
         return reply
+
+    def release(self, clip_id: str) -> None:
+        """The samples of ``clip_id`` have all ended: the replies it asked for are no longer kept,
+        except those that another clip under way asked for too."""
+        with self._lock:
+            keys = self._asked.pop(clip_id, set())
+            if keys:
+                keys -= set().union(*self._asked.values())
+            for key in keys:
+                self._shared.pop(key, None)
 
     def halt(self, error: RunStopped) -> NoReturn:
         """Stop the run with ``error`` (the first one given is the one raised by :func:`run`)."""
@@ -681,12 +700,22 @@ def run(
     existed = (corpus / COE_JSONL).exists()
     out = None if dry_run else open(corpus / COE_JSONL, "a", encoding="utf-8")
     closed = False
+    left = Counter(s.row["clip_id"] for s in samples)  # the samples of each clip not yet ended
 
     def one(sample: _Sample) -> None:
+        clip = sample.row["clip_id"]
         try:
             rec = _chain(sample, settings, caller)
         except Stopped:
             return
+        finally:
+            with lock:
+                left[clip] -= 1
+                ended = not left[clip]
+                if ended:
+                    del left[clip]
+            if ended:
+                caller.release(clip)
         rec["reason"] = _scrub(rec["reason"], secret)
         with lock:
             if closed:  # ended after the run stopped waiting for it: its replies are cached

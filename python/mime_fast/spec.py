@@ -182,7 +182,9 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: face is the subject's (after a cut, once lost), every face that could be his is masked, he is
 #: searched for at a larger detector size and re-acquired among several faces by a strong match
 #: only (before, he could be left clear for the rest of a shot, and a bystander taken for him).
-OUTPUT_REVISION = 3
+#: 4: a new shot's first undecided faces, found within the hold, are masked back to its first frame
+#: (before, the frames the detector missed after a cut showed them).
+OUTPUT_REVISION = 4
 
 
 def spec(code: str) -> SubsetSpec:

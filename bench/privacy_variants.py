@@ -23,6 +23,10 @@ are not the engine's, count the frames where the subject is unmasked or a clear 
 
 ``--reference``: another version (a ``git worktree`` of an older commit, its ``_core`` copied in) is
 run on the same variants against the same ground truth, and both are printed and saved side by side.
+
+``--undecided leave``: this version tracks with ``undecided="leave"`` (faces identity cannot tell
+apart are not masked): what that option costs the subject's privacy.  Writes
+bench/results/privacy_variants_leave-cpu.json.
 """
 
 from __future__ import annotations
@@ -77,17 +81,18 @@ def core(box, m) -> tuple[int, int, int, int]:
     return (int(round(xs[0] + f * w)), int(round(ys[0] + f * h)), int(round(xs[1] - f * w)), int(round(ys[1] - f * h)))
 
 
-def check(video: Path, fmap: dict, truth: dict, build: Path | None = None) -> dict:
+def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undecided: str = "mask") -> dict:
     """The variant ``video`` tracked and checked frame by frame against ``truth``; ``build``: its FM,
-    FDM and FSM are also built there from that tracking (for the audit)."""
+    FDM and FSM are also built there from that tracking (for the audit); ``undecided``: the option's
+    value."""
     t0 = time.perf_counter()
-    det = detect_subject(video)
+    det = detect_subject(video, **({} if undecided == "mask" else {"undecided": undecided}))
     secs = time.perf_counter() - t0
     if build is not None:
         from mime_fast import build_subsets
 
         build_subsets(video, build, landmarks=det, subsets=["FM", "FDM", "FSM"], clip_id=video.stem,
-                      min_height=0, min_duration=0)
+                      min_height=0, min_duration=0, **({} if undecided == "mask" else {"undecided": undecided}))
     W, H = fmap["size"]
     frames = fmap["frames"]
     subject_clip = next(s[0][0] for s in frames if s)
@@ -166,6 +171,8 @@ def main() -> None:
                          "mime_fast.audit on them: an independent detector and recogniser (CenterFace, dlib) count the "
                          "frames where the subject is unmasked or a clear face reads as him")
     ap.add_argument("--every", type=int, default=2, help="with --audit: audit every N-th frame (default 2)")
+    ap.add_argument("--undecided", choices=("mask", "leave"), default="mask",
+                    help="this version's undecided option (default mask; leave: what turning it off costs)")
     ap.add_argument("--no-save", action="store_true", help="print only")
     ap.add_argument("--truth", type=Path, help=argparse.SUPPRESS)  # (the reference's run: truth given, rows written)
     ap.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
@@ -201,7 +208,7 @@ def main() -> None:
     rows = {}
     for n in names:
         build = None if args.audit is None else args.audit if args.rows else args.audit / "this"
-        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth, build)
+        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth, build, args.undecided)
         if reference is not None:
             print("reference ", _line(n, reference[n]))
         if args.rows is None:
@@ -226,14 +233,15 @@ def main() -> None:
                     print(f"audit {who:9s} {n:20s} " + "  ".join(
                         f"{s}: unmasked {au[s]['unmasked_frames']} identity {au[s]['identity_frames']}" for s in sorted(au)))
     totals = _totals(rows)
-    payload = {"covered": COVERED, "clear": CLEAR, "core": CORE, "visible": VISIBLE, "totals": totals}
+    payload = {"covered": COVERED, "clear": CLEAR, "core": CORE, "visible": VISIBLE, "undecided": args.undecided,
+               "totals": totals}
     print("totals", totals)
     if reference is not None:
         payload["reference"] = {"path": str(args.reference), "totals": _totals(reference), "variants": reference}
         print("reference totals", payload["reference"]["totals"])
     payload["variants"] = rows
     if not args.no_save:
-        print(save("privacy_variants", payload))
+        print(save("privacy_variants" + ("_leave" if args.undecided == "leave" else ""), payload))
 
 
 if __name__ == "__main__":

@@ -1198,3 +1198,27 @@ def test_a_clip_given_by_name_or_listed_in_the_output_folder_is_not_built(corpus
     assert inside.read_bytes() == before and (out / "FM" / "y.mp4").is_file()
     assert main(["build", str(inside), "--out", str(out), "--subsets", "FM", *SMALL]) == 2
     assert "no clips found" in capsys.readouterr().err
+
+
+def test_summary_points_at_the_clips_to_look_at(tmp_path: Path, capsys) -> None:
+    # the tracking columns, one line each: clips with frames where the subject is not masked, and
+    # clips with undecided frames (masked, or left clear with undecided=leave: said so)
+    from mime_fast.manifest import ManifestWriter
+
+    out = tmp_path / "out"
+    out.mkdir()
+    mask, leave = json.dumps({"undecided": "mask"}), json.dumps({"undecided": "leave"})
+    clips = {"c1": (12, 0, mask), "c2": (3, 40, mask), "c3": (0, 7, leave), "c4": (0, 0, mask)}
+    with ManifestWriter(out) as w:
+        for clip, (without, undecided, settings) in clips.items():
+            w.append({"clip_id": clip, "subset": s, "status": "ok", "run": "r1", "label": "Happy", "duration_s": 1.0,
+                      "settings": settings, "tracking_status": "ok", "tracking_frames_without_subject": without,
+                      "tracking_frames_undecided": undecided} for s in ("FM", "FDM", "FSM"))
+    assert main(["summary", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("2 clip(s) with source frames where the subject is not masked (not found, or lost for longer than the "
+            "hold): 15 frames; most: c1 (12), c2 (3) (mime-fast preview, mime-fast audit)") in lines
+    assert ("1 clip(s) with frames where identity could not tell which face is the subject's, every face that could "
+            "be his masked: 40 frames") in lines
+    assert ("1 clip(s) with frames where identity could not tell which face is the subject's, left clear "
+            "(undecided=leave): he may show there: 7 frames") in lines

@@ -5,6 +5,7 @@ counts), ``preview`` (a clip's contact sheet), ``models`` (which detection model
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -52,10 +53,51 @@ def summary(args: argparse.Namespace) -> int:
     no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
     if no_subject:
         print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")
+    for line in _tracking_lines(rows):
+        print(line)
     failed = [r for r in all_rows if r["status"] == "failed"]
     if failed:
         print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
     return 0
+
+
+def _setting(row: dict, name: str):
+    """The value of option ``name`` in ``row``'s settings column (``None``: not recorded)."""
+    try:
+        recorded = json.loads(row.get("settings") or "{}")
+    except (TypeError, ValueError):
+        return None
+    return recorded.get(name) if isinstance(recorded, dict) else None
+
+
+def _tracking_lines(rows: list[dict]) -> list[str]:
+    """What the automatic detection of the face subsets' clips says to look at (one row per clip: its
+    face subsets share one detection): clips with source frames where the subject is not masked (not
+    found, or lost for longer than the hold; a shot without him counts too), and clips with frames
+    where identity could not tell which face is his (masked, or with ``undecided="leave"`` left
+    clear: he may show there)."""
+    per_clip: dict[str, dict] = {}
+    for r in rows:
+        if r["subset"] in ("FSM", "FDM", "FSAM", "FDAM") and r.get("tracking_status") is not None:
+            per_clip.setdefault(r["clip_id"], r)
+    lines = []
+    clear = {c: r["tracking_frames_without_subject"] for c, r in per_clip.items() if r.get("tracking_frames_without_subject")}
+    if clear:
+        worst = sorted(clear, key=lambda c: (-clear[c], c))[:3]
+        lines.append(f"{len(clear)} clip(s) with source frames where the subject is not masked (not found, or lost "
+                     f"for longer than the hold): {sum(clear.values())} frames; most: "
+                     + ", ".join(f"{c} ({clear[c]})" for c in worst) + " (mime-fast preview, mime-fast audit)")
+    undecided: dict[str, dict[str, int]] = {}
+    for c, r in per_clip.items():
+        if r.get("tracking_frames_undecided"):
+            policy = _setting(r, "undecided") or "mask"
+            undecided.setdefault(policy, {})[c] = r["tracking_frames_undecided"]
+    for policy, clips in sorted(undecided.items()):
+        what = ("every face that could be his masked" if policy == "mask"
+                else "left clear (undecided=leave): he may show there")
+        lines.append(f"{len(clips)} clip(s) with frames where identity could not tell which face is the subject's, "
+                     f"{what}: {sum(clips.values())} frames")
+    return lines
 
 
 def preview(args: argparse.Namespace) -> int:
@@ -132,8 +174,10 @@ def add_demo(sub, common: argparse.ArgumentParser) -> None:
 
 
 def add_summary(sub, common: argparse.ArgumentParser) -> None:
-    ap = sub.add_parser("summary", parents=[common], help="clips per emotion and subset, mean durations",
-                          description="Clips per emotion and subset, and mean durations, of a build's manifest.")
+    ap = sub.add_parser("summary", parents=[common], help="clips per emotion and subset, mean durations, clips to look at",
+                          description="Clips per emotion and subset, and mean durations, of a build's manifest; "
+                                      "then the clips to look at: those with frames where the subject is not "
+                                      "masked, and those where identity could not tell which face is his.")
     ap.add_argument("dir", type=Path, help="output folder of mime-fast build")
     ap.set_defaults(run=summary)
 

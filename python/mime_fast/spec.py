@@ -183,9 +183,7 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: searched for at a larger detector size and re-acquired among several faces by a strong match
 #: only (before, he could be left clear for the rest of a shot, and a bystander taken for him).
 #: 4: a new shot's first undecided faces, found within the hold, are masked back to its first frame
-#: (before, the frames the detector missed after a cut showed them), and identity is read against
-#: views of the subject kept while he is followed too (re-acquired where it never was: fewer
-#: bystanders masked as undecided).
+#: (before, the frames the detector missed after a cut showed them).
 OUTPUT_REVISION = 4
 
 

@@ -242,6 +242,14 @@ def _load_landmarks(path: Path) -> ArrayLandmarks | FacesLandmarks:
     return FacesLandmarks(a) if a.ndim == 4 else ArrayLandmarks(a)
 
 
+def _check_policies(faces: str, undecided: str) -> None:
+    """``ValueError`` unless ``faces`` and ``undecided`` are values of those options."""
+    if faces not in FACES:
+        raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
+    if undecided not in UNDECIDED:
+        raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
+
+
 def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> MaskProvider:
     """Provider from a provider, an array, or a path (str/Path).
 
@@ -252,8 +260,7 @@ def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> M
     a detection's undecided faces are not masked (:meth:`DetectedLandmarks.without_undecided`)."""
     if landmarks is None:
         raise ValueError("no landmarks given: use detect_subject(src) for automatic detection")
-    if faces not in FACES:
-        raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
+    _check_policies(faces, undecided)
     if isinstance(landmarks, (str, Path)):
         prov = load_landmarks(landmarks)
     elif isinstance(landmarks, np.ndarray) or isinstance(landmarks, (list, tuple)):
@@ -269,8 +276,6 @@ def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> M
     if faces == "all" and isinstance(prov, DetectedLandmarks) and not isinstance(prov, DetectedFaces):
         raise ValueError('these landmarks are the subject\'s alone (detected with faces="subject"); '
                          'detect with faces="all"')
-    if undecided not in UNDECIDED:
-        raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
     if undecided == "leave" and isinstance(prov, DetectedLandmarks):
         prov = prov.without_undecided()
     return prov
@@ -434,10 +439,7 @@ class SubjectDetection:
         self._shots = ShotDetector(float(rate))
         self._timers = self._tracker.timers
         self._tracks: list = []
-        if faces not in FACES:
-            raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
-        if undecided not in UNDECIDED:
-            raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
+        _check_policies(faces, undecided)
         self._mask_undecided = undecided == "mask"
         self._all = None
         if faces == "all":

@@ -323,6 +323,86 @@ def test_after_a_cut_a_weak_match_among_several_faces_is_not_him(others):
         assert tr.undecided == {}
 
 
+class _TurningStack(_FacesStack):
+    """:class:`_FacesStack` whose subject (face 0) turns while he is followed: his embedding moves
+    ``step`` degrees a frame away from the selection's, up to frame ``until``; from frame ``swap``
+    on (if given) the face at his place is another person's (an embedding of its own)."""
+
+    def __init__(self, boxes, step: float, until: int, swap: int | None = None, enter=None):
+        super().__init__(boxes, [1.0] + [0.0] * (len(boxes) - 1), enter)
+        self.step, self.until, self.swap = step, until, swap
+
+    def _embed(self, frame, faces):
+        e = np.zeros((len(faces), 128), np.float32)
+        for k, b in enumerate(faces.boxes):
+            j = int(np.argmin(np.abs(self.boxes - b).sum(1)))
+            if j == 0 and (self.swap is None or self.frame < self.swap):
+                a = np.radians(self.step * min(self.frame, self.until))
+                e[k, 0], e[k, 1] = np.cos(a), np.sin(a)
+            else:
+                e[k, 2 + j + (100 if j == 0 else 0)] = 1.0
+        return e
+
+
+@pytest.mark.parametrize("swap", [None, 12])
+def test_views_kept_while_followed_re_acquire_a_subject_who_turned(swap):
+    """He is followed alone while his head turns (his embedding drifts 63 degrees from the
+    selection's: cos 0.45, below SFace's strong 0.55), leaves for longer than the hold, and comes back
+    among two strangers.  Against the selection alone he is never strong, so all three stay masked
+    (undecided); against the views kept while he was followed (GALLERY_SIZE; each strong against one
+    kept before) he is re-acquired and the strangers are left clear.  Views that do not read as him
+    (another person at his place) are never kept."""
+    from mime_fast.detect.tracking import GALLERY_SIZE
+
+    boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
+    stack = _TurningStack(boxes, step=2.1, until=30, swap=swap, enter=[0, 40, 40])
+    found = stack._detect
+
+    def detect(small):  # nobody in frames 30-39: he is lost for longer than the hold (3)
+        f = found(small)
+        keep = np.ones(len(f), bool) if not 30 <= stack.frame < 40 else np.zeros(len(f), bool)
+        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
+
+    stack.detector.detect = detect
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    tracks = []
+    for i in range(60):
+        stack.frame = i
+        tracks.append(tr.update(frame))
+    assert 1 <= len(tr._gallery) <= GALLERY_SIZE - 1
+    if swap is None:
+        assert all(t.kind == "detected" for t in tracks[40:]), "".join(t.kind[0] for t in tracks)
+        assert tr.stats.reacquired == 1 and not any(k >= 40 for k in tr.undecided)
+        assert all(float(v[:2] @ v[:2]) > 0.99 for v in tr._gallery)  # his own views only
+    else:  # another person at his place from frame 12: none of his views after it, so no re-acquisition
+        assert all(float(v[:2] @ v[:2]) > 0.99 for v in tr._gallery)
+        assert all(t.kind == "absent" for t in tracks[40:]) and sorted(k for k in tr.undecided if k >= 40) == list(range(40, 60))
+
+
+def test_views_kept_are_not_read_while_he_is_followed_beside_another_face():
+    """The views kept of him are read only while he is searched for.  Followed beside another face
+    (frames 30 on), a turned subject (75 degrees from the selection: cos 0.26, below SFace's 0.38)
+    is continued by his own face track and masked as partial, as without the views, though they
+    would read him strongly: on the real greyscale hug, the views turned two such frames into full
+    matches, and the head frames between were interpolated into masks reaching the other man."""
+    boxes = [[600, 300, 680, 400], [700, 300, 780, 400]]  # the other face within NEAR of his
+    stack = _TurningStack(boxes, step=2.5, until=30, enter=[0, 30])
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    tracks = []
+    for i in range(45):
+        stack.frame = i
+        tracks.append(tr.update(frame))
+    now = np.zeros(128, np.float32)
+    now[0], now[1] = np.cos(np.radians(75.0)), np.sin(np.radians(75.0))
+    assert tr._gallery and max(float(v @ now) for v in tr._gallery) >= 0.55  # the views would decide
+    assert tr.stats.ambiguous == 0 and tr.stats.continued >= 3, tr.stats
+    assert all(t.kind == "partial" for t in tracks[30:33]), "".join(t.kind[0] for t in tracks)
+    assert all(t.kind in ("partial", "detected") and abs(float(t.box[0]) - 600) < 1 for t in tracks[30:])
+    assert tr.undecided == {}
+
+
 @pytest.mark.parametrize("missed", [2, 3, 5])
 def test_faces_found_late_in_a_shot_are_masked_from_its_start(missed):
     """After a cut the detector finds nobody for ``missed`` frames (the arm wrestling clip after its

@@ -51,7 +51,9 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
      ``hold_frames``): the candidates (faces within NEAR, or every face when re-acquiring) are
      embedded and scored ``score_j = W_EMBED * cos_j + W_HIST * max(corr_j, 0)`` with
      ``W_EMBED = 0.7``, ``W_HIST = 0.3``; ``cos_j`` is the cosine similarity of the face embedding to
-     the subject's (the higher of the reference from selection and the last embedding accepted),
+     the subject's (the higher of the reference from selection and the last embedding accepted;
+     while he is searched for, the highest against those and the views of him kept while he was
+     followed, :data:`GALLERY_SIZE`),
      ``corr_j`` the correlation (``cv2.compareHist(..., HISTCMP_CORREL)``, in [-1, 1]) of the HSV
      histogram (H 30 x S 32 bins) of the body region below the face (``cx +- 1.5 w``,
      ``y1 .. y1 + 2 h``) with the subject's.  The best-scoring candidate is accepted when
@@ -128,7 +130,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
-from .face_tracks import REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
+from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
@@ -155,6 +157,7 @@ __all__ = [
     "ROI_HALF",
     "ROI_MAX_AREA",
     "SEARCH_DETECT_SIZE",
+    "GALLERY_SIZE",
     "SubjectTracker",
     "body_histogram",
     "track_clip",
@@ -194,6 +197,15 @@ ROI_MAX_AREA = 0.5
 #: looking down in the real crowd at 720p (37 - 55 px) was missed after a cut back to him, and in
 #: greyscale footage the hug's subject was (21 frames each).
 SEARCH_DETECT_SIZE = 640
+#: While he is searched for, his identity is read against the selection's embedding and up to this
+#: many views of him taken while he was followed (one per ``hold_frames``, about half a second, on a
+#: full detection, not in a crowd, each reading strongly as a view already kept): after a boy
+#: crossed in front of an older man in the real crowd (a tight crop, where he is the subject), his
+#: face read 0.39 - 0.46 against the 60 px selection alone, never strong among three faces; against
+#: these views 0.57 - 0.65 (the strangers 0.18 at most).  Only then: read between partial matches
+#: too, they turned two of the greyscale hug's continued frames into full matches, and the head
+#: frames between were interpolated into masks reaching the other man's face.
+GALLERY_SIZE = 8
 #: Track continuity: when identity cannot tell the subject from a face next to him (a head turned
 #: away reads as anybody to a face embedding), the face that continues his own face track and
 #: overlaps his last box by at least this IoU is his, unless another face is strongly him.
@@ -265,6 +277,8 @@ class SubjectTracker:
         self._last_seen = None
         self._ref_emb = None
         self._last_emb = None
+        self._gallery: list[np.ndarray] = []  # views of him kept while followed (GALLERY_SIZE)
+        self._gallery_at = -(10**9)  # the frame of the last view read for it
         self._ref_hist = None
         self._size_ref = None
         self._crowded_at = -(10**9)
@@ -386,9 +400,29 @@ class SubjectTracker:
         if self._mesh_ok:
             self._anchor = (box, faces.keypoints[i].astype(np.float64), pts.astype(np.float64))
             self._last_points = pts
+            self._keep_view(frame, faces, i)
         else:
             self._anchor = self._last_points = None
         return FrameTrack(pts, box.astype(np.float32), "detected", self._height, self.margin * _size(box))
+
+    def _keep_view(self, frame, faces: Faces, i: int) -> None:
+        """Read his identity on this full detection for the views kept of him (:data:`GALLERY_SIZE`):
+        about twice a second, never near other faces (his track could have crossed to one), and kept
+        only when it reads strongly as a view already kept (the selection's first), so the views
+        follow his pose and size without drifting to another person."""
+        if (self._ref_emb is None or getattr(self.stack, "embedder", None) is None
+                or self._index - self._gallery_at < self.hold_frames
+                or self._index - self._crowded_at <= self.hold_frames
+                or _size(faces.boxes[i]) < MIN_EMBED_SIZE):
+            return
+        self._gallery_at = self._index
+        e = np.asarray(self._embed(frame, faces[i])[0], np.float32)
+        if not np.all(np.isfinite(e)):
+            return
+        if max(float(e @ g) for g in (self._ref_emb, *self._gallery)) >= self._strong_cos:
+            self._gallery.append(e)
+            if len(self._gallery) > GALLERY_SIZE - 1:  # (the selection's embedding is the first view)
+                self._gallery.pop(0)
 
     def _undecided(self, faces: Faces) -> FrameTrack:
         """No face of ``faces`` (the candidates: every face that could be his) can be told to be his:
@@ -609,7 +643,10 @@ class SubjectTracker:
         # re-acquiring (lost, or a new shot): each face's identity about once per face track;
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
-        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
+        # the views kept of him only while he is searched for (not even partly seen within the hold):
+        # between a partial match and the next one the rules below decide as without them
+        views = self._gallery if searching else ()
+        refs = [e for e in (self._ref_emb, self._last_emb, *views) if e is not None]
         cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)

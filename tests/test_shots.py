@@ -403,6 +403,65 @@ def test_views_kept_are_not_read_while_he_is_followed_beside_another_face():
     assert tr.undecided == {}
 
 
+def test_a_return_to_an_earlier_shot_is_told_apart_from_a_new_one():
+    """ShotDetector.returns_to: at a hard cut, the first frame of the earlier shot whose last frame
+    is like the new one (shot / reverse shot, a cutaway and back), else None."""
+    import cv2
+
+    rng = np.random.default_rng(7)
+    a, b, c = (cv2.resize(rng.integers(0, 256, (6, 10, 3), dtype=np.uint8), (640, 360), interpolation=cv2.INTER_LINEAR)
+               for _ in range(3))
+    moved = np.roll(a, 6, axis=1)  # A again, panned a little
+    det = ShotDetector(25.0)
+    frames = [a] * 10 + [b] * 10 + [moved] * 10 + [c] * 10 + [b] * 5
+    news = {i: det.returns_to for i, f in enumerate(frames) if det.feed(f)}
+    assert news == {10: None, 20: 0, 30: None, 40: 10}, news
+
+
+@pytest.mark.parametrize("case", ["returned", "no return", "face beside", "left before", "late", "clothes"])
+def test_a_shot_returned_to_finds_him_where_he_stood(case):
+    """Cut away (frames 10-19, nobody) and back (20 on) to the shot the subject was followed in up
+    to its end: his face, turned (cos 0.2: identity cannot decide), is the one face where he stood,
+    so he is his (returned: the two strangers, far away, are left clear).  Not when the shot is a
+    new one, when another face is beside him, when he had left that shot before its end, when the
+    face comes there only after the hold, or when the body below it does not look like his."""
+    boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400], [720, 300, 800, 400]]
+    stack = _FacesStack(boxes, [1.0, 0.1, 0.1, 0.1], enter=[0, 0, 0, 20 if case == "face beside" else 10**6])
+    found = stack._detect
+
+    def detect(small):
+        f = found(small)
+        at = [int(np.argmin(np.abs(stack.boxes - b).sum(1))) for b in f.boxes / (small.shape[1] / 1280)]
+        gone = (10 <= stack.frame < 20 or (case == "left before" and 5 <= stack.frame < 10)
+                or (case == "late" and 20 <= stack.frame < 24))
+        keep = [k for k, j in enumerate(at) if not (10 <= stack.frame < 20) and not (j == 0 and gone)]
+        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
+
+    stack.detector.detect = detect
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    frame[400:600, 520:760] = (200, 30, 30)  # his shirt
+    tracks = []
+    for i in range(30):
+        stack.frame = i
+        if i == 10:
+            tr.new_shot()
+        if i == 20:
+            tr.new_shot(None if case == "no return" else 0)
+            stack.cos[0] = 0.2  # his face turned: identity cannot tell him
+            if case == "clothes":
+                frame[400:600, 520:760] = (30, 30, 200)
+        tracks.append(tr.update(frame))
+    assert all(t.kind == "detected" for t in tracks[:5])
+    if case == "returned":
+        assert tr.stats.returned == 1 and tracks[20].kind == "detected" and tracks[20].box[0] == 600
+        assert all(t.kind == "detected" and t.box[0] == 600 for t in tracks[20:]), "".join(t.kind[0] for t in tracks)
+        assert not any(k >= 20 for k in tr.undecided)
+    else:
+        assert tr.stats.returned == 0 and not any(t.kind == "detected" for t in tracks[20:])
+        assert sorted(k for k in tr.undecided if k >= 20) == list(range(20, 30)), sorted(tr.undecided)
+
+
 @pytest.mark.parametrize("missed", [2, 3, 5])
 def test_faces_found_late_in_a_shot_are_masked_from_its_start(missed):
     """After a cut the detector finds nobody for ``missed`` frames (the arm wrestling clip after its
@@ -642,6 +701,43 @@ def test_arm_wrestling_after_the_corrupt_frames_his_face_is_masked_from_the_firs
             cv2.fillPoly(m, [np.round(np.asarray(h)).astype(np.int32)], 1)
         covered.append(float((m & core).sum() / core.sum()))
     assert min(covered) >= 0.9, [round(c, 2) for c in covered]
+
+
+@pytest.mark.slow
+def test_real_crowd_cut_away_and_back_finds_him_where_he_stood(stack, crowd_720p, shared_media, tmp_path):
+    """The real crowd at 720p cut away to the hug for 30 frames and back (shot / reverse shot).
+    After the cut back SFace reads the subject (a boy looking down at his phone) at 0.1 - 0.35, so
+    identity never re-acquires him and every face of the crowd was masked to the end (70 frames).
+    The new shot returns to the first one (its first frame is like that shot's last), so the one
+    face where he stood, alone there, with his clothes below it, is his: he is masked in every frame
+    (his face box from the tracking of the crowd clip itself, which has no cut), and the other
+    faces of the crowd are left clear after the first frames."""
+    import cv2
+
+    from mime_fast.landmarks import detect_subject
+
+    truth = detect_subject(crowd_720p, stack=stack)
+    crowd, hug = shared_media / "crowd_1080p.mp4", shared_media / "two_people_hug_1080p.mp4"
+    clip = samples.make_cut_sequence(tmp_path / "away_back.mp4", [(crowd, 0, 35), (hug, 0, 30), (crowd, 35, 70)],
+                                     size=(1280, 720), fps=25)
+    prov = detect_subject(clip.path, stack=stack)
+    assert [n for n, _ in prov.stats.shot_frames] == [35, 30, 70]
+    assert prov.stats.returned >= 1, prov.stats
+    covered = []
+    for i in range(65, 135):
+        box = truth.tracks[i - 30].box
+        assert box is not None
+        x0, y0, x1, y1 = (float(v) for v in box)
+        core = np.zeros((720, 1280), np.uint8)
+        cv2.ellipse(core, (round((x0 + x1) / 2), round((y0 + y1) / 2)), (round(0.4 * (x1 - x0)), round(0.4 * (y1 - y0))),
+                    0, 0, 360, 1, -1)
+        m = np.zeros_like(core)
+        for h in prov.points_list(i):
+            cv2.fillPoly(m, [np.round(np.asarray(h)).astype(np.int32)], 1)
+        covered.append(float((m & core).sum() / core.sum()))
+    assert min(covered) >= 0.9, [round(c, 2) for c in covered]
+    several = [i for i in range(65, 135) if len(prov.points_list(i)) > 1]
+    assert len(several) <= 10, several  # before: all 70
 
 
 # ------------------------------------------------------------------ track continuity when identity cannot decide

@@ -183,8 +183,11 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: searched for at a larger detector size and re-acquired among several faces by a strong match
 #: only (before, he could be left clear for the rest of a shot, and a bystander taken for him).
 #: 4: a new shot's first undecided faces, found within the hold, are masked back to its first frame
-#: (before, the frames the detector missed after a cut showed them).
-OUTPUT_REVISION = 4
+#: (before, the frames the detector missed after a cut showed them).  5: while he is searched for,
+#: the subject's identity is read against views of him kept while he was followed too, and a cut
+#: back to a shot he was followed in finds him where he stood there when identity cannot decide
+#: (before, every face that could be his stayed masked: fewer bystanders masked).
+OUTPUT_REVISION = 5
 
 
 def spec(code: str) -> SubsetSpec:

@@ -40,6 +40,8 @@ class TrackingStats:
     by its motion while his face was not matched (:class:`mime_fast.detect.head.HeadFlow`);
     ``continued``: frames matched by track
     continuity where identity could not decide (:data:`~mime_fast.detect.tracking.CONTINUITY_IOU`);
+    ``returned``: frames where he was found where he stood in the shot a new one returns to
+    (:class:`~mime_fast.detect.SubjectTracker`, module docstring 6.);
     ``undecided``: frames where identity could not tell which face is the subject's and every face
     that could be his was masked (:meth:`~mime_fast.detect.SubjectTracker.undecided_hulls`);
     ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
@@ -67,6 +69,7 @@ class TrackingStats:
     shots: int = 1
     shot_frames: list = field(default_factory=list)
     continued: int = 0
+    returned: int = 0
     head: int = 0
     undecided: int = 0
 

@@ -35,6 +35,13 @@ shot (the subject is followed across, where a new shot would have the tracker lo
 identity alone), and one that comes back to another picture cuts there.  Dissolve windows do not
 span blank frames.
 
+A **return** to an earlier shot (shot / reverse shot, a cutaway and back): at a hard cut, the new
+frame is compared with the last frame of each of the last :data:`RETURN_SHOTS` shots (not blank);
+when one is alike (``h < RETURN_HIST`` = 0.15 and ``d < RETURN_DIFF`` = 20: the same picture,
+moved on a little) the new shot returns to it (:attr:`ShotDetector.returns_to`: that shot's first
+frame, or ``None``), and the tracker may look for the subject where he stood there
+(:meth:`mime_fast.detect.SubjectTracker.new_shot`).
+
 A **dissolve** (a cross-fade up to ``max_dissolve_s``, 0.5 s) changes each frame a little: it is
 found by comparing frame ``t`` with frame ``t - K`` (``K`` frames = the longest dissolve): when
 they differ like a cut (the same two thresholds) while no single frame in between carries half of
@@ -52,11 +59,18 @@ import numpy as np
 
 from .interface import _area
 
-__all__ = ["Shot", "ShotDetector", "BLANK_STD", "CUT_HIST", "CUT_DIFF", "SMALL_SIZE"]
+__all__ = ["Shot", "ShotDetector", "BLANK_STD", "CUT_HIST", "CUT_DIFF", "RETURN_DIFF", "RETURN_HIST", "RETURN_SHOTS",
+           "SMALL_SIZE"]
 
 #: Histogram distance (0..1) and mean absolute difference (0..255) of a hard cut.
 CUT_HIST = 0.30
 CUT_DIFF = 20.0
+#: A new shot returns to an earlier one whose last frame is this alike (module docstring): below
+#: half a cut's histogram distance and a cut's mean difference.
+RETURN_HIST = 0.15
+RETURN_DIFF = 20.0
+#: How many earlier shots a new one is compared with.
+RETURN_SHOTS = 8
 #: The size of the pictures compared.
 SMALL_SIZE = (64, 36)
 #: The largest standard deviation (0..255) of each colour channel of a blank frame's small picture.
@@ -152,6 +166,11 @@ class ShotDetector:
         self._last = None  # the features of the last frame that was not blank
         self.blanks = 0  # blank frames fed
         self.scores: list[tuple[float, float]] = []  # (d, h) per frame (0, 0 for the first and blank ones)
+        self._start = 0  # the first frame of the current shot (as fed: a flash's shot too)
+        self._ended: deque = deque(maxlen=RETURN_SHOTS)  # (first frame, last features) of earlier shots
+        #: after :meth:`feed` returned ``True`` at a hard cut: the first frame of the earlier shot the
+        #: new one returns to (module docstring), else ``None``
+        self.returns_to: int | None = None
 
     def feed(self, rgb: np.ndarray) -> bool:
         f = _features(rgb)
@@ -177,6 +196,8 @@ class ShotDetector:
                 self._cuts.append(t)
                 self._recent = []
                 new = True
+                self._shot_ends(t)
+                self.returns_to = self._returning(f)
             else:
                 self._recent.append(d)
                 if len(self._recent) > 10:
@@ -202,11 +223,28 @@ class ShotDetector:
                             self._dissolves.append([first, last, dk, t])
                             new = True
                             self._recent = []
+                            self._shot_ends(t)
+                            self.returns_to = None  # (its last frames are blends of both shots)
         else:
             self.scores.append((0.0, 0.0))
         self._feats.append(f)
         self._last = f
         return new
+
+    def _shot_ends(self, t: int) -> None:
+        """The shot that began at ``self._start`` ends before frame ``t`` (its last frame that was
+        not blank is ``self._last``)."""
+        if self._last is not None:
+            self._ended.append((self._start, self._last))
+        self._start = t
+
+    def _returning(self, f) -> int | None:
+        """The first frame of the latest earlier shot whose last frame is like ``f``, or ``None``."""
+        for start, last in reversed(self._ended):
+            d, h = _diff(f, last)
+            if h < RETURN_HIST and d < RETURN_DIFF:
+                return start
+        return None
 
     @property
     def frames(self) -> int:

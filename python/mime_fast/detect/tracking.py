@@ -51,9 +51,7 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
      ``hold_frames``): the candidates (faces within NEAR, or every face when re-acquiring) are
      embedded and scored ``score_j = W_EMBED * cos_j + W_HIST * max(corr_j, 0)`` with
      ``W_EMBED = 0.7``, ``W_HIST = 0.3``; ``cos_j`` is the cosine similarity of the face embedding to
-     the subject's (the higher of the reference from selection and the last embedding accepted;
-     while he is searched for, the highest against those and the views of him kept while he was
-     followed, :data:`GALLERY_SIZE`),
+     the subject's (the higher of the reference from selection and the last embedding accepted),
      ``corr_j`` the correlation (``cv2.compareHist(..., HISTCMP_CORREL)``, in [-1, 1]) of the HSV
      histogram (H 30 x S 32 bins) of the body region below the face (``cx +- 1.5 w``,
      ``y1 .. y1 + 2 h``) with the subject's.  The best-scoring candidate is accepted when
@@ -68,7 +66,10 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
      and either overlaps his last box by ``CONTINUITY_IOU = 0.5`` or has no other face within
      ``NEAR`` of it (nobody its track could have been swapped with) is his (**continued**, masked
      as a partial detection), unless another candidate has ``cos >= STRONG_COS``; so is, failing
-     that, the one face that overlaps his head estimate (5.) by ``TRACK_IOU``.  Measured on the
+     that, the one face that overlaps his head estimate (5.) by ``TRACK_IOU``; failing that, while
+     he is searched for, the one face reading strongly as a view of him kept while he was followed
+     (:data:`GALLERY_SIZE`; **re-acquired**); and failing that, in a shot returning to one he was
+     followed in, the face where he stood there (6.).  Measured on the
      real crowd clip at 720p: SFace reads the subject (a boy looking down at his phone) at 0.1 -
      0.35 against his first-frame reference, so identity never confirms him after people cross
      him, and his face track carries him to the end (59 unmasked frames before these rules).  Measured on the real
@@ -206,14 +207,15 @@ ROI_MAX_AREA = 0.5
 #: looking down in the real crowd at 720p (37 - 55 px) was missed after a cut back to him, and in
 #: greyscale footage the hug's subject was (21 frames each).
 SEARCH_DETECT_SIZE = 640
-#: While he is searched for, his identity is read against the selection's embedding and up to this
-#: many views of him taken while he was followed (one per ``hold_frames``, about half a second, on a
-#: full detection, not in a crowd, each reading strongly as a view already kept): after a boy
-#: crossed in front of an older man in the real crowd (a tight crop, where he is the subject), his
-#: face read 0.39 - 0.46 against the 60 px selection alone, never strong among three faces; against
-#: these views 0.57 - 0.65 (the strangers 0.18 at most).  Only then: read between partial matches
-#: too, they turned two of the greyscale hug's continued frames into full matches, and the head
-#: frames between were interpolated into masks reaching the other man's face.
+#: While he is searched for and no other rule decides (the frame's faces would all be masked as
+#: undecided), the one face reading strongly as one of up to this many views of him taken while he
+#: was followed is his (one view per ``hold_frames``, about half a second, on a full detection, not
+#: in a crowd, each reading strongly as a view already kept): after a boy crossed in front of an
+#: older man in the real crowd (a tight crop, where he is the subject), his face read 0.39 - 0.46
+#: against the 60 px selection alone, never strong among three faces; against these views 0.57 -
+#: 0.65 (the strangers 0.18 at most).  Only then: read before the rules of continuity and of his
+#: followed head, they turned two of the greyscale hug's head-continued frames into full matches, and
+#: the head frames between were interpolated into masks over half the other man's face.
 GALLERY_SIZE = 8
 #: A return to a shot (module docstring, 6.): the least correlation of the body histogram below the
 #: face found where he stood with his (HSV, :func:`body_histogram`).
@@ -334,7 +336,10 @@ class SubjectTracker:
         end, if he was followed up to it, may tell which face is his (module docstring, 6.)."""
         if (self._present_box is not None and self._present_at >= self._shot_start
                 and self._index - self._present_at <= self.hold_frames):
-            self._shot_boxes[self._shot_start] = np.array(self._present_box, np.float64)
+            # his last full detection where it is that recent too (a partial one's box is a part of
+            # his face: on the real crowd it was 0.7 x his size, so he stood 2 sizes from it)
+            full = self._box is not None and self._last_seen >= self._shot_start and self._index - self._last_seen <= self.hold_frames
+            self._shot_boxes[self._shot_start] = np.array(self._box if full else self._present_box, np.float64)
             while len(self._shot_boxes) > RETURN_SHOTS:
                 del self._shot_boxes[next(iter(self._shot_boxes))]
         self._returning = None if returns_to is None else self._shot_boxes.get(int(returns_to))
@@ -667,10 +672,7 @@ class SubjectTracker:
         # re-acquiring (lost, or a new shot): each face's identity about once per face track;
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
-        # the views kept of him only while he is searched for (not even partly seen within the hold):
-        # between a partial match and the next one the rules below decide as without them
-        views = self._gallery if searching else ()
-        refs = [e for e in (self._ref_emb, self._last_emb, *views) if e is not None]
+        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
         cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
@@ -695,6 +697,10 @@ class SubjectTracker:
                 if len(own) == 1 and not any(cos[j] >= self._strong_cos for j in range(len(cand)) if j != own[0]):
                     self.stats.continued += 1
                     return self._accept(frame, faces, int(cand[own[0]]), partial=True)
+            j = self._by_views(emb) if searching else None
+            if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
+                self.stats.reacquired += 1
+                return self._accept(frame, faces, int(cand[j]), emb=emb[j])
             j = self._returned(faces, cand, cos, corr)
             if j is not None:  # back in a shot he was followed in: the face where he stood is his
                 self.stats.returned += 1
@@ -706,6 +712,16 @@ class SubjectTracker:
             self.stats.ambiguous += 1
         return self._accept(frame, faces, int(cand[best]), emb=emb[best])
 
+
+    def _by_views(self, emb: np.ndarray) -> int | None:
+        """While he is searched for and no rule above decided: the one candidate (index in ``emb``,
+        the candidates' embeddings) reading strongly (``cos >= strong_cos``) as a view of him kept
+        while he was followed (:data:`GALLERY_SIZE`), or ``None`` (none, or several)."""
+        if not self._gallery:
+            return None
+        cos = np.nan_to_num(np.max(np.stack([emb @ g for g in self._gallery]), axis=0), nan=-1.0)
+        strong = np.flatnonzero(cos >= self._strong_cos)
+        return int(strong[0]) if len(strong) == 1 else None
 
     def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray) -> int | None:
         """In a shot that returns to one he was followed in (module docstring, 6.), before he is

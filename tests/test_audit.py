@@ -272,6 +272,28 @@ def test_link_tracks_follows_boxes() -> None:
     assert list(ids[0]) == [0, 1] and list(ids[1]) == [1, 0] and list(ids[2]) == [2]
 
 
+def test_identity_references_come_from_tracks_the_engine_masks() -> None:
+    """The greyscale hug, as a build whose mask of the subject reached half the other man's face
+    while the audit's detector missed the subject (frames 6-8): rule 1 takes the other man there.
+    His track is clear in most frames, so those frames are no identity reference (they would make
+    his clear face read as the subject's); where no reference frame lies on a mostly masked track,
+    all of rule 1's frames are kept."""
+    from mime_fast.audit import _reference_frames, _subject_per_frame, link_tracks
+
+    him, other = np.array([100, 100, 160, 180], np.float32), np.array([300, 100, 360, 180], np.float32)
+    boxes = [np.stack([him, other])] * 6 + [other[None]] * 3 + [np.stack([him, other])] * 3
+    masked = [np.array([True, False])] * 6 + [np.array([True])] * 3 + [np.array([True, False])] * 3
+    subject = _subject_per_frame(boxes, masked)
+    tracks = link_tracks(boxes)
+    assert [int(t[j]) for t, j in zip(tracks, subject)][6:9] == [1, 1, 1]  # rule 1 takes the other man
+    assert _reference_frames(subject, masked, tracks) == [0, 1, 2, 3, 4, 5, 9, 10, 11]
+    # no rule-1 frame on a mostly masked track (a face masked in 3 of its 9 frames): all are kept
+    boxes = [other[None]] * 3 + [np.stack([him, other])] * 6
+    masked = [np.array([True])] * 3 + [np.array([False, False])] * 6
+    subject = _subject_per_frame(boxes, masked)
+    assert _reference_frames(subject, masked, link_tracks(boxes)) == [0, 1, 2]
+
+
 def test_a_face_smooth_in_fm_still_counts_as_masked_when_blurred(astronaut) -> None:
     """A face already smooth in FM (motion blur) keeps its detail ratio near 1 under MIME's blur,
     but not its pixels: looks_clear tells it from a face left clear (the arm-wrestling clip's

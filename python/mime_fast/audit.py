@@ -41,7 +41,10 @@ Which face is the subject (defined without the engine's landmarks, per audited f
 Rules 1 - 3 follow the subject by position, so they cannot see him after a cut where the engine
 left him clear (nothing masked to start from, nothing near to follow), nor while the engine masks
 someone else.  **Identity** catches those: his face's embeddings in the frames where rule 1 finds
-him and nobody else is masked are his reference; every other face that is clear in the most
+him and nobody else is masked are his reference -- of those, the frames whose face lies on a track
+(:func:`link_tracks`) masked in at least half of its audited frames, where there are any
+(:func:`_reference_frames`: where the detector missed him and the engine's mask of him reached a
+face beside his, rule 1 takes that face; its track is clear elsewhere); every other face that is clear in the most
 degraded subset and at least half his reference faces' height (smaller faces read as anybody) is
 embedded (once per :data:`IDENTITY_EVERY` audited frames of its track:
 :func:`link_tracks`), and a track that reads as him (:func:`similarity` at least
@@ -161,8 +164,9 @@ INTENT: dict[str, str] = {
     "FSAM": "as FSM (same video)",
 }
 #: The revision of the audit's procedure: raised by every change that alters its rows for the same
-#: files, so that a rerun does not reuse rows of another procedure (``audit.jsonl``).
-AUDIT_REVISION: int = 1
+#: files, so that a rerun does not reuse rows of another procedure (``audit.jsonl``).  2: identity
+#: references only from faces on tracks masked in at least half their frames (:func:`_reference_frames`).
+AUDIT_REVISION: int = 2
 #: The journal of audited clips (one JSON line per clip: its rows, its files' stats, the settings).
 JOURNAL = "audit.jsonl"
 #: Columns of ``audit.parquet``.
@@ -371,6 +375,23 @@ def _subject_per_frame(boxes: list[np.ndarray], masked: list[np.ndarray]) -> lis
     return subject
 
 
+def _reference_frames(subject: list[int | None], masked: list[np.ndarray], tracks: list[np.ndarray]) -> list[int]:
+    """The audited frames whose subject face is his identity reference (module docstring): rule 1
+    found him there and nobody else is masked, and his face there lies on a track masked in at least
+    half of its audited frames (a face beside his, masked where the detector missed him -- a mask
+    reaching the other man's face in the greyscale hug -- is on a track clear elsewhere); all of the
+    first kind where none is of the second."""
+    first = [k for k, j in enumerate(subject) if j is not None and masked[k][j] and masked[k].sum() == 1]
+    seen: dict[int, int] = {}
+    hidden: dict[int, int] = {}
+    for ids, m in zip(tracks, masked):
+        for t, h in zip(ids, m):
+            seen[int(t)] = seen.get(int(t), 0) + 1
+            hidden[int(t)] = hidden.get(int(t), 0) + int(bool(h))
+    kept = [k for k in first if 2 * hidden[int(tracks[k][subject[k]])] >= seen[int(tracks[k][subject[k]])]]
+    return kept or first
+
+
 def _kernels(out_dir: Path) -> dict[str, dict[str, int | None]]:
     """The blur kernel of every clip's subsets in the manifest: ``{clip_id: {subset: kernel}}`` (the
     manifest is read once per audit, not once per clip)."""
@@ -429,9 +450,9 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
     subject = _subject_per_frame(boxes, masked)
     at = {f: k for k, f in enumerate(audited)}
     # the identity rule: his reference frames (rule 1, nobody else masked), the clear faces to read
-    ref_frames = [k for k, j in enumerate(subject) if j is not None and masked[k][j] and masked[k].sum() == 1]
-    ref_frames = set(ref_frames[:: max(1, -(-len(ref_frames) // IDENTITY_REFS))])
     tracks = link_tracks(boxes)
+    ref_frames = _reference_frames(subject, masked, tracks)
+    ref_frames = set(ref_frames[:: max(1, -(-len(ref_frames) // IDENTITY_REFS))])
     # (a face much smaller than his reads as anybody: background faces of 30 px read 0.6 - 0.7)
     min_h = 0.5 * float(np.median([boxes[k][subject[k]][3] - boxes[k][subject[k]][1] for k in ref_frames])) if ref_frames else 0
     last_read: dict[int, int] = {}

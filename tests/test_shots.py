@@ -418,13 +418,14 @@ def test_a_return_to_an_earlier_shot_is_told_apart_from_a_new_one():
     assert news == {10: None, 20: 0, 30: None, 40: 10}, news
 
 
-@pytest.mark.parametrize("case", ["returned", "no return", "face beside", "left before", "late", "clothes"])
+@pytest.mark.parametrize("case", ["returned", "no return", "face beside", "left before", "late", "clothes", "better"])
 def test_a_shot_returned_to_finds_him_where_he_stood(case):
     """Cut away (frames 10-19, nobody) and back (20 on) to the shot the subject was followed in up
     to its end: his face, turned (cos 0.2: identity cannot decide), is the one face where he stood,
     so he is his (returned: the two strangers, far away, are left clear).  Not when the shot is a
     new one, when another face is beside him, when he had left that shot before its end, when the
-    face comes there only after the hold, or when the body below it does not look like his."""
+    face comes there only after the hold, when the body below it does not look like his, or when
+    another face (in his shirt's colour, cos 0.3) reads better as him."""
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400], [720, 300, 800, 400]]
     stack = _FacesStack(boxes, [1.0, 0.1, 0.1, 0.1], enter=[0, 0, 0, 20 if case == "face beside" else 10**6])
     found = stack._detect
@@ -451,6 +452,9 @@ def test_a_shot_returned_to_finds_him_where_he_stood(case):
             stack.cos[0] = 0.2  # his face turned: identity cannot tell him
             if case == "clothes":
                 frame[400:600, 520:760] = (30, 30, 200)
+            if case == "better":
+                stack.cos[1] = 0.3
+                frame[400:600, 120:360] = (200, 30, 30)
         tracks.append(tr.update(frame))
     assert all(t.kind == "detected" for t in tracks[:5])
     if case == "returned":

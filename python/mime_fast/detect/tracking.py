@@ -106,9 +106,9 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    cutaway and back: the new shot's first frame is like that shot's last,
    :attr:`~mime_fast.detect.shots.ShotDetector.returns_to`): where identity cannot decide (7.)
    within ``hold_frames`` of the cut, the one face within ``GATE`` of where he stood there, of
-   0.67 - 1.5 x his size there, with no other face within ``NEAR`` of it, no other face reading
-   strongly as him and a body histogram correlating at least ``RETURN_MIN_CORR = 0.5`` with his is
-   his (**returned**, counted in ``TrackingStats.returned``).  Measured on the real crowd cut away
+   0.67 - 1.5 x his size there, with no other face within ``NEAR`` of it, a body histogram
+   correlating at least ``RETURN_MIN_CORR = 0.5`` with his, and no other face scoring higher as him
+   (face and body, 4.) is his (**returned**, counted in ``TrackingStats.returned``).  Measured on the real crowd cut away
    to the hug and back (``bench/privacy_variants.py``): SFace reads the boy at 0.1 - 0.35 after the
    cut back, so every face of the crowd was masked for the rest of the clip (about 70 frames).
 
@@ -701,7 +701,7 @@ class SubjectTracker:
             if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
                 self.stats.reacquired += 1
                 return self._accept(frame, faces, int(cand[j]), emb=emb[j])
-            j = self._returned(faces, cand, cos, corr)
+            j = self._returned(faces, cand, cos, corr, score)
             if j is not None:  # back in a shot he was followed in: the face where he stood is his
                 self.stats.returned += 1
                 return self._accept(frame, faces, int(cand[j]), partial=True)
@@ -723,7 +723,8 @@ class SubjectTracker:
         strong = np.flatnonzero(cos >= self._strong_cos)
         return int(strong[0]) if len(strong) == 1 else None
 
-    def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray) -> int | None:
+    def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray,
+                  score: np.ndarray) -> int | None:
         """In a shot that returns to one he was followed in (module docstring, 6.), before he is
         found in it and within ``hold_frames`` of its start: the index (in ``cand``) of the one
         face where he stood there, or ``None``."""
@@ -736,7 +737,7 @@ class SubjectTracker:
         if len(own) != 1:
             return None
         j = own[0]
-        if (not _alone(faces.boxes, int(cand[j])) or corr[j] < RETURN_MIN_CORR
+        if (not _alone(faces.boxes, int(cand[j])) or corr[j] < RETURN_MIN_CORR or score[j] < score.max()
                 or any(cos[k] >= self._strong_cos for k in range(len(cand)) if k != j)):
             return None
         return j

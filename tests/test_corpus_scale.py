@@ -221,7 +221,8 @@ def test_output_path_names_the_file_pathlib_names(tmp_path: Path) -> None:
     (tmp_path / "FM").mkdir()
     f = tmp_path / "FM" / "a.mp4"
     f.write_bytes(b"x")
-    for rel in ("FM/a.mp4", "FM//a.mp4", "./FM/a.mp4", "FM/a.mp4/", "FM/a.mp4/.", str(f), "FM", ".", "", "x/../FM/a.mp4"):
+    for rel in ("FM/a.mp4", "FM//a.mp4", "./FM/a.mp4", "FM/a.mp4/", "FM/a.mp4/.", str(f), "FM", ".", "",
+                "x/../FM/a.mp4"):
         p = resume._output_path(str(tmp_path), tmp_path, rel)
 
         def stat(q):

@@ -99,8 +99,29 @@ def _holds_manifest(folder: Path) -> bool:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    """Whether the resolved ``path`` is the resolved ``folder`` or lies in it."""
-    return path == folder or folder in path.parents
+    """Whether the resolved ``path`` is the resolved ``folder`` or lies in it (compared as text,
+    as pathlib compares them: a 40k-clip corpus walked each clip's parents)."""
+    p, f = os.path.normcase(str(path)), os.path.normcase(str(folder))
+    return p == f or p.startswith(f if f.endswith(os.sep) else f + os.sep)
+
+
+class _Resolver:
+    """``Path.resolve()`` of many files, each folder resolved once: a file that is not a link is
+    its folder's real path and its name (one ``lstat``, not one per part of the path and a
+    ``stat``); a link, or a name that is ``..``, is resolved in full."""
+
+    def __init__(self) -> None:
+        self._folders: dict[Path, str] = {}
+
+    def __call__(self, path: Path) -> Path:
+        name = path.name
+        if name in ("", ".", "..") or os.path.islink(path):
+            return path.resolve()
+        parent = path.parent
+        real = self._folders.get(parent)
+        if real is None:
+            real = self._folders[parent] = str(parent.resolve())
+        return Path(os.path.join(real, name))
 
 
 def _from_folder(root: Path, exclude: Path | None) -> Inputs:
@@ -292,6 +313,7 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
     specs: list[ClipSpec] = []
     found_all = Inputs([], [])
     found: set[Path] = set()
+    resolved = _Resolver()
     for source in sources:
         suffix = source.suffix.lower()
         if source.is_dir():
@@ -314,14 +336,14 @@ def find_inputs(sources: str | os.PathLike | Iterable[str | os.PathLike], *,
                              f"their extension, {suffix or 'none'} is not one of .mp4, .mov, .mkv, .avi, .webm, .ts "
                              f"and {len(VIDEO_EXTENSIONS) - 6} more; a list may name a video of any extension)")
         for spec in clips:
-            key = spec.path.resolve()
+            key = resolved(spec.path)
             if key not in found:
                 found.add(key)
                 specs.append(spec)
         found_all.skipped.extend(others)
     if excluded is not None:  # a clip given by name or listed, in the output folder: never built
         known = set(found_all.in_out)
-        inside = {id(s) for s in specs if s.error is None and _inside(s.path.resolve(), excluded)}
+        inside = {id(s) for s in specs if s.error is None and _inside(resolved(s.path), excluded)}
         found_all.in_out.extend(s.path for s in specs if id(s) in inside and s.path not in known)
         specs = [s for s in specs if id(s) not in inside]
     _validate(specs)

@@ -45,12 +45,13 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str],
             return False
         if SUBSETS[code].face and r["status"] == "ok" and (r.get("faces") or "subject") != faces:
             return False
+    out = os.fspath(out_dir)
     for r in rows:
         if r["status"] != "ok" or r["subset"] is None:
             continue
-        p = out_dir / r["path"]
+        p = _output_path(out, out_dir, r["path"])
         try:
-            st = p.stat()
+            st = os.stat(p)
         except OSError:
             return False
         if not S_ISREG(st.st_mode) or st.st_size != r["bytes"]:  # (one stat per file: 40k clips hold 280k)
@@ -60,6 +61,16 @@ def _complete(rows: list[dict[str, Any]], out_dir: Path, subsets: Iterable[str],
         if sha256_file(p) != r["sha256"]:
             return False
     return True
+
+
+def _output_path(out: str, out_dir: Path, relative: str) -> str | Path:
+    """``out_dir / relative``, the file a row names: as text joined to ``out`` (``out_dir``'s),
+    which names the same file for every path but one ending in ``/`` or ``/.`` (``pathlib`` drops
+    those; the system would ask for a folder): a 40k-clip corpus's 280k rows are checked in a
+    fraction of the time pathlib takes to build them."""
+    if isinstance(relative, str) and relative and not relative.endswith(("/", "/.", os.sep)) and relative != ".":
+        return os.path.join(out, relative)
+    return out_dir / relative
 
 
 class SettingsChanged(ValueError):
@@ -96,9 +107,14 @@ def check_same_settings(rows: Iterable[dict[str, Any]], settings: Settings, out_
     accepted: nothing is known against them.  Failed clips built nothing, so they never refuse."""
     new = json.loads(settings_record(settings))
     old: dict[str, list[Any]] = {}
+    seen: set[str] = set()  # (a text read once: the rows of a 40k-clip corpus hold one or a few)
     for r in rows:
         if r["status"] == "failed" or not r.get("settings"):
             continue
+        if isinstance(r["settings"], str):
+            if r["settings"] in seen:
+                continue
+            seen.add(r["settings"])
         try:
             recorded = json.loads(r["settings"])
         except (TypeError, ValueError):

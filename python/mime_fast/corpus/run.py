@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from ..media import check_writable
-from ..manifest import DUPLICATE, ManifestWriter, compact, read_rows, utf8_text, write_compacted
+from ..manifest import (DUPLICATE, ManifestRead, ManifestWriter, compact, read_manifest, read_rows, utf8_text,
+                        write_compacted)
 from ..options import Settings, device_checked_elsewhere
 from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
@@ -68,21 +69,58 @@ def check_settings(*, workers: int = 1, ray_cpus_per_clip: float = 1.0, clips_pe
 VERIFY_THREADS = 4
 
 
+#: Clips checked by one task of the :data:`VERIFY_THREADS` (a task per clip cost more than the
+#: check of a clip whose files are unchanged: a stat per file).
+VERIFY_CHUNK = 64
+
+
 def _completed(specs: list[ClipSpec], prev_by_clip: dict[str, list[dict[str, Any]]], out_dir: Path,
                codes: list[str], faces: str, verify: bool = False) -> Iterator[bool]:
     """Whether each of ``specs`` is complete in ``out_dir`` (:func:`~mime_fast.corpus.resume._complete`),
-    in order, the clips checked :data:`VERIFY_THREADS` at a time.  Closing it early (a Ctrl-C)
-    cancels the checks not started."""
+    in order, the clips checked :data:`VERIFY_THREADS` at a time (:data:`VERIFY_CHUNK` clips a task).
+    Closing it early (a Ctrl-C) cancels the checks not started."""
     from concurrent.futures import ThreadPoolExecutor
+
+    def check(chunk: list[ClipSpec]) -> list[bool | Exception]:
+        done: list[bool | Exception] = []
+        for s in chunk:
+            try:
+                done.append(not s.error and s.clip_id in prev_by_clip
+                            and _complete(prev_by_clip[s.clip_id], out_dir, codes, faces, verify))
+            except Exception as exc:  # noqa: BLE001 - raised where that clip is reached, as before
+                done.append(exc)
+                break
+        return done
 
     pool = ThreadPoolExecutor(max_workers=VERIFY_THREADS, thread_name_prefix="mime-fast-verify")
     try:
-        checks = [pool.submit(_complete, prev_by_clip[s.clip_id], out_dir, codes, faces, verify)
-                  if not s.error and s.clip_id in prev_by_clip else None for s in specs]
-        for check in checks:
-            yield check is not None and check.result()
+        checks = [pool.submit(check, specs[i:i + VERIFY_CHUNK]) for i in range(0, len(specs), VERIFY_CHUNK)]
+        for chunk in checks:
+            for complete in chunk.result():
+                if isinstance(complete, Exception):
+                    raise complete
+                yield complete
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _compact_manifest(out_dir: Path, known: ManifestRead, previous: list[dict[str, Any]],
+                      writer: ManifestWriter) -> None:
+    """The manifest compacted at the end of a run (:func:`~mime_fast.manifest.write_compacted`),
+    from the rows read at its start (``known``, ``previous`` their compaction) and those ``writer``
+    appended when nothing else changed the file meanwhile (else it is read again); left as it is
+    when the run appended nothing to a manifest that is already exactly that (a rerun of a
+    finished corpus rewrote hundreds of MB, jsonl and parquet, to the same rows)."""
+    rows = writer.rows()
+    if rows is None:
+        compacted = compact(read_rows(out_dir))
+    elif not writer.appended:
+        compacted = previous  # (the same rows)
+        if known.compacted_on_disk(compacted, out_dir):
+            return
+    else:
+        compacted = compact(rows)
+    write_compacted(out_dir, compacted)
 
 
 def run_corpus(
@@ -155,7 +193,8 @@ def run_corpus(
     settings = check_settings(workers=workers, ray_cpus_per_clip=ray_cpus_per_clip,
                               clips_per_process=clips_per_process, clip_timeout=clip_timeout, use_ray=use_ray,
                               settings=settings, **options)  # before the first clip
-    previous = compact(read_rows(out_dir))
+    known = read_manifest(out_dir)  # (read once: a 40k-clip corpus's manifest is hundreds of MB)
+    previous = compact(known.rows)
     check_same_settings(previous, settings, out_dir)  # SettingsChanged, before anything is written
     recorded = settings_record(settings)
     monitor = monitor if monitor is not None else LineMonitor(progress)
@@ -193,7 +232,7 @@ def run_corpus(
     in_progress = InProgress(out_dir)
     t0 = time.perf_counter()
     interrupted, interrupt = False, threading.Event()
-    with ManifestWriter(out_dir) as writer, _sigint_flagged(interrupt, raise_now=use_ray), \
+    with ManifestWriter(out_dir, known) as writer, _sigint_flagged(interrupt, raise_now=use_ray), \
             exit_when_stalled(in_progress, clip_timeout if local else None):
         monitor.start(pending, passes)
         if use_ray:
@@ -232,7 +271,7 @@ def run_corpus(
             in_progress.close()
             monitor.close()
     with _sigint_deferred():  # the manifest is rewritten whole, even on a second Ctrl-C
-        write_compacted(out_dir, compact(read_rows(out_dir)))
+        _compact_manifest(out_dir, known, previous, writer)
         if interrupted:
             clean_stale_temporaries(out_dir, mine=True)  # nothing of this run writes any more
     summary.elapsed_s = time.perf_counter() - t0

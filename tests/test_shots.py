@@ -286,6 +286,8 @@ class _FacesStack:
 
 
 def _cut_run(stack, frames=20, cut_at=5):
+    """Track ``frames`` black frames of ``stack``'s faces (hold 3, detection every frame), a new shot
+    starting at ``cut_at`` (``None``: no cut)."""
     tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
     frame = np.zeros((720, 1280, 3), np.uint8)
     tracks = []
@@ -364,12 +366,7 @@ def test_views_kept_while_followed_re_acquire_a_subject_who_turned(swap):
         return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
 
     stack.detector.detect = detect
-    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
-    frame = np.zeros((720, 1280, 3), np.uint8)
-    tracks = []
-    for i in range(60):
-        stack.frame = i
-        tracks.append(tr.update(frame))
+    tr, tracks = _cut_run(stack, frames=60, cut_at=None)
     assert 1 <= len(tr._gallery) <= GALLERY_SIZE - 1
     if swap is None:
         assert all(t.kind == "detected" for t in tracks[40:]), "".join(t.kind[0] for t in tracks)
@@ -381,19 +378,14 @@ def test_views_kept_while_followed_re_acquire_a_subject_who_turned(swap):
 
 
 def test_views_kept_are_not_read_while_he_is_followed_beside_another_face():
-    """The views kept of him are read only while he is searched for.  Followed beside another face
+    """The views kept of him decide only while he is searched for, where no other rule does.  Followed beside another face
     (frames 30 on), a turned subject (75 degrees from the selection: cos 0.26, below SFace's 0.38)
     is continued by his own face track and masked as partial, as without the views, though they
     would read him strongly: on the real greyscale hug, the views turned two such frames into full
     matches, and the head frames between were interpolated into masks reaching the other man."""
     boxes = [[600, 300, 680, 400], [700, 300, 780, 400]]  # the other face within NEAR of his
     stack = _TurningStack(boxes, step=2.5, until=30, enter=[0, 30])
-    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
-    frame = np.zeros((720, 1280, 3), np.uint8)
-    tracks = []
-    for i in range(45):
-        stack.frame = i
-        tracks.append(tr.update(frame))
+    tr, tracks = _cut_run(stack, frames=45, cut_at=None)
     now = np.zeros(128, np.float32)
     now[0], now[1] = np.cos(np.radians(75.0)), np.sin(np.radians(75.0))
     assert tr._gallery and max(float(v @ now) for v in tr._gallery) >= 0.55  # the views would decide

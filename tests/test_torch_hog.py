@@ -135,6 +135,24 @@ def test_pyramid_resize_is_bit_exact(det):
             np.testing.assert_array_equal(resize_linear_exact(x, (h, w))[0].cpu().numpy(), ref)
 
 
+@needs_cv2_hog
+def test_resize_coefficients_kept_are_bounded(det, monkeypatch):
+    """The axis coefficients are kept for the last COEFF_CACHE_SIZE resizes (a corpus's frames come
+    in many sizes); dropped and made again, they give the same bits."""
+    from mime_fast.detect import hog
+
+    monkeypatch.setattr(hog, "COEFF_CACHE_SIZE", 4)
+    monkeypatch.setattr(hog, "_COEFF_CACHE", {})
+    img = np.random.default_rng(8).integers(0, 256, (150, 200), np.uint8)
+    x = torch.from_numpy(img)[None].to(det.device, torch.int32)
+    for _ in range(2):
+        for w, h in ((190, 140), (180, 130), (170, 120), (160, 110), (190, 140)):
+            ref = cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR_EXACT)
+            np.testing.assert_array_equal(resize_linear_exact(x, (h, w))[0].cpu().numpy(), ref)
+            assert len(hog._COEFF_CACHE) <= 4
+    assert (200, 190, x.device) in hog._COEFF_CACHE  # the last used are kept
+
+
 @needs_cv2_hog  # OpenCV 4.x is the reference (5.x may round its colour conversions differently)
 def test_gray_is_cvtcolor(det):
     rgb = np.random.default_rng(6).integers(0, 256, (90, 130, 3), np.uint8)

@@ -90,7 +90,11 @@ def _linear_exact_coeffs(src: int, dst: int) -> tuple[np.ndarray, np.ndarray, np
     return i0, i1, w0, w1
 
 
+#: The interpolation coefficients of the axis resizes made, by (length, new length, device); the
+#: oldest dropped beyond :data:`COEFF_CACHE_SIZE` (a corpus's clips come in many frame sizes, and
+#: each clip's pyramid adds a few dozen axis lengths).
 _COEFF_CACHE: dict = {}
+COEFF_CACHE_SIZE = 256
 
 
 def resize_linear_exact(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
@@ -103,10 +107,14 @@ def resize_linear_exact(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     out = []
     for axis_len, new_len in ((W, w), (H, h)):
         key = (axis_len, new_len, x.device)
-        if key not in _COEFF_CACHE:
-            _COEFF_CACHE[key] = tuple(torch.from_numpy(a).to(x.device, torch.int64 if k < 2 else torch.int32)
-                                      for k, a in enumerate(_linear_exact_coeffs(axis_len, new_len)))
-        out.append(_COEFF_CACHE[key])
+        coeffs = _COEFF_CACHE.pop(key, None)  # (re-inserted: the dict's order is that of last use)
+        if coeffs is None:
+            coeffs = tuple(torch.from_numpy(a).to(x.device, torch.int64 if k < 2 else torch.int32)
+                           for k, a in enumerate(_linear_exact_coeffs(axis_len, new_len)))
+            while len(_COEFF_CACHE) >= COEFF_CACHE_SIZE:
+                del _COEFF_CACHE[next(iter(_COEFF_CACHE))]
+        _COEFF_CACHE[key] = coeffs
+        out.append(coeffs)
     (xi0, xi1, xw0, xw1), (yi0, yi1, yw0, yw1) = out
     t = x[:, :, xi0] * xw0 + x[:, :, xi1] * xw1  # (N, H, w): 8 fractional bits
     v = t[:, yi0, :] * yw0[:, None] + t[:, yi1, :] * yw1[:, None]  # 16 fractional bits

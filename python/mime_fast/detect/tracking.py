@@ -108,8 +108,8 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    within ``hold_frames`` of the cut, the one face within ``GATE`` of where he stood there, of
    0.67 - 1.5 x his size there, with no other face within ``NEAR`` of it, a body histogram
    correlating at least ``RETURN_MIN_CORR = 0.5`` with his, and no other face scoring higher as him
-   (face and body, 4.) is his (**returned**, counted in ``TrackingStats.returned``).  Measured on the real crowd cut away
-   to the hug and back (``bench/privacy_variants.py``): SFace reads the boy at 0.1 - 0.35 after the
+   (face and body, 4.) is his (**returned**, counted in ``TrackingStats.returned``).  Measured on
+   the real crowd cut away to the hug and back (``bench/privacy_variants.py``): SFace reads the boy at 0.1 - 0.35 after the
    cut back, so every face of the crowd was masked for the rest of the clip (about 70 frames).
 
 7. **Searching, and faces nobody can tell apart** -- while he is searched for (a new shot before he
@@ -338,7 +338,8 @@ class SubjectTracker:
                 and self._index - self._present_at <= self.hold_frames):
             # his last full detection where it is that recent too (a partial one's box is a part of
             # his face: on the real crowd it was 0.7 x his size, so he stood 2 sizes from it)
-            full = self._box is not None and self._last_seen >= self._shot_start and self._index - self._last_seen <= self.hold_frames
+            full = (self._box is not None and self._last_seen >= self._shot_start
+                    and self._index - self._last_seen <= self.hold_frames)
             self._shot_boxes[self._shot_start] = np.array(self._box if full else self._present_box, np.float64)
             while len(self._shot_boxes) > RETURN_SHOTS:
                 del self._shot_boxes[next(iter(self._shot_boxes))]
@@ -697,7 +698,7 @@ class SubjectTracker:
                 if len(own) == 1 and not any(cos[j] >= self._strong_cos for j in range(len(cand)) if j != own[0]):
                     self.stats.continued += 1
                     return self._accept(frame, faces, int(cand[own[0]]), partial=True)
-            j = self._by_views(emb) if searching else None
+            j = self._by_views(emb, cos) if searching else None
             if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
                 self.stats.reacquired += 1
                 return self._accept(frame, faces, int(cand[j]), emb=emb[j])
@@ -712,16 +713,16 @@ class SubjectTracker:
             self.stats.ambiguous += 1
         return self._accept(frame, faces, int(cand[best]), emb=emb[best])
 
-
-    def _by_views(self, emb: np.ndarray) -> int | None:
+    def _by_views(self, emb: np.ndarray, cos: np.ndarray) -> int | None:
         """While he is searched for and no rule above decided: the one candidate (index in ``emb``,
         the candidates' embeddings) reading strongly (``cos >= strong_cos``) as a view of him kept
-        while he was followed (:data:`GALLERY_SIZE`), or ``None`` (none, or several)."""
+        while he was followed (:data:`GALLERY_SIZE`), no other reading strongly as him (``cos``:
+        against the selection's and the last embedding), or ``None``."""
         if not self._gallery:
             return None
-        cos = np.nan_to_num(np.max(np.stack([emb @ g for g in self._gallery]), axis=0), nan=-1.0)
-        strong = np.flatnonzero(cos >= self._strong_cos)
-        return int(strong[0]) if len(strong) == 1 else None
+        views = np.nan_to_num(np.max(np.stack([emb @ g for g in self._gallery]), axis=0), nan=-1.0)
+        strong = np.flatnonzero((views >= self._strong_cos) | (cos >= self._strong_cos))
+        return int(strong[0]) if len(strong) == 1 and views[strong[0]] >= self._strong_cos else None
 
     def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray,
                   score: np.ndarray) -> int | None:

@@ -690,12 +690,12 @@ class SubjectTracker:
                 own = [j for j in range(len(cand)) if self._frame_ids[cand[j]] == self._subject_track
                        and (float(_iou(sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
                             or _alone(faces.boxes, int(cand[j])))]
-                if len(own) == 1 and not any(cos[j] >= self._strong_cos for j in range(len(cand)) if j != own[0]):
+                if len(own) == 1 and not self._another_strong(cos, own[0]):
                     self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
                     return self._accept(frame, faces, int(cand[own[0]]), partial=True)
             if self._head is not None:  # his head, followed since he was last matched: a face there is his
                 own = [j for j in range(len(cand)) if float(_iou(sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
-                if len(own) == 1 and not any(cos[j] >= self._strong_cos for j in range(len(cand)) if j != own[0]):
+                if len(own) == 1 and not self._another_strong(cos, own[0]):
                     self.stats.continued += 1
                     return self._accept(frame, faces, int(cand[own[0]]), partial=True)
             j = self._by_views(emb, cos) if searching else None
@@ -712,6 +712,10 @@ class SubjectTracker:
         else:
             self.stats.ambiguous += 1
         return self._accept(frame, faces, int(cand[best]), emb=emb[best])
+
+    def _another_strong(self, cos: np.ndarray, j: int) -> bool:
+        """Whether a candidate other than ``j`` reads strongly as him (``cos >= strong_cos``)."""
+        return bool(np.any(np.delete(cos, j) >= self._strong_cos))
 
     def _by_views(self, emb: np.ndarray, cos: np.ndarray) -> int | None:
         """While he is searched for and no rule above decided: the one candidate (index in ``emb``,
@@ -739,7 +743,7 @@ class SubjectTracker:
             return None
         j = own[0]
         if (not _alone(faces.boxes, int(cand[j])) or corr[j] < RETURN_MIN_CORR or score[j] < score.max()
-                or any(cos[k] >= self._strong_cos for k in range(len(cand)) if k != j)):
+                or self._another_strong(cos, j)):
             return None
         return j
 

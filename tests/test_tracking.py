@@ -217,9 +217,9 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
     st = res.tracking
     assert isinstance(st, TrackingStats) and st.status == "ok" and st.selected_frame == 0
     assert (st.frames, st.detected, st.without_subject) == (25, 25, 0)
-    # one person: the reference embedding and a view of him per hold (the views kept while he is
-    # followed, tracking.GALLERY_SIZE), no per-frame embeddings
-    assert st.embeddings <= 1 + -(-st.frames // st.hold_frames), st
+    # one person, never searched for: the reference embedding alone (the views kept of him while he
+    # is followed, tracking.GALLERY_SIZE, are embedded only where a search needs them)
+    assert st.embeddings == 1, st
     assert 90 <= st.face_height <= 115  # the face oval is 0.333 x 360 = 120 px incl. the forehead
     assert res.fsm_kernel == 35  # auto: face under 160 px
     for i in range(clip.frames):

@@ -137,9 +137,12 @@ nearest detection) up to ``hold_frames`` after a detection, otherwise absent.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
+from .align import arcface_transform
 from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
@@ -210,7 +213,9 @@ SEARCH_DETECT_SIZE = 640
 #: While he is searched for and no other rule decides (the frame's faces would all be masked as
 #: undecided), the one face reading strongly as one of up to this many views of him taken while he
 #: was followed is his (one view per ``hold_frames``, about half a second, on a full detection, not
-#: in a crowd, each reading strongly as a view already kept): after a boy crossed in front of an
+#: in a crowd, each reading strongly as a view already kept; embedded only when a search first needs
+#: them, which most clips never do: a view is kept as the part of the frame its embedding reads,
+#: :func:`_view_crop`, and at most this many - 1 wait to be read): after a boy crossed in front of an
 #: older man in the real crowd (a tight crop, where he is the subject), his face read 0.39 - 0.46
 #: against the 60 px selection alone, never strong among three faces; against these views 0.57 -
 #: 0.65 (the strangers 0.18 at most).  Only then: read before the rules of continuity and of his
@@ -244,6 +249,33 @@ def body_histogram(frame: np.ndarray, box) -> np.ndarray | None:
     hist = cv2.calcHist([hsv], [0, 1], None, [30, 32], [0, 180, 0, 256])
     cv2.normalize(hist, hist, 1.0, 0.0, cv2.NORM_L1)
     return hist
+
+
+def _view_crop(frame, faces: Faces, i: int) -> tuple[np.ndarray, Faces]:
+    """The part of ``frame`` an embedding of face ``i`` of ``faces`` reads, copied, and that face
+    moved into it: the source of its 112 px ArcFace chip (SFace's, :func:`arcface_transform`) and
+    its box grown by half its size on each side (where dlib's ResNet aligns), clipped to the frame.
+    A view taken this way (a few hundred kB) can be embedded frames later; SFace reads it as on
+    the whole frame (cosine >= 0.9999, ``tests/test_shots.py``)."""
+    H, W = frame.shape[:2]
+    box = faces.boxes[i].astype(np.float64)
+    g = 0.5 * _size(box)
+    x0, y0, x1, y1 = box[0] - g, box[1] - g, box[2] + g, box[3] + g
+    m = arcface_transform(faces.keypoints[i], 112)
+    if np.all(np.isfinite(m)):  # the chip's corners in the frame
+        a = np.vstack([m, [0.0, 0.0, 1.0]])
+        q = (np.linalg.inv(a)[:2] @ np.array([[0, 112, 0, 112], [0, 0, 112, 112], [1, 1, 1, 1]], np.float64)).T
+        x0, y0 = min(x0, q[:, 0].min()), min(y0, q[:, 1].min())
+        x1, y1 = max(x1, q[:, 0].max()), max(y1, q[:, 1].max())
+    # (+ 2 px: the bilinear taps of the chip's edge)
+    cx0, cy0 = max(0, int(np.floor(x0)) - 2), max(0, int(np.floor(y0)) - 2)
+    cx1, cy1 = min(W, int(np.ceil(x1)) + 3), min(H, int(np.ceil(y1)) + 3)
+    if cx1 <= cx0 or cy1 <= cy0:  # (a box outside the frame: the whole frame)
+        cx0, cy0, cx1, cy1 = 0, 0, W, H
+    crop = np.array(frame[cy0:cy1, cx0:cx1], dtype=np.uint8, copy=True)
+    off = np.array([cx0, cy0], np.float32)
+    face = Faces(faces.boxes[i:i + 1] - np.tile(off, 2), faces.scores[i:i + 1], faces.keypoints[i:i + 1] - off)
+    return crop, face
 
 
 def _hist_corr(a, b) -> float:
@@ -291,8 +323,11 @@ class SubjectTracker:
         self._last_seen = None
         self._ref_emb = None
         self._last_emb = None
-        self._gallery: list[np.ndarray] = []  # views of him kept while followed (GALLERY_SIZE)
-        self._gallery_at = -(10**9)  # the frame of the last view read for it
+        self._gallery: list[np.ndarray] = []  # views of him kept while followed, read (GALLERY_SIZE)
+        #: views taken since the last were read: the part of the frame an embedding reads, and the
+        #: face in it (:func:`_view_crop`); read only where a search needs them (:meth:`views`)
+        self._unread: deque[tuple[np.ndarray, Faces]] = deque(maxlen=GALLERY_SIZE - 1)
+        self._gallery_at = -(10**9)  # the frame of the last view taken
         self._ref_hist = None
         self._size_ref = None
         self._crowded_at = -(10**9)
@@ -436,23 +471,33 @@ class SubjectTracker:
         return FrameTrack(pts, box.astype(np.float32), "detected", self._height, self.margin * _size(box))
 
     def _keep_view(self, frame, faces: Faces, i: int) -> None:
-        """Read his identity on this full detection for the views kept of him (:data:`GALLERY_SIZE`):
-        about twice a second, never near other faces (his track could have crossed to one), and kept
-        only when it reads strongly as a view already kept (the selection's first), so the views
-        follow his pose and size without drifting to another person."""
+        """Take a view of him on this full detection for the views kept of him (:data:`GALLERY_SIZE`):
+        about twice a second, never near other faces (his track could have crossed to one).  Only
+        the part of the frame his embedding reads is kept (:func:`_view_crop`); it is embedded when
+        a search needs the views (:meth:`views`), which most clips never do."""
         if (self._ref_emb is None or getattr(self.stack, "embedder", None) is None
                 or self._index - self._gallery_at < self.hold_frames
                 or self._index - self._crowded_at <= self.hold_frames
                 or _size(faces.boxes[i]) < MIN_EMBED_SIZE):
             return
         self._gallery_at = self._index
-        e = np.asarray(self._embed(frame, faces[i])[0], np.float32)
-        if not np.all(np.isfinite(e)):
-            return
-        if max(float(e @ g) for g in (self._ref_emb, *self._gallery)) >= self._strong_cos:
-            self._gallery.append(e)
-            if len(self._gallery) > GALLERY_SIZE - 1:  # (the selection's embedding is the first view)
-                self._gallery.pop(0)
+        self._unread.append(_view_crop(frame, faces, i))
+
+    def views(self) -> list[np.ndarray]:
+        """The views kept of him (:data:`GALLERY_SIZE` - 1 besides the selection's embedding), the
+        views taken since the last call read first, in the order they were taken: each is kept only
+        when it reads strongly as a view already kept (the selection's first), so the views follow
+        his pose and size without drifting to another person."""
+        while self._unread:
+            crop, face = self._unread.popleft()
+            e = np.asarray(self._embed(crop, face)[0], np.float32)
+            if not np.all(np.isfinite(e)):
+                continue
+            if max(float(e @ g) for g in (self._ref_emb, *self._gallery)) >= self._strong_cos:
+                self._gallery.append(e)
+                if len(self._gallery) > GALLERY_SIZE - 1:  # (the selection's embedding is the first view)
+                    self._gallery.pop(0)
+        return self._gallery
 
     def _undecided(self, faces: Faces) -> FrameTrack:
         """No face of ``faces`` (the candidates: every face that could be his) can be told to be his:
@@ -722,9 +767,10 @@ class SubjectTracker:
         the candidates' embeddings) reading strongly (``cos >= strong_cos``) as a view of him kept
         while he was followed (:data:`GALLERY_SIZE`), no other reading strongly as him (``cos``:
         against the selection's and the last embedding), or ``None``."""
-        if not self._gallery:
+        gallery = self.views()
+        if not gallery:
             return None
-        views = np.nan_to_num(np.max(np.stack([emb @ g for g in self._gallery]), axis=0), nan=-1.0)
+        views = np.nan_to_num(np.max(np.stack([emb @ g for g in gallery]), axis=0), nan=-1.0)
         strong = np.flatnonzero((views >= self._strong_cos) | (cos >= self._strong_cos))
         return int(strong[0]) if len(strong) == 1 and views[strong[0]] >= self._strong_cos else None
 

@@ -453,7 +453,7 @@ class SubjectDetection:
         t = time.perf_counter()
         cut = self._shots.feed(rgb)
         if cut:
-            self._tracker.new_shot(self._shots.returns_to)
+            self._tracker.new_shot(self._shots.returns_to, self._shots.return_map, self._shots.return_support)
             if self._all is not None:
                 self._all.new_shot()
         self._timers["shots"] = self._timers.get("shots", 0.0) + time.perf_counter() - t

@@ -186,8 +186,10 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: (before, the frames the detector missed after a cut showed them).  5: while he is searched for,
 #: the subject's identity is read against views of him kept while he was followed too, and a cut
 #: back to a shot he was followed in finds him where he stood there when identity cannot decide
-#: (before, every face that could be his stayed masked: fewer bystanders masked).
-OUTPUT_REVISION = 5
+#: (before, every face that could be his stayed masked: fewer bystanders masked).  6: a cut to a
+#: closer or wider framing of the same scene is a cut (it was withdrawn as a flash) and finds the
+#: subject where the re-framing carries him (before, every face that could be his stayed masked).
+OUTPUT_REVISION = 6
 
 
 def spec(code: str) -> SubsetSpec:

@@ -24,8 +24,10 @@ when the picture change stands out of the shot's recent motion: ``h >= 0.15``, `
 ``d <= 7``, a hand-held arm-wrestling clip (whip pans, motion blur) at ``h <= 0.26``.
 
 A **flash** (one over-exposed frame, a camera flash at a press event) is not a shot: when the frame
-after a cut candidate is again like the frame before it (no cut between those two), the boundary is
-withdrawn from the final list.
+after a cut candidate is again like the frame before it (no cut between those two, by the rule that
+found the cut, with the motion before it), the boundary is withdrawn from the final list.  (A cut
+to a closer framing of the same scene keeps its colours, h 0.16 on the real crowd: it is found by
+the second rule, and the frame after it is as far from the frame before.)
 
 A **blank** frame (flat: every colour channel of the small picture within a standard deviation
 of :data:`BLANK_STD`: black frames of a fade or a dropout, a white flash, a plain card) shows no
@@ -40,7 +42,15 @@ frame is compared with the last frame of each of the last :data:`RETURN_SHOTS` s
 when one is alike (``h < RETURN_HIST`` = 0.15 and ``d < RETURN_DIFF`` = 20: the same picture,
 moved on a little) the new shot returns to it (:attr:`ShotDetector.returns_to`: that shot's first
 frame, or ``None``), and the tracker may look for the subject where he stood there
-(:meth:`mime_fast.detect.SubjectTracker.new_shot`).
+(:meth:`mime_fast.detect.SubjectTracker.new_shot`).  Failing that, a **re-framed return** (a cut-in
+or cut-out: a closer or wider framing of a shot, at once or after a cutaway): ORB features of the
+new frame and of those last frames (the green channel, every k-th pixel to at most
+:data:`REFRAME_WIDTH` wide) agree on one similarity transform, at least
+:data:`REFRAME_MIN_INLIERS` of them (RANSAC); :attr:`ShotDetector.return_map` is the transform
+(the identity for a return alike) and :attr:`ShotDetector.return_support` the points it was found
+on, and the tracker carries where he stood through it.  ORB and RANSAC are deterministic (the
+same transform under 1, 2 or 8 OpenCV threads); the features cost 10 - 20 ms per cut, the
+sample kept per frame 0.05 ms.
 
 A **dissolve** (a cross-fade up to ``max_dissolve_s``, 0.5 s) changes each frame a little: it is
 found by comparing frame ``t`` with frame ``t - K`` (``K`` frames = the longest dissolve): when
@@ -59,8 +69,8 @@ import numpy as np
 
 from .interface import _area
 
-__all__ = ["Shot", "ShotDetector", "BLANK_STD", "CUT_HIST", "CUT_DIFF", "RETURN_DIFF", "RETURN_HIST", "RETURN_SHOTS",
-           "SMALL_SIZE"]
+__all__ = ["Shot", "ShotDetector", "BLANK_STD", "CUT_HIST", "CUT_DIFF", "REFRAME_MIN_INLIERS", "REFRAME_WIDTH",
+           "RETURN_DIFF", "RETURN_HIST", "RETURN_SHOTS", "SMALL_SIZE"]
 
 #: Histogram distance (0..1) and mean absolute difference (0..255) of a hard cut.
 CUT_HIST = 0.30
@@ -73,6 +83,15 @@ RETURN_DIFF = 20.0
 RETURN_SHOTS = 8
 #: The size of the pictures compared.
 SMALL_SIZE = (64, 36)
+#: A re-framed return (module docstring): the green channel of each shot's last frame, every k-th
+#: pixel (k the least step to at most this width), is kept; ORB features matched between it and a
+#: new shot's first frame must agree on one similarity transform (RANSAC, 3 px) at least this often.
+#: Measured on the real crowd at 720p: cut to a 1.6x closer framing 202 inliers of 338 matches, 11
+#: frames later 58 of 271; the hug and the crowd (other scenes) 5 - 6 of about 200.
+REFRAME_WIDTH = 480
+REFRAME_MIN_INLIERS = 40
+#: Re-framings beyond these scales (or turned by more than 10 degrees) are not taken for one.
+REFRAME_SCALES = (0.4, 2.5)
 #: The largest standard deviation (0..255) of each colour channel of a blank frame's small picture.
 BLANK_STD = 6.0
 
@@ -114,6 +133,56 @@ def _features(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return small.astype(np.int16), (hist / max(float(hist.sum()), 1.0)).astype(np.float32)
 
 
+def _green(rgb):
+    """The frame's green channel, every k-th pixel (:data:`REFRAME_WIDTH`), and k: a copy, so a frame
+    the caller reuses does not change it (a frame kept on a device: sampled there, read at a cut)."""
+    k = max(1, -(-int(rgb.shape[1]) // REFRAME_WIDTH))
+    if isinstance(rgb, np.ndarray):
+        return np.ascontiguousarray(rgb[::k, ::k, 1]), k
+    return rgb.green_sample(k), k
+
+
+class _Picture:
+    """A shot's last picture for :func:`_reframing`: its green sample, ORB features made once."""
+
+    def __init__(self, green):
+        self.green, self.k = green
+        self._features = None
+
+    def features(self):
+        import cv2
+
+        if self._features is None:
+            g = self.green if isinstance(self.green, np.ndarray) else np.asarray(self.green.cpu())
+            orb = cv2.ORB_create(nfeatures=1000)
+            kp, des = orb.detectAndCompute(np.ascontiguousarray(g), None)
+            self._features = (np.float32([p.pt for p in kp]).reshape(-1, 2), des)
+        return self._features
+
+
+def _reframing(old: _Picture, new: _Picture) -> tuple[np.ndarray, np.ndarray] | None:
+    """The similarity transform (2 x 3, frame pixels) that takes ``old``'s picture onto ``new``'s,
+    and its inliers (points of ``old``, frame pixels), when at least :data:`REFRAME_MIN_INLIERS`
+    ORB matches agree on one within :data:`REFRAME_SCALES` and 10 degrees; else ``None``."""
+    import cv2
+
+    (pa, da), (pb, db) = old.features(), new.features()
+    if da is None or db is None or len(da) < REFRAME_MIN_INLIERS or len(db) < REFRAME_MIN_INLIERS:
+        return None
+    matches = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(da, db)
+    if len(matches) < REFRAME_MIN_INLIERS:
+        return None
+    a = pa[[m.queryIdx for m in matches]] * old.k
+    b = pb[[m.trainIdx for m in matches]] * new.k
+    m, inl = cv2.estimateAffinePartial2D(a, b, method=cv2.RANSAC, ransacReprojThreshold=3.0 * new.k)
+    if m is None or inl is None or int(inl.sum()) < REFRAME_MIN_INLIERS:
+        return None
+    scale, angle = float(np.hypot(m[0, 0], m[1, 0])), float(np.degrees(np.arctan2(m[1, 0], m[0, 0])))
+    if not (REFRAME_SCALES[0] <= scale <= REFRAME_SCALES[1]) or abs(angle) > 10.0:
+        return None
+    return m.astype(np.float64), a[inl.ravel().astype(bool)]
+
+
 def _blend_span(window: list, end, dk: float) -> tuple[int, int] | None:
     """Whether ``window[1:]`` (frames t-K+1 .. t-1) are blends ``(1 - a) A + a B`` of ``A =
     window[0]`` and ``B = end`` with ``a`` rising: the offsets (from t-K) of the first and last frame
@@ -143,6 +212,12 @@ def _is_cut(d: float, h: float) -> bool:
     return h >= CUT_HIST and d >= CUT_DIFF
 
 
+def _cut_by(d: float, h: float, med: float) -> bool:
+    """Whether ``(d, h)`` is a hard cut (module docstring) in a shot whose recent frames changed by
+    a median ``d`` of ``med``: a cut's both numbers, or a change that stands out of that motion."""
+    return _is_cut(d, h) or (h >= 0.15 and d >= 30 and d >= 2.5 * med + 12)
+
+
 def _diff(a, b) -> tuple[float, float]:
     """``(d, h)`` of two frames' features (module docstring)."""
     return float(np.abs(a[0] - b[0]).mean()), float(0.5 * np.abs(a[1] - b[1]).sum())
@@ -159,6 +234,7 @@ class ShotDetector:
         self._feats: deque = deque(maxlen=self.k)  # the last K frames' features
         self._diffs: deque = deque(maxlen=self.k)  # d of the last K consecutive pairs
         self._recent: list[float] = []  # d within the current shot (last 10)
+        self._cut_med = 0.0  # the median d of the frames before the last cut (what it stood out of)
         self._n = 0
         self._cuts: list[int] = []  # frames a hard cut starts at
         self._flashes: set[int] = set()
@@ -167,13 +243,21 @@ class ShotDetector:
         self.blanks = 0  # blank frames fed
         self.scores: list[tuple[float, float]] = []  # (d, h) per frame (0, 0 for the first and blank ones)
         self._start = 0  # the first frame of the current shot (as fed: a flash's shot too)
-        self._ended: deque = deque(maxlen=RETURN_SHOTS)  # (first frame, last features) of earlier shots
+        #: (first frame, last features, last picture) of earlier shots
+        self._ended: deque = deque(maxlen=RETURN_SHOTS)
+        self._picture = None  # the last frame that was not blank (_Picture)
         #: after :meth:`feed` returned ``True`` at a hard cut: the first frame of the earlier shot the
         #: new one returns to (module docstring), else ``None``
         self.returns_to: int | None = None
+        #: with :attr:`returns_to`: the transform (2 x 3, frame pixels) from that shot's last frame to
+        #: the new one (the identity where they are alike), and the points of that frame whose
+        #: features support it (``None`` where the whole pictures are alike)
+        self.return_map: np.ndarray | None = None
+        self.return_support: np.ndarray | None = None
 
     def feed(self, rgb: np.ndarray) -> bool:
         f = _features(rgb)
+        picture = None
         t = self._n
         self._n += 1
         new = False
@@ -186,18 +270,22 @@ class ShotDetector:
         if self._last is not None:
             d, h = _diff(f, self._last)
             self.scores.append((d, h))
-            # a flash: the frame after a cut candidate is like the frame before it
+            # a flash: the frame after a cut candidate is like the frame before it (no cut between
+            # them by the rule that found the cut: a zoom cut stands out of the motion, and the
+            # frame after it is as far from the frame before)
             if self._cuts and self._cuts[-1] == t - 1 and len(self._feats) >= 2:
                 d2, h2 = _diff(f, self._feats[-2])
-                if not _is_cut(d2, h2):
+                if not _cut_by(d2, h2, self._cut_med):
                     self._flashes.add(t - 1)
             med = float(np.median(self._recent[-10:])) if self._recent else 0.0
-            if _is_cut(d, h) or (h >= 0.15 and d >= 30 and d >= 2.5 * med + 12):
+            if _cut_by(d, h, med):
+                self._cut_med = med
                 self._cuts.append(t)
                 self._recent = []
                 new = True
                 self._shot_ends(t)
-                self.returns_to = self._returning(f)
+                picture = _Picture(_green(rgb))
+                self._returning(f, picture)
             else:
                 self._recent.append(d)
                 if len(self._recent) > 10:
@@ -224,27 +312,37 @@ class ShotDetector:
                             new = True
                             self._recent = []
                             self._shot_ends(t)
-                            self.returns_to = None  # (its last frames are blends of both shots)
+                            # (its last frames are blends of both shots)
+                            self.returns_to = self.return_map = self.return_support = None
         else:
             self.scores.append((0.0, 0.0))
         self._feats.append(f)
         self._last = f
+        self._picture = picture or _Picture(_green(rgb))
         return new
 
     def _shot_ends(self, t: int) -> None:
         """The shot that began at ``self._start`` ends before frame ``t`` (its last frame that was
         not blank is ``self._last``)."""
         if self._last is not None:
-            self._ended.append((self._start, self._last))
+            self._ended.append((self._start, self._last, self._picture))
         self._start = t
 
-    def _returning(self, f) -> int | None:
-        """The first frame of the latest earlier shot whose last frame is like ``f``, or ``None``."""
-        for start, last in reversed(self._ended):
+    def _returning(self, f, picture: _Picture) -> None:
+        """Set :attr:`returns_to` (and its map) for a new shot whose first frame has features ``f``
+        and picture ``picture``: the latest earlier shot whose last frame is like it, else the
+        latest whose last frame it re-frames (module docstring), else ``None``."""
+        self.returns_to = self.return_map = self.return_support = None
+        for start, last, _ in reversed(self._ended):
             d, h = _diff(f, last)
             if h < RETURN_HIST and d < RETURN_DIFF:
-                return start
-        return None
+                self.returns_to, self.return_map = start, np.array([[1.0, 0, 0], [0, 1.0, 0]])
+                return
+        for start, _, old in reversed(self._ended):
+            found = _reframing(old, picture) if old is not None else None
+            if found is not None:
+                self.returns_to, (self.return_map, self.return_support) = start, found
+                return
 
     @property
     def frames(self) -> int:

@@ -196,6 +196,11 @@ class DeviceFrame:
             return _area(sub.cpu().numpy(), width, height)
         return np.ascontiguousarray(x[0].permute(1, 2, 0).to(torch.uint8).cpu().numpy())
 
+    def green_sample(self, step: int) -> torch.Tensor:
+        """``frame[::step, ::step, 1]`` (the shot detector's picture of the frame for re-framed
+        returns), copied on the device: read to the host only at a cut."""
+        return self.tensor[::step, ::step, 1].clone()
+
     def downscale(self, max_size: int | None) -> tuple["DeviceFrame", float]:
         """:func:`mime_fast.detect.interface._downscale` on the device (:func:`area_downscale`, the
         same bytes): the frame shrunk so its longer side is at most ``max_size``, and the scale."""

@@ -187,6 +187,12 @@ def var(name: str, out: Path, media: Path = M) -> Path:
     elif name == "crowd_zoomcut":  # cut to a closer framing of the same scene at frame 50 (1.6x zoom on the centre)
         a = crowd().resize(1280, 720)
         c = a[:50] + a[50:].crop(240, 200, 1040, 650).resize(1280, 720, cv2.INTER_CUBIC)
+    elif name == "crowd_zoomout":  # a 1.6x closer framing of the centre, cut at frame 50 to the whole scene (a cut-out)
+        a = crowd().resize(1280, 720)
+        c = a[:50].crop(240, 200, 1040, 650).resize(1280, 720, cv2.INTER_CUBIC) + a[50:]
+    elif name == "crowd_away_closer":  # cut away to another scene and back to a 1.6x closer framing of the first
+        a, b = crowd().resize(1280, 720), hug().resize(1280, 720)
+        c = (a[:35] + b[:30] + a[35:].crop(240, 200, 1040, 650).resize(1280, 720, cv2.INTER_CUBIC)).at(25)
     elif name == "crowd_jump":  # jump cut: frames 40..59 removed
         a = crowd()
         c = a[:40] + a[60:]
@@ -216,7 +222,7 @@ NAMES = ("hug_480p", "crowd_480p", "hug_flip", "crowd_flip", "hug_rot90", "hug_p
          "hug_60fps", "crowd_12fps", "crowd_8fps", "hug_pillar", "crowd_letter", "crowd_tight", "hug_tight",
          "cut_hug_crowd", "cut_crowd_hug", "cut_hug_flip_hug", "cut_abab", "hug_black", "hug_black1", "hug_jump",
          "hug_flash", "crowd_away_back", "crowd_zoomcut", "crowd_jump", "dissolve_crowd_hug", "crowd_black",
-         "crowd_dark", "arm_720", "hug_gray", "hug_reverse")
+         "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer")
 
 
 def main() -> None:

@@ -492,6 +492,46 @@ def test_a_re_framed_place_needs_the_scene_around_him():
     assert np.allclose(_mapped_box(box, None, None), box)
 
 
+@pytest.mark.parametrize("framing", ["shifted", "same"])
+def test_a_re_framed_return_places_him_by_its_features(framing):
+    """Cut away (frames 10-19) and back to his shot, his face turned (identity cannot decide), moved
+    10 px, another face 1.2 of his size from him (within NEAR, beyond GATE).  Back "shifted" (the
+    framing moved 100 px: the features that found the re-framing place him), the face where it
+    carries him is his, though another stands that close; back at the "same" framing (found on features too, the
+    people in it may have moved since) the alike return's gate holds: a face beside him, no return."""
+    shift = 100 if framing == "shifted" else 0  # (and he moved 10 px himself)
+    boxes = [[600 - shift, 300, 680 - shift, 400], [610, 300, 690, 400], [730, 300, 810, 400]]
+    stack = _FacesStack(boxes, [1.0, 0.2, 0.1], enter=[0, 20, 20])
+    found = stack._detect
+
+    def detect(small):  # his face before the cut (face 0); after it, his turned face (1) and another (2)
+        f = found(small)
+        at = [int(np.argmin(np.abs(stack.boxes - b).sum(1))) for b in f.boxes / (small.shape[1] / 1280)]
+        keep = [k for k, j in enumerate(at) if (j == 0) == (stack.frame < 10) and not 10 <= stack.frame < 20]
+        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
+
+    stack.detector.detect = detect
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
+    tracks = []
+    for i in range(30):
+        frame = np.zeros((720, 1280, 3), np.uint8)
+        cx = 640 - shift if i < 10 else 650
+        frame[400:600, cx - 120:cx + 120] = (200, 30, 30)  # his shirt
+        stack.frame = i
+        if i == 10:
+            tr.new_shot()
+        if i == 20:  # the re-framing, and the features it was found on: around where he stood
+            support = np.array([[640.0 - shift + 9 * k, 350 + 5 * k] for k in range(-6, 6)])
+            tr.new_shot(0, np.array([[1.0, 0, shift], [0, 1.0, 0]]), support)
+        tracks.append(tr.update(frame))
+    assert all(t.kind == "detected" for t in tracks[:10])
+    if framing == "shifted":
+        assert tr.stats.returned == 1 and all(t.kind != "absent" and t.box[0] == 610 for t in tracks[20:])
+        assert not any(k >= 20 for k in tr.undecided)
+    else:
+        assert tr.stats.returned == 0 and sorted(k for k in tr.undecided if k >= 20) == list(range(20, 30))
+
+
 def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, tmp_path):
     """The real crowd at 720p cut at frame 50 to a 1.6x closer framing of itself (a cut-in).  SFace
     reads the boy at 0.33 there, so identity cannot decide among the crowd's faces and every face

@@ -116,7 +116,9 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    re-framing, where at least ``REFRAME_MIN_LOCAL`` of the features that found it lie within
    ``REFRAME_LOCAL`` face sizes of him; the face there must then lie within ``REFRAME_GATE`` of his
    carried size from it, the only face within ``GATE`` (the features place him: a crowd re-framed
-   stands too close for the NEAR rule), with the same body and score gates.  Measured on the real
+   stands too close for the NEAR rule), with the same body and score gates.  Where the features
+   find the same framing (his place moved less than half his size, his size less than 10 %: the
+   picture changed otherwise, people moved), the return alike's gates apply.  Measured on the real
    crowd cut to a 1.6x closer framing: he read 0.33 there, and every face of the crowd was masked
    to the end (55 frames).
 
@@ -427,7 +429,12 @@ class SubjectTracker:
                 del self._shot_boxes[next(iter(self._shot_boxes))]
         box = None if returns_to is None else self._shot_boxes.get(int(returns_to))
         self._returning = None if box is None else _mapped_box(box, return_map, return_support)
-        self._reframed = return_support is not None  # (found on the features of a re-framing)
+        # re-framed: found on features, and he moved with the framing (a change of scale or a shift
+        # of half his size); the same framing found on features gets the alike return's gates (the
+        # people in it may have moved since)
+        self._reframed = self._returning is not None and return_support is not None and (
+            abs(_size(self._returning) / _size(box) - 1.0) >= 0.1
+            or float(np.linalg.norm(_centre(self._returning) - _centre(box))) >= 0.5 * _size(box))
         self._shot_start = self._index + 1
         self._vel, self._vel_known = np.zeros(2), False
         self._anchor = self._last_points = None

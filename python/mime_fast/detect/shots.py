@@ -137,9 +137,9 @@ def _green(rgb):
     """The frame's green channel, every k-th pixel (:data:`REFRAME_WIDTH`), and k: a copy, so a frame
     the caller reuses does not change it (a frame kept on a device: sampled there, read at a cut)."""
     k = max(1, -(-int(rgb.shape[1]) // REFRAME_WIDTH))
-    if isinstance(rgb, np.ndarray):
-        return np.ascontiguousarray(rgb[::k, ::k, 1]), k
-    return rgb.green_sample(k), k
+    if not isinstance(rgb, np.ndarray) and hasattr(rgb, "green_sample"):
+        return rgb.green_sample(k), k
+    return np.ascontiguousarray(np.asarray(rgb)[::k, ::k, 1]), k
 
 
 class _Picture:

@@ -11,21 +11,11 @@ embeddings per source frame, shots and tracking counts.  Target (issue 11): >= 2
 every real clip at 720p, and real footage within 1.5x the synthetic clip's time per frame.
 Writes bench/results/real-cpu.json.
 
-``--reference CHECKOUT`` (another version: a ``git worktree`` of an older commit, its ``_core``
-copied in) runs both versions side by side in the same repeats: each repeat builds every clip with
-this version and with the reference, each in a fresh process with its stack loaded before the
-clock starts, alternating which goes first; per clip the median source fps of both and their
-ratio, and the median of those ratios, are printed and saved.
-
-    python bench/bench_real.py [--repeats 1] [--media ../shared/media] [--reference /tmp/wt-base]
+    python bench/bench_real.py [--repeats 1] [--media ../shared/media]
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,45 +46,6 @@ def clips(media: Path, tmp: Path) -> dict[str, tuple[Path, dict]]:
     out["cut_sequence@720p"] = (seq.path, {})
     synth = make_clip(tmp / "synthetic.mp4", duration=4.0, fps=25, size=(1280, 720), audio=True)
     out["synthetic@720p"] = (synth.path, {})
-    return out
-
-
-#: One end-to-end build in a fresh process of the version on its PYTHONPATH: argv clip, out, settings
-#: (JSON); prints the seconds of build_subsets (the stack loaded before) and the source frames.
-_CHILD = """
-import json, sys, time
-from mime_fast import build_subsets
-from mime_fast.landmarks import default_stack
-default_stack()
-t = time.perf_counter()
-r = build_subsets(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))
-print(json.dumps({"seconds": time.perf_counter() - t, "source_frames": r.source_frames,
-                  "embeddings": r.tracking.embeddings if r.tracking is not None else None}))
-"""
-
-
-def built_apart(python_dir: Path, clip: Path, out: Path, extra: dict) -> dict:
-    """:data:`_CHILD` with ``python_dir`` (a checkout's ``python/``) first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(python_dir)}
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(clip), str(out), json.dumps(extra)], env=env,
-                          capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def side_by_side(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, reference: Path) -> dict:
-    """This version and ``reference`` built alternately (who goes first alternates by repeat)."""
-    this_dir = Path(__file__).resolve().parents[1] / "python"
-    runs: dict[str, list[dict]] = {"this": [], "reference": []}
-    for rep in range(repeats):
-        order = [("this", this_dir), ("reference", reference / "python")]
-        for who, where in (order if rep % 2 == 0 else order[::-1]):
-            runs[who].append(built_apart(where, clip, tmp / f"{name}-{who}{rep}", extra))
-    fps = {who: sorted(r["source_frames"] / r["seconds"] for r in rs) for who, rs in runs.items()}
-    med = {who: v[len(v) // 2] for who, v in fps.items()}
-    out = {"source_fps": fps, "median_source_fps": med, "ratio": med["this"] / med["reference"],
-           "embeddings": {who: rs[0]["embeddings"] for who, rs in runs.items()}}
-    print(f"  {name}: this {med['this']:.1f}, reference {med['reference']:.1f} source fps "
-          f"({out['ratio']:.2f}x), embeddings {out['embeddings']['this']} / {out['embeddings']['reference']}", flush=True)
     return out
 
 
@@ -147,7 +98,7 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack) 
 
 
 def main() -> None:
-    args = real_clip_args(__doc__, "bench_real", reference=True)
+    args = real_clip_args(__doc__, "bench_real")
     stack = default_stack()
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -156,15 +107,12 @@ def main() -> None:
         if args.only:
             keep = set(args.only.split(","))
             todo = {k: v for k, v in todo.items() if k in keep}
-        versus = {}
         for name, (clip, extra) in todo.items():
             results[name] = measure(name, clip, extra, tmp, args.repeats, stack)
             r = results[name]
             print(f"{name}: {r['source_fps_end_to_end']:.1f} source fps ({r['end_to_end_over_libx264_alone']:.2f}x "
                   f"libx264 alone), {r['embeddings_per_source_frame']:.2f} embeddings/frame, shares: "
                   + ", ".join(f"{k} {100 * v:.0f}%" for k, v in r["stage_share"].items()), flush=True)
-            if args.reference is not None:
-                versus[name] = side_by_side(name, clip, extra, tmp, args.repeats, args.reference.resolve())
     synth = results.get("synthetic@720p")
     summary = {}
     for name, r in results.items():
@@ -180,11 +128,6 @@ def main() -> None:
         "summary": summary,
         "clips": results,
     }
-    if versus:
-        ratios = sorted(v["ratio"] for v in versus.values())
-        payload["reference"] = {"path": str(args.reference), "median_ratio": ratios[len(ratios) // 2],
-                                "clips": versus}
-        print(f"this / reference source fps, median over clips: {payload['reference']['median_ratio']:.3f}")
     path = save("real", payload)
     print(path)
 

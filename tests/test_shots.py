@@ -443,6 +443,21 @@ def test_a_return_to_an_earlier_shot_is_told_apart_from_a_new_one():
     assert news == {10: None, 20: 0, 30: None, 40: 10}, news
 
 
+def _core_covered(prov, i: int, box) -> float:
+    """How much of the centre of his face (the ellipse inscribed in 80 % of ``box``, a 720p frame)
+    the masks of frame ``i`` of ``prov`` cover (bench/privacy_variants.py's measure)."""
+    import cv2
+
+    x0, y0, x1, y1 = (float(v) for v in box)
+    core = np.zeros((720, 1280), np.uint8)
+    cv2.ellipse(core, (round((x0 + x1) / 2), round((y0 + y1) / 2)), (round(0.4 * (x1 - x0)), round(0.4 * (y1 - y0))),
+                0, 0, 360, 1, -1)
+    m = np.zeros_like(core)
+    for h in prov.points_list(i):
+        cv2.fillPoly(m, [np.round(np.asarray(h)).astype(np.int32)], 1)
+    return float((m & core).sum() / core.sum())
+
+
 def _closer(frame: np.ndarray) -> np.ndarray:
     """A 1.6x closer framing of a 1280 x 720 frame (its centre, from (240, 200)), as a cut-in gives."""
     import cv2
@@ -538,8 +553,6 @@ def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, t
     was masked to the end (56 frames with several masks).  The re-framing carries where he stood:
     the one face there is his (returned), he is masked in every frame (his face box from the
     tracking of the crowd clip itself, carried by the zoom), and the others are left clear."""
-    import cv2
-
     from mime_fast.landmarks import detect_subject
     from video_fixtures import write_rgb_clip
 
@@ -553,14 +566,7 @@ def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, t
         box = np.asarray(truth.tracks[i].box, np.float64)
         if i >= 50:
             box = (box - (240, 200, 240, 200)) * 1.6
-        x0, y0, x1, y1 = box
-        core = np.zeros((720, 1280), np.uint8)
-        cv2.ellipse(core, (round((x0 + x1) / 2), round((y0 + y1) / 2)), (round(0.4 * (x1 - x0)), round(0.4 * (y1 - y0))),
-                    0, 0, 360, 1, -1)
-        m = np.zeros_like(core)
-        for h in prov.points_list(i):
-            cv2.fillPoly(m, [np.round(np.asarray(h)).astype(np.int32)], 1)
-        covered.append(float((m & core).sum() / core.sum()))
+        covered.append(_core_covered(prov, i, box))
     assert min(covered) >= 0.9, [round(c, 2) for c in covered]
     several = [i for i in range(50, len(crowd)) if len(prov.points_list(i)) > 1]
     assert len(several) <= 5, several  # before: 55
@@ -864,8 +870,6 @@ def test_real_crowd_cut_away_and_back_finds_him_where_he_stood(stack, crowd_720p
     face where he stood, alone there, with his clothes below it, is his: he is masked in every frame
     (his face box from the tracking of the crowd clip itself, which has no cut), and the other
     faces of the crowd are left clear after the first frames."""
-    import cv2
-
     from mime_fast.landmarks import detect_subject
 
     truth = detect_subject(crowd_720p, stack=stack)
@@ -879,14 +883,7 @@ def test_real_crowd_cut_away_and_back_finds_him_where_he_stood(stack, crowd_720p
     for i in range(65, 135):
         box = truth.tracks[i - 30].box
         assert box is not None
-        x0, y0, x1, y1 = (float(v) for v in box)
-        core = np.zeros((720, 1280), np.uint8)
-        cv2.ellipse(core, (round((x0 + x1) / 2), round((y0 + y1) / 2)), (round(0.4 * (x1 - x0)), round(0.4 * (y1 - y0))),
-                    0, 0, 360, 1, -1)
-        m = np.zeros_like(core)
-        for h in prov.points_list(i):
-            cv2.fillPoly(m, [np.round(np.asarray(h)).astype(np.int32)], 1)
-        covered.append(float((m & core).sum() / core.sum()))
+        covered.append(_core_covered(prov, i, box))
     assert min(covered) >= 0.9, [round(c, 2) for c in covered]
     several = [i for i in range(65, 135) if len(prov.points_list(i)) > 1]
     assert len(several) <= 10, several  # before: all 70

@@ -401,6 +401,40 @@ def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: 
     assert comparable(one) == comparable(two)
 
 
+def test_worker_processes_are_replaced_after_their_clips(corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    """A worker process is handed at most pool.CLIPS_PER_WORKER clips (MIME_FAST_CLIPS_PER_WORKER:
+    here 1), exits once they are done, and a fresh process takes its place: whatever native memory
+    a long run leaves in a process goes with it.  The rows are a one-worker run's."""
+    import multiprocessing
+
+    real = multiprocessing.get_context
+    started: list[str] = []
+
+    class Counting:
+        def __init__(self, ctx):
+            self._ctx = ctx
+
+        def __getattr__(self, name):
+            return getattr(self._ctx, name)
+
+        def Process(self, *a, **kw):  # noqa: N802 - the context's own name
+            started.append(kw.get("name"))
+            return self._ctx.Process(*a, **kw)
+
+    one, many = tmp_path / "one", tmp_path / "many"
+    assert main(["build", str(corpus), "--out", str(one), "--subsets", "FM,FSM", *SMALL]) == 1
+    monkeypatch.setattr(pool.multiprocessing, "get_context", lambda method: Counting(real(method)))
+    monkeypatch.setenv("MIME_FAST_CLIPS_PER_WORKER", "1")
+    assert main(["build", str(corpus), "--out", str(many), "--subsets", "FM,FSM", "--workers", "2", *SMALL]) == 1
+    built = {r["clip_id"] for r in read_rows(many)}
+    assert len(started) >= len(built) - 1 >= 3, (started, built)  # (a clip that cannot open never reaches a worker)
+
+    def comparable(out: Path) -> dict:
+        return {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(out)}
+
+    assert comparable(one) == comparable(many)
+
+
 def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack) -> None:
     # Clips without landmarks beside them go through detection and tracking: a real face gets
     # tracked (tracking columns filled), a clip without a face gets "no subject": FM, VMM, AMM and

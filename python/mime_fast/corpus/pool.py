@@ -55,6 +55,14 @@ from .workers import share_cores, worker_threads
 
 __all__ = ["worker_process_results", "exit_description", "WORKER_DIED", "STALLED"]
 
+#: A worker process is handed at most this many clips; it exits once they are done and a fresh
+#: process takes its place (``MIME_FAST_CLIPS_PER_WORKER`` overrides it).  Whatever native memory a
+#: long run leaves in a process (allocator fragmentation, library caches of shapes seen once) goes
+#: with it: over 300 clips of the real footage at 720p and 1080p a worker's median RSS rose from 712
+#: to 733 MiB (``bench/bench_worker_memory.py``).  A new process loads its models again: a few
+#: seconds on the CPU, once per this many clips.
+CLIPS_PER_WORKER = 1000
+
 #: How long the driver waits for its workers to stop (their clips stop at the next frame) before it
 #: terminates them.
 STOP_TIMEOUT_S = 120.0
@@ -242,6 +250,7 @@ class _Worker:
     stalled: int | None = None  # the clip it was killed for
     ready: bool = False  # set up: clips are handed to it from then on
     ended: bool = False  # told "end": it exits once its clips are done
+    handed: int = 0  # clips handed to it (at most CLIPS_PER_WORKER: then a fresh process goes on)
 
 
 def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], settings: Settings, run: str,
@@ -260,6 +269,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
     slots = -(-workers // procs)
     gpus = gpu_count() if settings.compute.device == "cuda" else 0
     threads = worker_threads(procs)
+    limit = max(1, int(os.environ.get("MIME_FAST_CLIPS_PER_WORKER") or CLIPS_PER_WORKER))
     todo = deque(range(len(pending)))
     suspects: set[int] = set()  # in flight in a process that died with others: each built again alone
     live: dict[connection.Connection, _Worker] = {}
@@ -288,7 +298,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
     def hand_out(w: _Worker) -> None:
         if not w.ready:
             return
-        while not stopping and len(w.clips) < slots and not (w.clips & suspects):
+        while not stopping and len(w.clips) < slots and w.handed < limit and not (w.clips & suspects):
             i = next((i for i in todo if i not in suspects or not w.clips), None)
             if i is None:
                 break
@@ -296,8 +306,9 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
                 return
             todo.remove(i)
             w.clips.add(i)
+            w.handed += 1
             w.moved[i] = time.monotonic()
-        if (stopping or not todo) and not w.clips and not w.ended:
+        if (stopping or not todo or w.handed >= limit) and not w.clips and not w.ended:
             w.ended = send(w, "end")
 
     def failed(i: int, reason: str, detail: str) -> tuple:
@@ -358,6 +369,8 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
         if lost:
             clean_stale_temporaries(out_dir)  # the dead process's (its pid no longer runs)
         if stopping or (w.ended and not lost):
+            if not stopping and todo:  # it built its CLIPS_PER_WORKER: a fresh process goes on
+                start(w.index)
             return
         if w.stalled is not None:  # killed for that clip: the others are built again
             if w.stalled in lost:

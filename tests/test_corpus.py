@@ -433,6 +433,9 @@ def test_worker_processes_are_replaced_after_their_clips(corpus: Path, tmp_path:
         return {(r["clip_id"], r["subset"]): without_volatile(r) for r in read_rows(out)}
 
     assert comparable(one) == comparable(many)
+    monkeypatch.setenv("MIME_FAST_CLIPS_PER_WORKER", "many")  # a value that is not a count: one line naming it
+    with pytest.raises(ValueError, match=r"^MIME_FAST_CLIPS_PER_WORKER must be a whole number of clips >= 1, got 'many'$"):
+        pool.clips_per_worker()
 
 
 def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack) -> None:

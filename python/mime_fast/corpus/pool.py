@@ -73,6 +73,16 @@ _HINTS = {"SIGKILL": "out of memory?", "SIGSEGV": "a crash in native code", "SIG
           "SIGABRT": "a native library aborted", "SIGILL": "a crash in native code", "SIGFPE": "a crash in native code"}
 
 
+def clips_per_worker() -> int:
+    """:data:`CLIPS_PER_WORKER`, or ``MIME_FAST_CLIPS_PER_WORKER`` where set (a whole number >= 1)."""
+    text = os.environ.get("MIME_FAST_CLIPS_PER_WORKER", "").strip()
+    if not text:
+        return CLIPS_PER_WORKER
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"MIME_FAST_CLIPS_PER_WORKER must be a whole number of clips >= 1, got {text!r}")
+    return int(text)
+
+
 def exit_description(code: int | None) -> str:
     """How a process ended, in words: ``killed by SIGKILL - out of memory?``, ``exit status 3``."""
     if code is None:
@@ -269,7 +279,7 @@ def worker_process_results(pending: list[ClipSpec], out_dir: Path, codes: list[s
     slots = -(-workers // procs)
     gpus = gpu_count() if settings.compute.device == "cuda" else 0
     threads = worker_threads(procs)
-    limit = max(1, int(os.environ.get("MIME_FAST_CLIPS_PER_WORKER") or CLIPS_PER_WORKER))
+    limit = clips_per_worker()
     todo = deque(range(len(pending)))
     suspects: set[int] = set()  # in flight in a process that died with others: each built again alone
     live: dict[connection.Connection, _Worker] = {}

@@ -189,7 +189,10 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: (before, every face that could be his stayed masked: fewer bystanders masked).  6: a cut to a
 #: closer or wider framing of the same scene is a cut (it was withdrawn as a flash) and finds the
 #: subject where the re-framing carries him (before, every face that could be his stayed masked).
-OUTPUT_REVISION = 6
+#: 7: a face re-acquired by a weak identity match is followed unconfirmed: every other face of its
+#: shot is masked beside it until one reads strongly as him (before, a stranger taken weakly left
+#: the subject clear when he came into the picture).
+OUTPUT_REVISION = 7
 
 
 def spec(code: str) -> SubsetSpec:

@@ -137,6 +137,19 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    20 of the greyscale hug; none now.  The cost is bystanders masked until identity decides (frames counted in
    ``TrackingStats.undecided``).
 
+8. **Unconfirmed** -- a re-acquisition by a weak identity match (the one face of a new shot, above
+   ``min_cos``, below ``strong_cos``) may be a stranger, and once he is taken for the subject the
+   faces away from him are not looked at: the subject walking in later would be shown.  So a face
+   re-acquired weakly is followed *unconfirmed* until the end of the shot or a strong match: the
+   detector sees the whole frame (no square around him, no tracking while other faces are about),
+   every other face of a detected frame is masked beside him (undecided, with the frames before
+   and after: :meth:`SubjectTracker.undecided_hulls`), and the one face reading strongly as him
+   (the selection's embedding, the last accepted while he was confirmed, the views kept) is his,
+   confirmed, whichever face it is (:meth:`SubjectTracker._confirming`).  A weak match's embedding
+   is never kept as his (it would read the stranger strongly ever after), nor a view of him taken.
+   The cost is the other faces of such a shot masked while SFace cannot confirm him; a shot where
+   he stays alone costs nothing.
+
 Frames where the subject is not matched are filled by :func:`fill_gaps` (see there), inside each
 shot: interpolated between two detections up to ``2 * hold_frames`` apart, held back to the shot's
 first frame before its first detection, held (with a margin that grows with the distance to the
@@ -405,6 +418,11 @@ class SubjectTracker:
         self._shot_boxes: dict[int, np.ndarray] = {}
         self._returning = None  # his box in the shot the current one returns to (module docstring, 6.)
         self._reframed = False  # ... carried by the features of a re-framing (REFRAME_GATE)
+        #: he was re-acquired in this shot by a weak identity match, not yet confirmed by a strong
+        #: one (module docstring, 8.): every other face of the frame is masked beside him
+        self._unconfirmed = False
+        self._others_at = -(10**9)  # the last frame where, unconfirmed, other faces were seen
+        self._taken = (-1, -1)  # (frame, face index) of the last face accepted as his
 
     def new_shot(self, returns_to: int | None = None, return_map: np.ndarray | None = None,
                  return_support: np.ndarray | None = None) -> None:
@@ -445,6 +463,7 @@ class SubjectTracker:
             self._faces.new_shot()
         self._subject_track = None
         self._head = self._seed = None
+        self._unconfirmed = False
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -461,7 +480,8 @@ class SubjectTracker:
         ``None`` for a stack whose ``crop_detection`` is false (:class:`~mime_fast.detect.batching.BrokeredStack`:
         crops of every size would each be a forward of their own, where whole frames of one size
         are batched across clips)."""
-        if self._box is None or self._last_seen != self._index - 1 or self._last_seen < self._shot_start:
+        if (self._box is None or self._last_seen != self._index - 1 or self._last_seen < self._shot_start
+                or self._unconfirmed):  # (unconfirmed: every face of the frame is looked at)
             return None
         if not getattr(self.stack, "crop_detection", True):  # a stack batched across clips wants one input shape
             return None
@@ -492,6 +512,7 @@ class SubjectTracker:
 
     def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None, partial: bool = False) -> FrameTrack:
         box = faces.boxes[i].astype(np.float64)
+        self._taken = (self._index, i)
         if self._frame_ids is not None and i < len(self._frame_ids):
             self._subject_track = self._frame_ids[i]
         self._present_at, self._present_box = self._index, box
@@ -531,7 +552,7 @@ class SubjectTracker:
         about twice a second, never near other faces (his track could have crossed to one).  Only
         the part of the frame his embedding reads is kept (:func:`_view_crop`); it is embedded when
         a search needs the views (:meth:`views`), which most clips never do."""
-        if (self._ref_emb is None or getattr(self.stack, "embedder", None) is None
+        if (self._ref_emb is None or getattr(self.stack, "embedder", None) is None or self._unconfirmed
                 or self._index - self._gallery_at < self.hold_frames
                 or self._index - self._crowded_at <= self.hold_frames
                 or _size(faces.boxes[i]) < MIN_EMBED_SIZE):
@@ -601,6 +622,7 @@ class SubjectTracker:
                 and self._vel_known and float(np.linalg.norm(self._vel)) <= TRACK_MAX_SPEED * _size(self._box)
                 and self._index - self._last_detect < self.detect_every
                 and self._index - self._crowded_at > self.hold_frames
+                and not (self._unconfirmed and self._index - self._others_at <= self.hold_frames)
                 and getattr(self.stack, "landmarks", None) is not None)
 
     def _region(self, points: np.ndarray, shift=(0.0, 0.0)) -> Faces:
@@ -723,6 +745,21 @@ class SubjectTracker:
                                      predict=False, by_distance=False)
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         self._frame_ids = [self._faces.ident(t) for t in face_tracks]
+        if self._unconfirmed and not searching and len(faces) >= 2:
+            self._others_at = self._index
+            found = self._confirming(frame, faces, face_tracks)
+            if found is not None:
+                return found
+        found = self._decide(frame, faces, face_tracks, searching)
+        if self._unconfirmed and len(faces):
+            self._beside(faces)
+        return found
+
+    def _decide(self, frame, faces: Faces, face_tracks: np.ndarray, searching: bool) -> FrameTrack:
+        """The subject among ``faces`` (this frame's detections, of face tracks ``face_tracks``):
+        selection, the geometric match, identity, and the rules where identity cannot decide (module
+        docstring, 1. - 7.).  ``searching``: he is searched for (lost, and not even partly detected
+        within the hold)."""
         if self._box is None:  # no subject selected yet
             if not len(faces):
                 return FrameTrack()
@@ -802,6 +839,7 @@ class SubjectTracker:
             j = self._by_views(emb, cos) if searching else None
             if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
                 self.stats.reacquired += 1
+                self._unconfirmed = False
                 return self._accept(frame, faces, int(cand[j]), emb=emb[j])
             j = self._returned(faces, cand, cos, corr, score)
             if j is not None:  # back in a shot he was followed in: the face where he stood is his
@@ -812,7 +850,50 @@ class SubjectTracker:
             self.stats.reacquired += 1
         else:
             self.stats.ambiguous += 1
-        return self._accept(frame, faces, int(cand[best]), emb=emb[best])
+        strong = bool(cos[best] >= self._strong_cos)
+        if strong or lost:  # re-acquired by a weak match: he is followed unconfirmed (module docstring, 8.)
+            self._unconfirmed = not strong
+        # (an unconfirmed face's embedding is not his to compare with: it may be a stranger's)
+        keep = strong or not self._unconfirmed
+        return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None)
+
+    def _confirming(self, frame, faces: Faces, face_tracks: np.ndarray) -> FrameTrack | None:
+        """Followed unconfirmed (module docstring, 8.) with other faces in the frame: the one face
+        reading strongly as him (against the selection's embedding, the last one accepted while he
+        was confirmed, and the views kept of him) is his, confirmed, whether or not it is the face
+        followed; else ``None`` (the rules of :meth:`_decide` apply, and :meth:`_beside` masks the
+        others).  Each face's identity is read about once per face track
+        (:meth:`~mime_fast.detect.face_tracks.FaceTracks.embeddings`)."""
+        if self._ref_emb is None or getattr(self.stack, "embedder", None) is None:
+            return None
+        emb = self._faces.embeddings(self, frame, faces, face_tracks)
+        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None] + list(self.views())
+        cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
+        strong = np.flatnonzero(cos >= self._strong_cos)
+        if len(strong) != 1:
+            return None
+        j = int(strong[0])
+        if self._frame_ids[j] != self._subject_track:  # another face than the one followed: his, afresh
+            self._vel, self._vel_known = np.zeros(2), False
+            self._last_seen = -(10**9)  # (no velocity from the stranger's place to his)
+            self._anchor = self._last_points = self._size_ref = None
+            self._partial_run = 0
+            self._head = self._seed = None
+        self._unconfirmed = False
+        self.stats.ambiguous += 1
+        return self._accept(frame, faces, j, emb=emb[j])
+
+    def _beside(self, faces: Faces) -> None:
+        """Followed unconfirmed (module docstring, 8.): every face of this frame's detections
+        but the one taken for him (all of them where he was not matched) is masked as undecided."""
+        at, i = self._taken
+        boxes = [b for k, b in enumerate(faces.boxes) if not (at == self._index and k == i)]
+        if not boxes:
+            return
+        self._others_at = self._index
+        if self._index not in self.undecided:
+            self.stats.undecided += 1
+        self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in boxes]
 
     def _another_strong(self, cos: np.ndarray, j: int) -> bool:
         """Whether a candidate other than ``j`` reads strongly as him (``cos >= strong_cos``)."""

@@ -331,11 +331,19 @@ def test_bad_input_argument(tmp_path: Path, capsys) -> None:
 
 def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     ray = pytest.importorskip("ray")
+    import ray.data
+
     local, distributed = tmp_path / "local", tmp_path / "ray"
     assert main(["build", str(corpus), "--out", str(local), "--subsets", "FM,FDM,FSAM", *SMALL]) == 1
+    # a Ray worker process builds at most MIME_FAST_CLIPS_PER_WORKER clips (Ray's max_calls), as the
+    # pool's: here one, so every clip is built by a fresh process
+    monkeypatch.setenv("MIME_FAST_CLIPS_PER_WORKER", "1")
+    maps, real_map = [], ray.data.Dataset.map
+    monkeypatch.setattr(ray.data.Dataset, "map", lambda self, fn, **kw: maps.append(kw) or real_map(self, fn, **kw))
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         assert main(["build", str(corpus), "--out", str(distributed), "--subsets", "FM,FDM,FSAM", "--ray", *SMALL]) == 1
+        assert [kw["max_calls"] for kw in maps] == [1]
         # --device cuda on a cluster without GPUs: stopped before any task (a task asking for a GPU
         # share would wait forever; one asking for none would find CUDA hidden by Ray). The driver
         # itself (this machine: no GPU) may start such a run: the device is the workers' to check.
@@ -402,7 +410,7 @@ def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: 
 
 
 def test_worker_processes_are_replaced_after_their_clips(corpus: Path, tmp_path: Path, monkeypatch) -> None:
-    """A worker process is handed at most pool.CLIPS_PER_WORKER clips (MIME_FAST_CLIPS_PER_WORKER:
+    """A worker process is handed at most workers.CLIPS_PER_WORKER clips (MIME_FAST_CLIPS_PER_WORKER:
     here 1), exits once they are done, and a fresh process takes its place: whatever native memory
     a long run leaves in a process goes with it.  The rows are a one-worker run's."""
     import multiprocessing

@@ -51,17 +51,9 @@ from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
 from .inputs import ClipSpec
 from .interrupts import stacks_on_sigusr1, start_sigint_blocked
 from .resume import clean_stale_temporaries
-from .workers import share_cores, worker_threads
+from .workers import clips_per_worker, share_cores, worker_threads
 
 __all__ = ["worker_process_results", "exit_description", "WORKER_DIED", "STALLED"]
-
-#: A worker process is handed at most this many clips; it exits once they are done and a fresh
-#: process takes its place (``MIME_FAST_CLIPS_PER_WORKER`` overrides it).  Whatever native memory a
-#: long run leaves in a process (allocator fragmentation, library caches of shapes seen once) goes
-#: with it: over 300 clips of the real footage at 720p and 1080p a worker's median RSS rose from 712
-#: to 733 MiB (``bench/bench_worker_memory.py``).  A new process loads its models again: a few
-#: seconds on the CPU, once per this many clips.
-CLIPS_PER_WORKER = 1000
 
 #: How long the driver waits for its workers to stop (their clips stop at the next frame) before it
 #: terminates them.
@@ -71,16 +63,6 @@ START_FAILURES = 3
 
 _HINTS = {"SIGKILL": "out of memory?", "SIGSEGV": "a crash in native code", "SIGBUS": "a crash in native code",
           "SIGABRT": "a native library aborted", "SIGILL": "a crash in native code", "SIGFPE": "a crash in native code"}
-
-
-def clips_per_worker() -> int:
-    """:data:`CLIPS_PER_WORKER`, or ``MIME_FAST_CLIPS_PER_WORKER`` where set (a whole number >= 1)."""
-    text = os.environ.get("MIME_FAST_CLIPS_PER_WORKER", "").strip()
-    if not text:
-        return CLIPS_PER_WORKER
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"MIME_FAST_CLIPS_PER_WORKER must be a whole number of clips >= 1, got {text!r}")
-    return int(text)
 
 
 def exit_description(code: int | None) -> str:

@@ -253,6 +253,25 @@ def _stalled(spec: ClipSpec, marker: Path, out_dir: Path, timeout: float, run: s
     return _failed(spec, f"no progress for {timeout:g} s: stopped", run, STALLED)
 
 
+#: A worker process (of :mod:`~mime_fast.corpus.pool`, or Ray's) is handed at most this many clips; it exits once they are done and a fresh
+#: process takes its place (``MIME_FAST_CLIPS_PER_WORKER`` overrides it).  Whatever native memory a
+#: long run leaves in a process (allocator fragmentation, library caches of shapes seen once) goes
+#: with it: over 300 clips of the real footage at 720p and 1080p a worker's median RSS rose from 712
+#: to 733 MiB (``bench/bench_worker_memory.py``).  A new process loads its models again: a few
+#: seconds on the CPU, once per this many clips.
+CLIPS_PER_WORKER = 1000
+
+
+def clips_per_worker() -> int:
+    """:data:`CLIPS_PER_WORKER`, or ``MIME_FAST_CLIPS_PER_WORKER`` where set (a whole number >= 1)."""
+    text = os.environ.get("MIME_FAST_CLIPS_PER_WORKER", "").strip()
+    if not text:
+        return CLIPS_PER_WORKER
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"MIME_FAST_CLIPS_PER_WORKER must be a whole number of clips >= 1, got {text!r}")
+    return int(text)
+
+
 def ray_task_resources(settings: Settings, cpus_per_clip: float, cluster: dict[str, float]) -> dict[str, float]:
     """What each clip's Ray task asks for: ``cpus_per_clip`` CPUs and, with ``device="cuda"``, a
     :data:`~mime_fast.devices.MAX_CLIPS_PER_GPU`-th of a GPU.  Ray hides every GPU from a task that
@@ -290,7 +309,11 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
     handling) gets a failed row and the run goes on, as with worker processes on one machine.  A
     clip that makes no progress for ``clip_timeout`` seconds ends its worker process and gets a
     failed row (:func:`_exit_when_clip_stalls`); its markers live in ``out_dir/.ray-stalled-<run>``
-    until the run ends."""
+    until the run ends.  A Ray worker process runs at most :func:`clips_per_worker` clips, then
+    exits and Ray starts a fresh one, as the pool's workers (Ray's ``max_calls``; without it Ray
+    would reuse a CPU worker forever and start a new process, models loaded again, for every clip
+    of a task that asks for a share of a GPU)."""
+    max_calls = clips_per_worker()
     try:
         import ray
     except ImportError as exc:
@@ -339,11 +362,11 @@ def _ray_results(pending: list[ClipSpec], out_dir: Path, codes: list[str], setti
         ds = ray.data.from_items(items, override_num_blocks=len(items))
         resources = ray_task_resources(settings, cpus_per_clip, ray.cluster_resources())
         if "max_retries" in inspect.signature(ds.map).parameters:  # a named parameter in newer Rays
-            ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES)
+            ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES, max_calls=max_calls)
         else:
             with warnings.catch_warnings():  # Ray >= 2.60 has it as a remote argument, no longer documented
                 warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-                ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES)
+                ds = ds.map(task, **resources, max_retries=RAY_TASK_RETRIES, max_calls=max_calls)
         for r in ds.iter_rows():
             if r["halt"]:
                 raise RunStopped(r["halt"])

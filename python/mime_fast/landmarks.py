@@ -456,6 +456,8 @@ class SubjectDetection:
             self._tracker.new_shot(self._shots.returns_to, self._shots.return_map, self._shots.return_support)
             if self._all is not None:
                 self._all.new_shot()
+        elif self._shots.returned_late:
+            self._tracker.returns(self._shots.returns_to, self._shots.return_map, self._shots.return_support)
         self._timers["shots"] = self._timers.get("shots", 0.0) + time.perf_counter() - t
         self._tracks.append(self._tracker.update(rgb))
         if self._all is not None:

@@ -191,7 +191,9 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: subject where the re-framing carries him (before, every face that could be his stayed masked).
 #: 7: a face re-acquired by a weak identity match is followed unconfirmed: every other face of its
 #: shot is masked beside it until one reads strongly as him (before, a stranger taken weakly left
-#: the subject clear when he came into the picture).
+#: the subject clear when he came into the picture); a cross-fade back to a shot he was followed
+#: in returns to it once its frames are no longer blends (before, every face that could be his
+#: stayed masked).
 OUTPUT_REVISION = 7
 
 

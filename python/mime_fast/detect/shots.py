@@ -57,7 +57,14 @@ found by comparing frame ``t`` with frame ``t - K`` (``K`` frames = the longest 
 they differ like a cut (the same two thresholds) while no single frame in between carries half of
 the change and no hard cut lies in between, frames ``t - K + 1 .. t`` are a transition.  Both
 shots then extend over it (:attr:`Shot.start` of the new one is the transition's first frame,
-:attr:`Shot.end` of the old one its last + 1), so the faces of both, fading, are masked.
+:attr:`Shot.end` of the old one its last + 1), so the faces of both, fading, are masked.  A
+dissolve is found while its frames are still blends (on the real crowd cross-faded to the hug, 40 %
+of the way), so whether the new shot returns to an earlier one is told only once they are over: at
+the first frame where the transition's record no longer grows and its last blend lies two frames
+back, the shot left is given its last frame before the transition (for returns to it later: a
+blend's is like neither shot), and the new frame is compared with the earlier shots as at a cut
+(:attr:`ShotDetector.returned_late`; the tracker counts the return's hold from there).  Two
+dissolves less than ``K`` frames apart are taken for one transition.
 """
 
 from __future__ import annotations
@@ -254,6 +261,13 @@ class ShotDetector:
         #: features support it (``None`` where the whole pictures are alike)
         self.return_map: np.ndarray | None = None
         self.return_support: np.ndarray | None = None
+        #: after :meth:`feed` returned ``False``: whether the shot that began at a dissolve, its
+        #: frames no longer blends from this one on, returns to an earlier shot (:attr:`returns_to`
+        #: and its map as at a cut; module docstring)
+        self.returned_late = False
+        #: the last frames that were not blank: (index, features, picture), back past a dissolve
+        self._recent_frames: deque = deque(maxlen=self.k + 3)
+        self._pending = None  # the record (``_dissolves``) of the dissolve the current shot began at, until it is over
 
     def feed(self, rgb: np.ndarray) -> bool:
         f = _features(rgb)
@@ -261,6 +275,7 @@ class ShotDetector:
         t = self._n
         self._n += 1
         new = False
+        self.returned_late = False
         if _blank(f):  # no shot to tell: the next frame is compared with the last one that was not blank
             self.blanks += 1
             self.scores.append((0.0, 0.0))
@@ -283,6 +298,7 @@ class ShotDetector:
                 self._cuts.append(t)
                 self._recent = []
                 new = True
+                self._pending = None
                 self._shot_ends(t)
                 picture = _Picture(_green(rgb))
                 self._returning(f, picture)
@@ -293,6 +309,7 @@ class ShotDetector:
             self._diffs.append(d)
             # a dissolve ending here: frame t differs from frame t - K like a cut, gradually, and
             # every frame in between is a blend of the two (camera motion is not)
+            grew = False
             if len(self._feats) == self.k and not any(t - self.k < c <= t for c in self._cuts):
                 dk, hk = _diff(f, self._feats[0])
                 if _is_cut(dk, hk) and max(self._diffs) < 0.5 * dk:
@@ -305,6 +322,7 @@ class ShotDetector:
                         if prev is not None and prev[3] >= t - self.k:  # the same transition
                             if dk > prev[2]:
                                 prev[:] = [first, last, dk, t]
+                                grew = True
                             else:
                                 prev[3] = t
                         else:
@@ -312,14 +330,36 @@ class ShotDetector:
                             new = True
                             self._recent = []
                             self._shot_ends(t)
-                            # (its last frames are blends of both shots)
+                            # (its last frames are blends of both shots: whether it returns to an
+                            # earlier shot is told once they are over)
                             self.returns_to = self.return_map = self.return_support = None
+                            self._pending = self._dissolves[-1]
+            if self._pending is not None and not new and not grew and t >= self._pending[1] + 2:
+                picture = _Picture(_green(rgb))
+                self._dissolve_over(f, picture)
         else:
             self.scores.append((0.0, 0.0))
         self._feats.append(f)
         self._last = f
         self._picture = picture or _Picture(_green(rgb))
+        self._recent_frames.append((t, f, self._picture))
         return new
+
+    def _dissolve_over(self, f, picture: _Picture) -> None:
+        """The dissolve the current shot began at is over (its last blend two frames or more
+        before this one, whose features are ``f`` and picture ``picture``): the shot it left ends at
+        its last frame before the transition (the last frame kept for returns to it was a blend),
+        and whether the current shot returns to an earlier one is told from this frame
+        (:attr:`returned_late`)."""
+        first = self._pending[0]
+        self._pending = None
+        before = [(ff, p) for i, ff, p in self._recent_frames if i == first - 1]
+        if before and self._ended:
+            start = self._ended[-1][0]
+            if start < first:  # (the shot left began before the transition)
+                self._ended[-1] = (start, *before[0])
+        self._returning(f, picture)
+        self.returned_late = self.returns_to is not None
 
     def _shot_ends(self, t: int) -> None:
         """The shot that began at ``self._start`` ends before frame ``t`` (its last frame that was

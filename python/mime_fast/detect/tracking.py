@@ -120,7 +120,10 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    find the same framing (his place moved less than half his size, his size less than 10 %: the
    picture changed otherwise, people moved), the return alike's gates apply.  Measured on the real
    crowd cut to a 1.6x closer framing: he read 0.33 there, and every face of the crowd was masked
-   to the end (55 frames).
+   to the end (55 frames).  After a dissolve the return is told once its frames are no longer
+   blends (:attr:`~mime_fast.detect.shots.ShotDetector.returned_late`, :meth:`SubjectTracker.returns`),
+   and ``hold_frames`` count from there: on the real crowd cross-faded to the hug and back, every
+   face of the crowd was masked to the end (41 frames after the blends).
 
 7. **Searching, and faces nobody can tell apart** -- while he is searched for (a new shot before he
    is found in it, or lost for longer than ``hold_frames``) the detector sees the whole frame at a
@@ -418,6 +421,7 @@ class SubjectTracker:
         self._shot_boxes: dict[int, np.ndarray] = {}
         self._returning = None  # his box in the shot the current one returns to (module docstring, 6.)
         self._reframed = False  # ... carried by the features of a re-framing (REFRAME_GATE)
+        self._return_from = 0  # the first frame the return is known at (a cut's, or after a dissolve)
         #: he was re-acquired in this shot by a weak identity match, not yet confirmed by a strong
         #: one (module docstring, 8.): every other face of the frame is masked beside him
         self._unconfirmed = False
@@ -445,15 +449,8 @@ class SubjectTracker:
             self._shot_boxes[self._shot_start] = np.array(self._box if full else self._present_box, np.float64)
             while len(self._shot_boxes) > RETURN_SHOTS:
                 del self._shot_boxes[next(iter(self._shot_boxes))]
-        box = None if returns_to is None else self._shot_boxes.get(int(returns_to))
-        self._returning = None if box is None else _mapped_box(box, return_map, return_support)
-        # re-framed: found on features, and he moved with the framing (a change of scale or a shift
-        # of half his size); the same framing found on features gets the alike return's gates (the
-        # people in it may have moved since)
-        self._reframed = self._returning is not None and return_support is not None and (
-            abs(_size(self._returning) / _size(box) - 1.0) >= 0.1
-            or float(np.linalg.norm(_centre(self._returning) - _centre(box))) >= 0.5 * _size(box))
         self._shot_start = self._index + 1
+        self.returns(returns_to, return_map, return_support)
         self._vel, self._vel_known = np.zeros(2), False
         self._anchor = self._last_points = None
         self._size_ref = None
@@ -464,6 +461,24 @@ class SubjectTracker:
         self._subject_track = None
         self._head = self._seed = None
         self._unconfirmed = False
+
+    def returns(self, returns_to: int | None, return_map: np.ndarray | None = None,
+                return_support: np.ndarray | None = None) -> None:
+        """The current shot returns to the shot that began at frame ``returns_to`` (``None``: to
+        none), with ``return_map`` and ``return_support`` as :meth:`new_shot` takes them, told from
+        the next frame given to :meth:`update` on: at a cut, by :meth:`new_shot`; after a dissolve,
+        once its frames are no longer blends (:attr:`mime_fast.detect.shots.ShotDetector.returned_late`).
+        Where he stood there may tell which face is his for ``hold_frames`` from then on, while he
+        is not found in the shot otherwise (module docstring, 6.)."""
+        box = None if returns_to is None else self._shot_boxes.get(int(returns_to))
+        self._returning = None if box is None else _mapped_box(box, return_map, return_support)
+        # re-framed: found on features, and he moved with the framing (a change of scale or a shift
+        # of half his size); the same framing found on features gets the alike return's gates (the
+        # people in it may have moved since)
+        self._reframed = self._returning is not None and return_support is not None and (
+            abs(_size(self._returning) / _size(box) - 1.0) >= 0.1
+            or float(np.linalg.norm(_centre(self._returning) - _centre(box))) >= 0.5 * _size(box))
+        self._return_from = self._index + 1
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -914,10 +929,11 @@ class SubjectTracker:
     def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray,
                   score: np.ndarray) -> int | None:
         """In a shot that returns to one he was followed in (module docstring, 6.), before he is
-        found in it and within ``hold_frames`` of its start: the index (in ``cand``) of the one
+        found in it and within ``hold_frames`` of its start (of the frame the return was told at,
+        after a dissolve: :meth:`returns`): the index (in ``cand``) of the one
         face where he stood there, or ``None``."""
         if (self._returning is None or self._present_at >= self._shot_start
-                or self._index - self._shot_start >= self.hold_frames):
+                or self._index - self._return_from >= self.hold_frames):
             return None
         c0, s0 = _centre(self._returning), _size(self._returning)
         d = np.array([np.linalg.norm(_centre(b) - c0) / s0 for b in faces.boxes])
@@ -945,5 +961,7 @@ def track_clip(frames, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30),
     for f in frames:
         if shots.feed(f):
             tr.new_shot(shots.returns_to, shots.return_map, shots.return_support)
+        elif shots.returned_late:
+            tr.returns(shots.returns_to, shots.return_map, shots.return_support)
         tracks.append(tr.update(f))
     return tr.finish(tracks, shots=shots.finish())

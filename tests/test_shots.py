@@ -95,6 +95,26 @@ def test_dissolve_gives_overlapping_shots(cut_clips, n):
     assert old.end <= start + n + 1 and new.start >= start - 1  # and no further
 
 
+@pytest.mark.parametrize("middle", [40, 24])
+def test_dissolves_close_together_are_two_transitions(shared_media, tmp_path, middle):
+    """The real crowd cross-faded to the hug and the hug, ``middle`` frames later (its first and
+    last 12 of them blends), cross-faded to the arm wrestling: 16 frames of the hug alone, or none
+    (24: one dissolve ends where the next begins).  Two transitions, three shots, each where its
+    picture is: the window that sees the second change (its start past the first's end) used to be
+    taken for the first transition moving on, which lost it (one boundary, the crowd's shot
+    reaching over the hug: holds and interpolations could cross it)."""
+    crowd, hug = shared_media / "crowd_1080p.mp4", shared_media / "two_people_hug_1080p.mp4"
+    arm = shared_media / "arm_wrestling_340x256.mp4"
+    seq = samples.make_cut_sequence(tmp_path / "dd.mp4", [(crowd, 0, 40), (hug, 0, middle, 12), (arm, 0, 50, 12)],
+                                    size=(640, 360))
+    news, shots = _boundaries(_rgb_frames(seq.path), 25)
+    assert len(news) == 2 and [s.cut for s in shots] == ["start", "dissolve", "dissolve"], shots
+    a, b = seq.starts[1], seq.starts[2]  # the first frames of the two cross-fades
+    assert a + 12 - 2 <= shots[0].end <= a + 12 + 1 and a - 1 <= shots[1].start <= a + 2, (shots, seq.starts)
+    assert b + 12 - 2 <= shots[1].end <= b + 12 + 1 and b - 1 <= shots[2].start <= b + 2, (shots, seq.starts)
+    assert shots[2].end == seq.frames
+
+
 def test_a_dissolve_back_returns_once_its_blends_are_over(shared_media, tmp_path):
     """The real crowd cross-faded (12 frames) to the hug and, 2 s later, back to the crowd.  While
     a dissolve's frames are blends a return cannot be told (found at its start, the new frame is

@@ -63,8 +63,10 @@ of the way), so whether the new shot returns to an earlier one is told only once
 the first frame where the transition's record no longer grows and its last blend lies two frames
 back, the shot left is given its last frame before the transition (for returns to it later: a
 blend's is like neither shot), and the new frame is compared with the earlier shots as at a cut
-(:attr:`ShotDetector.returned_late`; the tracker counts the return's hold from there).  Two
-dissolves less than ``K`` frames apart are taken for one transition.
+(:attr:`ShotDetector.returned_late`; the tracker counts the return's hold from there).  A window
+that sees a change is the same transition as the last one found only while it overlaps it: one
+that starts past its end sees the next dissolve, however soon it follows (on the real clips, two
+12-frame cross-fades back to back were one transition, the first shot reaching over the second).
 """
 
 from __future__ import annotations
@@ -319,7 +321,9 @@ class ShotDetector:
                         # outside it), one frame more on each side
                         first, last = t - self.k + span[0] - 1, t - self.k + span[1] + 1
                         prev = self._dissolves[-1] if self._dissolves else None
-                        if prev is not None and prev[3] >= t - self.k:  # the same transition
+                        # the same transition: seen lately, and this window's overlaps it (a
+                        # window past its end that sees a change sees the next one)
+                        if prev is not None and prev[3] >= t - self.k and first <= prev[1] + 1:
                             if dk > prev[2]:
                                 prev[:] = [first, last, dk, t]
                                 grew = True

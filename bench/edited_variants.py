@@ -200,6 +200,10 @@ def var(name: str, out: Path, media: Path = M) -> Path:
         a, b = crowd().resize(1280, 720), hug().resize(1280, 720)
         n = 12
         c = (a[:40] + mix(a[40:], b, n) + b[n:50] + mix(b[50:], a[52:], n) + a[52 + n:]).at(25)
+    elif name == "dissolve_quick":  # crowd, cross-fade to the hug, 16 frames later cross-fade back (two 12-frame dissolves close together)
+        a, b = crowd().resize(1280, 720), hug().resize(1280, 720)
+        n = 12
+        c = (a[:40] + mix(a[40:], b, n) + b[n:28] + mix(b[28:], a[52:], n) + a[52 + n:]).at(25)
     elif name == "crowd_black":
         a = crowd()
         c = a[:30] + blank(a, 0, 3) + a[30:70] + blank(a, 0, 3) + a[70:]
@@ -222,7 +226,7 @@ NAMES = ("hug_480p", "crowd_480p", "hug_flip", "crowd_flip", "hug_rot90", "hug_p
          "hug_60fps", "crowd_12fps", "crowd_8fps", "hug_pillar", "crowd_letter", "crowd_tight", "hug_tight",
          "cut_hug_crowd", "cut_crowd_hug", "cut_hug_flip_hug", "cut_abab", "hug_black", "hug_black1", "hug_jump",
          "hug_flash", "crowd_away_back", "crowd_zoomcut", "crowd_jump", "dissolve_crowd_hug", "crowd_black",
-         "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer")
+         "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer", "dissolve_quick")
 
 
 def main() -> None:

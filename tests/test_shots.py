@@ -668,14 +668,17 @@ def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, t
     assert len(several) <= 5, several  # before: 55
 
 
-@pytest.mark.parametrize("case", ["returned", "no return", "face beside", "left before", "late", "clothes", "better"])
+@pytest.mark.parametrize("case", ["returned", "no return", "face beside", "left before", "late", "clothes", "better",
+                                  "after a dissolve"])
 def test_a_shot_returned_to_finds_him_where_he_stood(case):
     """Cut away (frames 10-19, nobody) and back (20 on) to the shot the subject was followed in up
     to its end: his face, turned (cos 0.2: identity cannot decide), is the one face where he stood,
     so he is his (returned: the two strangers, far away, are left clear).  Not when the shot is a
     new one, when another face is beside him, when he had left that shot before its end, when the
     face comes there only after the hold, when the body below it does not look like his, or when
-    another face (in his shirt's colour, cos 0.3) reads better as him."""
+    another face (in his shirt's colour, cos 0.3) reads better as him.  After a dissolve the return
+    is told once its blends are over (``SubjectTracker.returns`` at 25, the hold from the shot's
+    start long over): every face is masked until then, and he is his from then on."""
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400], [720, 300, 800, 400]]
     stack = _FacesStack(boxes, [1.0, 0.1, 0.1, 0.1], enter=[0, 0, 0, 20 if case == "face beside" else 10**6])
     found = stack._detect
@@ -698,60 +701,27 @@ def test_a_shot_returned_to_finds_him_where_he_stood(case):
         if i == 10:
             tr.new_shot()
         if i == 20:
-            tr.new_shot(None if case == "no return" else 0)
+            tr.new_shot(None if case in ("no return", "after a dissolve") else 0)
             stack.cos[0] = 0.2  # his face turned: identity cannot tell him
             if case == "clothes":
                 frame[400:600, 520:760] = (30, 30, 200)
             if case == "better":
                 stack.cos[1] = 0.3
                 frame[400:600, 120:360] = (200, 30, 30)
+        if i == 25 and case == "after a dissolve":
+            tr.returns(0)
         tracks.append(tr.update(frame))
     assert all(t.kind == "detected" for t in tracks[:5])
-    if case == "returned":
+    if case == "after a dissolve":
+        assert tr.stats.returned == 1 and sorted(k for k in tr.undecided if k >= 20) == list(range(20, 25))
+        assert all(t.kind == "detected" and t.box[0] == 600 for t in tracks[25:]), "".join(t.kind[0] for t in tracks)
+    elif case == "returned":
         assert tr.stats.returned == 1 and tracks[20].kind == "detected" and tracks[20].box[0] == 600
         assert all(t.kind == "detected" and t.box[0] == 600 for t in tracks[20:]), "".join(t.kind[0] for t in tracks)
         assert not any(k >= 20 for k in tr.undecided)
     else:
         assert tr.stats.returned == 0 and not any(t.kind == "detected" for t in tracks[20:])
         assert sorted(k for k in tr.undecided if k >= 20) == list(range(20, 30)), sorted(tr.undecided)
-
-
-@pytest.mark.parametrize("told_at", [23, 28, None])
-def test_a_return_told_after_a_dissolve_counts_its_hold_from_then(told_at):
-    """A shot begun at a dissolve (frame 20, no return known: its first frames are blends) is told
-    at ``told_at`` to return to the shot he was followed in (``SubjectTracker.returns``): from then
-    on, for the hold, the one face where he stood is his, though the hold from the shot's start (3
-    frames) is long over at 28; until then every face that could be his is masked (undecided).
-    Without it (``None``) they stay masked."""
-    boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
-    stack = _FacesStack(boxes, [1.0, 0.1, 0.1])
-    found = stack._detect
-
-    def detect(small):  # nobody in frames 10 - 19 (the shot between)
-        f = found(small)
-        keep = [] if 10 <= stack.frame < 20 else list(range(len(f)))
-        return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
-
-    stack.detector.detect = detect
-    tr = SubjectTracker(stack, detect_every=1, hold_frames=3)
-    frame = np.zeros((720, 1280, 3), np.uint8)
-    frame[400:600, 520:760] = (200, 30, 30)  # his shirt
-    tracks = []
-    for i in range(35):
-        stack.frame = i
-        if i in (10, 20):
-            tr.new_shot()
-        if i == 20:
-            stack.cos[0] = 0.2  # his face turned: identity cannot tell him
-        if i == told_at:
-            tr.returns(0)
-        tracks.append(tr.update(frame))
-    assert all(t.kind == "detected" for t in tracks[:10])
-    if told_at is None:
-        assert tr.stats.returned == 0 and sorted(k for k in tr.undecided if k >= 20) == list(range(20, 35))
-    else:
-        assert tr.stats.returned == 1 and sorted(k for k in tr.undecided if k >= 20) == list(range(20, told_at))
-        assert all(t.kind == "detected" and t.box[0] == 600 for t in tracks[told_at:]), "".join(t.kind[0] for t in tracks)
 
 
 @pytest.mark.slow

@@ -253,8 +253,9 @@ def _stalled(spec: ClipSpec, marker: Path, out_dir: Path, timeout: float, run: s
     return _failed(spec, f"no progress for {timeout:g} s: stopped", run, STALLED)
 
 
-#: A worker process (of :mod:`~mime_fast.corpus.pool`, or Ray's) is handed at most this many clips; it exits once they are done and a fresh
-#: process takes its place (``MIME_FAST_CLIPS_PER_WORKER`` overrides it).  Whatever native memory a
+#: A worker process (of :mod:`~mime_fast.corpus.pool`, or Ray's) is handed at most this many clips;
+#: it exits once they are done and a fresh process takes its place (``MIME_FAST_CLIPS_PER_WORKER``
+#: overrides it).  Whatever native memory a
 #: long run leaves in a process (allocator fragmentation, library caches of shapes seen once) goes
 #: with it: over 300 clips of the real footage at 720p and 1080p a worker's median RSS rose from 712
 #: to 733 MiB (``bench/bench_worker_memory.py``).  A new process loads its models again: a few

@@ -337,6 +337,12 @@ def _view_crop(frame, faces: Faces, i: int) -> tuple[np.ndarray, Faces]:
     return crop, face
 
 
+def _best_cos(emb: np.ndarray, refs) -> np.ndarray:
+    """Per row of ``emb``, its highest cosine with the embeddings ``refs`` (-1 for a face too small
+    to embed: a NaN row)."""
+    return np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
+
+
 def _hist_corr(a, b) -> float:
     import cv2
 
@@ -595,8 +601,7 @@ class SubjectTracker:
         """No face of ``faces`` (the candidates: every face that could be his) can be told to be his:
         each is masked by its box ellipse, grown by the margin (module docstring, 7.); the subject
         himself is not matched in this frame."""
-        self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in faces.boxes]
-        self.stats.undecided += 1
+        self._mask_undecided(faces.boxes)
         if (self._undecided_shot != self._shot_start and self._index - self._shot_start <= self.hold_frames
                 and max(self._last_seen, self._present_at) < self._shot_start):
             self._undecided_back[self._index] = (self._shot_start, faces.boxes.copy())
@@ -827,7 +832,7 @@ class SubjectTracker:
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
         refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
-        cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
+        cos = _best_cos(emb, refs)
         corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))
@@ -883,7 +888,7 @@ class SubjectTracker:
             return None
         emb = self._faces.embeddings(self, frame, faces, face_tracks)
         refs = [e for e in (self._ref_emb, self._last_emb) if e is not None] + list(self.views())
-        cos = np.nan_to_num(np.max(np.stack([emb @ r for r in refs]), axis=0), nan=-1.0)
+        cos = _best_cos(emb, refs)
         strong = np.flatnonzero(cos >= self._strong_cos)
         if len(strong) != 1:
             return None
@@ -906,6 +911,11 @@ class SubjectTracker:
         if not boxes:
             return
         self._others_at = self._index
+        self._mask_undecided(boxes)
+
+    def _mask_undecided(self, boxes) -> None:
+        """This frame's undecided masks are the faces at ``boxes``: each its box ellipse grown by
+        the margin (the frame counted once in ``stats.undecided``)."""
         if self._index not in self.undecided:
             self.stats.undecided += 1
         self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in boxes]
@@ -922,7 +932,7 @@ class SubjectTracker:
         gallery = self.views()
         if not gallery:
             return None
-        views = np.nan_to_num(np.max(np.stack([emb @ g for g in gallery]), axis=0), nan=-1.0)
+        views = _best_cos(emb, gallery)
         strong = np.flatnonzero((views >= self._strong_cos) | (cos >= self._strong_cos))
         return int(strong[0]) if len(strong) == 1 and views[strong[0]] >= self._strong_cos else None
 

@@ -59,7 +59,8 @@ last of the first worker processes had loaded its models).  ``--device cpu`` run
 null with the reason).  Targets: ``gpu`` >= 0.9 x ``encoders``; ``no_encode`` with the GPU workers
 >= 1500 source fps.  Writes bench/results/pipeline-<device>.json.
 
-``--contenders`` runs some of them (the JSON says which were skipped and why); ``--result NAME``
+``--contenders`` runs some of them, in the order given (the JSON says which were skipped and why: a run
+cut short by a time limit keeps the first ones); ``--result NAME``
 writes bench/results/NAME-<device>.json instead.  The JSON is written again after each contender
 (``complete``: false until the last): a run stopped at a time limit keeps what it measured.  With
 ``--device cuda`` the run stops at once if ``device="cuda"`` would not load the torch stack on the
@@ -414,7 +415,7 @@ def main() -> None:
                     help="also run the GPU path and no-encode with K clips on threads of each process, sharing "
                          "its models (run_corpus's clips_per_process; default: not run)")
     ap.add_argument("--contenders", metavar="A,B,...",
-                    help=f"run only these ({', '.join(CONTENDERS)}; default: every one that applies)")
+                    help=f"run only these, in this order ({', '.join(CONTENDERS)}; default: every one that applies)")
     ap.add_argument("--result", default="pipeline", metavar="NAME",
                     help="bench/results/NAME-<device>.json (default pipeline); written again after each contender")
     args = ap.parse_args()
@@ -470,6 +471,7 @@ def main() -> None:
             del contenders[name]
         for name in [n for n in wanted if n not in contenders and n not in skipped]:
             skipped[name] = f"does not apply here (--device {dev}, --clips-per-process {args.clips_per_process})"
+        contenders = {name: contenders[name] for name in wanted if name in contenders}  # in the order given
 
     runs: dict[str, list[dict]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline-") as tmp:

@@ -5,13 +5,25 @@
 # (PyAV, PyNvVideoCodec) may come unpacked in .gpu/site.tar.xz, the real clips in .gpu/media/ and
 # model files in .gpu/models/: all made here by bench/make_gpu_bundle.sh (carry ".gpu").
 #
-#   bash bench/gpu_check.sh [all|tests|suite|sanitize|bench|models|pipeline|pipeline-diag] [pytest args...]
+#   bash bench/gpu_check.sh [lease|all|tests|suite|sanitize|bench|models|pipeline|pipeline-diag] [pytest args...]
 #
 # The core's CUDA streams do not block on the legacy default stream (since 2026-11-24; never run on a
 # GPU before that session's note): where the CUDA tests fail on bytes, run them again with
 # MIME_FAST_BLOCKING_STREAM=1 (the blocking stream of before) to tell a stream-ordering fault.
 #
-# Each target is sized for one device call (10 minutes at most, the build included):
+# A task lent a GPU has 15 minutes of device time in all (the machine's start, about 1-3 minutes,
+# included) and one call runs 10 minutes at most: `lease` is the one call such a task should make.
+#   lease          issue 12's checks in order of worth, each under the time left of LEASE_S seconds
+#                  (default 480, the build included; the rest of the lease is the machine's start and
+#                  a warm rerun): the CUDA tests (-m cuda: operators, NVDEC against PyAV, the GPU
+#                  path's bytes against the CPU's), the pipeline benchmark's target contenders in the
+#                  order gpu, encoders, no_encode, cpu ($OUT/pipeline-cuda.json, written after each),
+#                  then the torch stack's CUDA cases (-k cuda). A step that does not fit in the time
+#                  left is skipped; $OUT/lease.txt says what ran, its exit status and time, and what
+#                  was skipped. Rerun on the warm machine with the steps left (LEASE_STEPS, e.g.
+#                  LEASE_STEPS=torch): the build is then incremental.
+# The other targets each fit one device call (10 minutes at most, the build included); they were
+# planned for a longer lease, and together take about 25 minutes:
 #   tests          the test files that run CUDA, torch on CUDA or NVDEC (GPU_TESTS below), with
 #                  MIME_FAST_REQUIRE_CUDA=1 (pytest args replace the file list);
 #   all            tests, then compute-sanitizer memcheck over the CUDA operator tests, then the
@@ -32,6 +44,7 @@ shift || true
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
 log() { echo "== $*" | tee -a "$OUT/gpu_check.log"; }
+started=$(date +%s)
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/gpu_check.log"
 if [ -f .gpu/site.tar.xz ]; then
@@ -77,6 +90,50 @@ GPU_TESTS="tests/test_cuda.py tests/test_blur_hull_yuv420.py tests/test_warp_aff
 new_results() { find bench/results -name '*-cuda.json' -newer "$OUT/.start" -printf '%f\n'; }
 
 failed=0  # the exit status: 1 when the tests failed
+if [ "$what" = lease ]; then
+    deadline=$(( started + ${LEASE_S:-480} ))
+    steps=${LEASE_STEPS:-cuda pipeline torch}
+    : >"$OUT/lease.txt"
+    # step NAME NEEDS CMD...: CMD under `timeout` of the time left (SIGINT first: pytest then prints its
+    # summary, the benchmark keeps the JSON of the contenders done), skipped when less than NEEDS
+    # seconds are left; one line per step in lease.txt
+    step() {
+        local name=$1 need=$2 left t rc
+        shift 2
+        left=$(( deadline - $(date +%s) ))
+        if [ "$left" -lt "$need" ]; then
+            echo "$name: skipped, ${left} s left of LEASE_S (needs about ${need} s)" | tee -a "$OUT/lease.txt"
+            return 0
+        fi
+        log "lease step $name (${left} s left)"
+        t=$(date +%s)
+        timeout --signal=INT --kill-after=20 "$left" "$@"
+        rc=$?
+        echo "$name: exit $rc after $(( $(date +%s) - t )) s$([ $rc -eq 124 ] && echo ', stopped at the deadline')" |
+            tee -a "$OUT/lease.txt"
+        return $rc
+    }
+    for s in $steps; do
+        case $s in
+        cuda)  # every test marked cuda: operators on the device, NVDEC, the GPU path's outputs
+            # shellcheck disable=SC2086
+            step cuda 60 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -m cuda \
+                $GPU_TESTS >"$OUT/pytest_cuda.log" 2>&1 || failed=1
+            tail -15 "$OUT/pytest_cuda.log" ;;
+        pipeline)  # the issue's JSON; cpu last: it needs no GPU and the ratio needs the other two
+            step pipeline 150 bash -c 'cd bench && exec python3 bench_pipeline_cuda.py --device cuda \
+                --contenders gpu,encoders,no_encode,cpu --result "$0/pipeline"' "$OUT" >"$OUT/pipeline.log" 2>&1
+            tail -20 "$OUT/pipeline.log" ;;
+        torch)  # the torch stack's cases on cuda (parametrised, not marked): models within tolerance
+            step torch 60 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -k cuda \
+                tests/test_torch_models.py tests/test_torch_hog.py tests/test_cuda_graphs.py tests/test_batching.py \
+                >"$OUT/pytest_torch.log" 2>&1 || failed=1
+            tail -15 "$OUT/pytest_torch.log" ;;
+        *) echo "lease: unknown step $s (cuda, pipeline, torch)" | tee -a "$OUT/lease.txt"; failed=1 ;;
+        esac
+    done
+    log "lease: $(( $(date +%s) - started )) s of LEASE_S=${LEASE_S:-480}"
+fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
     log "tests (MIME_FAST_REQUIRE_CUDA=1): ${*:-the GPU test files}"
     # shellcheck disable=SC2086

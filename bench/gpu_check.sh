@@ -14,14 +14,16 @@
 # A task lent a GPU has 15 minutes of device time in all (the machine's start, about 1-3 minutes,
 # included) and one call runs 10 minutes at most: `lease` is the one call such a task should make.
 #   lease          issue 12's checks in order of worth, each under the time left of LEASE_S seconds
-#                  (default 480, the build included; the rest of the lease is the machine's start and
-#                  a warm rerun): the CUDA tests (-m cuda: operators, NVDEC against PyAV, the GPU
-#                  path's bytes against the CPU's), the pipeline benchmark's target contenders in the
-#                  order gpu, encoders, no_encode, cpu ($OUT/pipeline-cuda.json, written after each),
-#                  then the torch stack's CUDA cases (-k cuda). A step that does not fit in the time
-#                  left is skipped; $OUT/lease.txt says what ran, its exit status and time, and what
-#                  was skipped. Rerun on the warm machine with the steps left (LEASE_STEPS, e.g.
-#                  LEASE_STEPS=torch): the build is then incremental.
+#                  (default 480, the build included; the rest of the lease is the machine's start
+#                  and a warm rerun): the CUDA tests (-m cuda: operators, NVDEC against PyAV, the
+#                  GPU path's bytes against the CPU's, device memory over many clips; 200 s at
+#                  most, so a hung test cannot take the benchmark's time), the pipeline benchmark's
+#                  target contenders in the order gpu, encoders, no_encode, cpu
+#                  ($OUT/pipeline-cuda.json, written after each), then the torch stack's CUDA cases
+#                  (-k cuda: the models within their tolerances, CUDA graphs, the broker). A step
+#                  that does not fit in the time left is skipped; $OUT/lease.txt says what ran, its
+#                  exit status and time, and what was skipped. Rerun on the warm machine with the
+#                  steps left (LEASE_STEPS="torch" LEASE_S=200, say): the build is then incremental.
 # The other targets each fit one device call (10 minutes at most, the build included); they were
 # planned for a longer lease, and together take about 25 minutes:
 #   tests          the test files that run CUDA, torch on CUDA or NVDEC (GPU_TESTS below), with
@@ -94,22 +96,25 @@ if [ "$what" = lease ]; then
     deadline=$(( started + ${LEASE_S:-480} ))
     steps=${LEASE_STEPS:-cuda pipeline torch}
     : >"$OUT/lease.txt"
-    # step NAME NEEDS CMD...: CMD under `timeout` of the time left (SIGINT first: pytest then prints its
-    # summary, the benchmark keeps the JSON of the contenders done), skipped when less than NEEDS
-    # seconds are left; one line per step in lease.txt
+    # step NAME NEEDS CAP CMD...: CMD under `timeout` of the time left, at most CAP seconds (SIGINT
+    # first: pytest then prints its summary, the benchmark keeps the JSON of the contenders done; a
+    # hung test cannot take the benchmark's time), its output in $OUT/NAME.log (the last lines shown),
+    # skipped when less than NEEDS seconds are left; one line per step in lease.txt
     step() {
-        local name=$1 need=$2 left t rc
-        shift 2
+        local name=$1 need=$2 cap=$3 left t rc
+        shift 3
         left=$(( deadline - $(date +%s) ))
         if [ "$left" -lt "$need" ]; then
             echo "$name: skipped, ${left} s left of LEASE_S (needs about ${need} s)" | tee -a "$OUT/lease.txt"
             return 0
         fi
-        log "lease step $name (${left} s left)"
+        [ "$left" -gt "$cap" ] && left=$cap
+        log "lease step $name (at most ${left} s)"
         t=$(date +%s)
-        timeout --signal=INT --kill-after=20 "$left" "$@"
+        timeout --signal=INT --kill-after=20 "$left" "$@" >"$OUT/$name.log" 2>&1
         rc=$?
-        echo "$name: exit $rc after $(( $(date +%s) - t )) s$([ $rc -eq 124 ] && echo ', stopped at the deadline')" |
+        tail -15 "$OUT/$name.log"
+        echo "$name: exit $rc after $(( $(date +%s) - t )) s$([ $rc -eq 124 ] && echo ", stopped after ${left} s")" |
             tee -a "$OUT/lease.txt"
         return $rc
     }
@@ -117,18 +122,15 @@ if [ "$what" = lease ]; then
         case $s in
         cuda)  # every test marked cuda: operators on the device, NVDEC, the GPU path's outputs
             # shellcheck disable=SC2086
-            step cuda 60 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -m cuda \
-                $GPU_TESTS >"$OUT/pytest_cuda.log" 2>&1 || failed=1
-            tail -15 "$OUT/pytest_cuda.log" ;;
+            step cuda 60 200 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -m cuda \
+                $GPU_TESTS || failed=1 ;;
         pipeline)  # the issue's JSON; cpu last: it needs no GPU and the ratio needs the other two
-            step pipeline 150 bash -c 'cd bench && exec python3 bench_pipeline_cuda.py --device cuda \
-                --contenders gpu,encoders,no_encode,cpu --result "$0/pipeline"' "$OUT" >"$OUT/pipeline.log" 2>&1
-            tail -20 "$OUT/pipeline.log" ;;
+            step pipeline 150 600 bash -c 'cd bench && exec python3 bench_pipeline_cuda.py --device cuda \
+                --contenders gpu,encoders,no_encode,cpu --result "$0/pipeline"' "$OUT" || failed=1 ;;
         torch)  # the torch stack's cases on cuda (parametrised, not marked): models within tolerance
-            step torch 60 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -k cuda \
+            step torch 60 600 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -k cuda \
                 tests/test_torch_models.py tests/test_torch_hog.py tests/test_cuda_graphs.py tests/test_batching.py \
-                >"$OUT/pytest_torch.log" 2>&1 || failed=1
-            tail -15 "$OUT/pytest_torch.log" ;;
+                || failed=1 ;;
         *) echo "lease: unknown step $s (cuda, pipeline, torch)" | tee -a "$OUT/lease.txt"; failed=1 ;;
         esac
     done

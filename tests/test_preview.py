@@ -99,8 +99,9 @@ def test_write_png_removes_its_temp_when_the_rename_fails(tmp_path: Path) -> Non
 
 
 def test_only_the_frames_shown_are_converted_to_rgb(built, monkeypatch) -> None:
-    """The sheet converts (and keeps) only the frames it shows: 3 per subset, not all 30 of each
-    (memory that grew with the clip's length)."""
+    """The sheet converts (and keeps) only the frames it shows: 3 per subset decoded, not all 30 of
+    each (memory that grew with the clip's length); FDAM, FSAM and AMM carry FDM's, FSM's and FM's
+    video packets and are not decoded again."""
     import av
 
     out, _ = built
@@ -136,7 +137,27 @@ def test_only_the_frames_shown_are_converted_to_rgb(built, monkeypatch) -> None:
     real_open = av.open
     monkeypatch.setattr(av, "open", lambda *a, **k: Container(real_open(*a, **k)))
     assert contact_sheet(out, "p1", times=3).shape == (24 + 7 * 244, 90 + 3 * 324, 3)
-    assert converted.count("rgb24") == 3 * len(SUBSETS)
+    assert converted.count("rgb24") == 3 * 4  # FM, FDM, FSM, VMM
+
+
+def test_a_remux_whose_packets_are_not_its_bases_is_shown_as_it_is(built, tmp_path: Path) -> None:
+    """A remux is shown with its base's frames only when its video packets are the base's: an FDAM
+    that carries other video (here FSAM's, FSM's heavier blur) is decoded and shown as itself."""
+    import shutil
+
+    out, _ = built
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    rows = {code: i for i, code in enumerate(SUBSETS)}
+    sheet = contact_sheet(copy, "p1", times=3)
+    for remux, base in (("FDAM", "FDM"), ("FSAM", "FSM"), ("AMM", "FM")):
+        assert np.array_equal(tile(sheet, rows[remux], 1), tile(sheet, rows[base], 1)), remux
+    assert not np.array_equal(tile(sheet, rows["FDM"], 1), tile(sheet, rows["FSM"], 1))
+    shutil.copyfile(copy / "FSAM" / "p1.mp4", copy / "FDAM" / "p1.mp4")
+    sheet = contact_sheet(copy, "p1", times=3)
+    for col in range(3):
+        assert np.array_equal(tile(sheet, rows["FDAM"], col), tile(sheet, rows["FSM"], col)), col
+        assert not np.array_equal(tile(sheet, rows["FDAM"], col), tile(sheet, rows["FDM"], col)), col
 
 
 def test_cli_preview_of_an_output_that_cannot_be_read_is_a_runtime_error(built, tmp_path: Path, capsys) -> None:

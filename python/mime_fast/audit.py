@@ -103,8 +103,7 @@ import numpy as np
 
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
 from .manifest import MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
-from .media import ClipError, iter_display_frames, probe
-from .media.errors import ffmpeg_detail, interrupted, open_input
+from .media import ClipError, iter_display_frames, probe, video_digest
 
 __all__ = [
     "AUDIT_REVISION",
@@ -291,22 +290,6 @@ def _gray(rgb: np.ndarray) -> np.ndarray:
     return cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY).astype(np.float32)
 
 
-def _video_digest(path: Path) -> str:
-    """SHA-256 of the video packets' bytes (what a remux must keep)."""
-    import av
-
-    h = hashlib.sha256()
-    with contextlib.closing(open_input(path)) as c:
-        try:
-            for p in c.demux(c.streams.video[0]):
-                if p.size:
-                    h.update(bytes(p))
-        except av.FFmpegError as exc:
-            interrupted(exc)
-            raise ClipError(path, "corrupt or truncated: its video stream breaks off", ffmpeg_detail(exc)) from exc
-    return h.hexdigest()
-
-
 def _frames(paths: list[Path]) -> Iterator[tuple[int, list[np.ndarray]]]:
     """Decode ``paths`` in lockstep: ``(index, [rgb per path])``; raises ValueError when their
     frame counts differ."""
@@ -421,7 +404,7 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
         b = AUDITED[s]
         if b is None:
             continue
-        if b in present and _video_digest(present[s]) == _video_digest(present[b]):
+        if b in present and video_digest(present[s]) == video_digest(present[b]):
             same[s] = b
         else:
             decode.append(s)  # not identical (or its base is missing): audited on its own

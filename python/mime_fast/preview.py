@@ -18,7 +18,7 @@ import numpy as np
 
 from .corpus.inputs import clip_id_problem
 from .manifest import atomic_write, compact, read_rows
-from .media import ClipError, probe
+from .media import ClipError, probe, video_digest
 from .media.errors import ffmpeg_detail, interrupted, open_input
 from .spec import CODES, spec
 
@@ -178,6 +178,29 @@ def _outline(changed: np.ndarray) -> np.ndarray:
     return thick
 
 
+def _decoded(out_dir: Path, clip_id: str, present: list[str], times: int) -> dict[str, tuple]:
+    """:func:`_frames_at` of each subset in ``present``; a remux (FDAM, FSAM, AMM) whose video packets
+    are its base's (:func:`~mime_fast.media.video_digest`) shows the base's frames, not decoded again
+    (three decodes of seven), with its own audio flag."""
+    out: dict[str, tuple] = {}
+    digests: dict[str, str] = {}
+
+    def digest(code: str) -> str:
+        if code not in digests:
+            digests[code] = video_digest(out_dir / code / f"{clip_id}.mp4")
+        return digests[code]
+
+    for s in present:
+        path = out_dir / s / f"{clip_id}.mp4"
+        base = spec(s).remux_of
+        if base in out and digest(s) == digest(base):
+            frames, at, _ = out[base]
+            out[s] = (frames, at, probe(path).has_audio)
+        else:
+            out[s] = _frames_at(path, times)
+    return out
+
+
 def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_width: int = 320) -> np.ndarray:
     """The sheet as an RGB array (rows: subsets present on disk, columns: ``times`` time points).
     Raises ``ValueError`` for a ``clip_id`` that cannot name a clip's files (a path, ``..``)."""
@@ -189,7 +212,7 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
     if not present:
         _raise_failed(out_dir, clip_id)
         raise FileNotFoundError(f"no subset of clip {clip_id!r} under {out_dir}")
-    decoded = {s: _frames_at(out_dir / s / f"{clip_id}.mp4", times) for s in present}
+    decoded = _decoded(out_dir, clip_id, present, times)
     region = None
     if "FM" in decoded and "FSM" in decoded:  # the blurred face region, per time point
         region = [_filled(_largest_blob(_dense(np.abs(a.astype(np.int16) - b).max(axis=2) > 8)))

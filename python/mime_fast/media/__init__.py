@@ -27,7 +27,8 @@ from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
 from .nvdec import (Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason,
                     open_nvdec_demuxer)
-from .outputs import MAX_ID_BYTES, atomic_outputs, check_writable, clip_id_problem, grid_packets, remux_video
+from .outputs import (MAX_ID_BYTES, atomic_outputs, check_writable, clip_id_problem, grid_packets, remux_video,
+                      video_digest)
 from .source import ColorTags, SourceInfo, StreamFacts, main_video_stream, probe, video_streams
 from .x264 import add_x264_stream, x264_asm, x264_options
 
@@ -69,6 +70,7 @@ __all__ = [
     "probe",
     "read_wav",
     "remux_video",
+    "video_digest",
     "video_streams",
     "write_wav",
     "x264_asm",

@@ -6,6 +6,7 @@
   video stream (an :class:`~mime_fast.media.Mp4Writer` ``video_template``) and its packets,
   byte-identical, with timestamps re-based onto the ``1/fps`` grid (FM's stream copy,
   :func:`mime_fast.fm_copy.fm_copy_reason`).
+* :func:`video_digest` is the SHA-256 of a file's video packets: a remux and its base share it.
 * :func:`atomic_outputs` hands out temporary names in the destination directories and renames them
   into place only when everything succeeded; on any exception every temporary file is removed.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import threading
 from fractions import Fraction
@@ -22,10 +24,11 @@ from typing import Iterator
 
 import av
 
-from .errors import av_path, open_input
+from .errors import ClipError, av_path, ffmpeg_detail, interrupted, open_input
 from .source import SourceInfo
 
-__all__ = ["MAX_ID_BYTES", "atomic_outputs", "check_writable", "clip_id_problem", "grid_packets", "remux_video"]
+__all__ = ["MAX_ID_BYTES", "atomic_outputs", "check_writable", "clip_id_problem", "grid_packets", "remux_video",
+           "video_digest"]
 
 
 def remux_video(src, dst) -> int:
@@ -45,6 +48,22 @@ def remux_video(src, dst) -> int:
                 oc.mux(pkt)
                 n += 1
     return n
+
+
+def video_digest(path: Path) -> str:
+    """SHA-256 of the bytes of the video packets of ``path`` (what a remux keeps: FDAM, FSAM and AMM
+    share FDM's, FSM's and FM's).  Raises :class:`~mime_fast.media.ClipError` (the file and the
+    reason) for a stream that breaks off."""
+    h = hashlib.sha256()
+    with contextlib.closing(open_input(path)) as c:
+        try:
+            for p in c.demux(c.streams.video[0]):
+                if p.size:
+                    h.update(bytes(p))
+        except av.FFmpegError as exc:
+            interrupted(exc)
+            raise ClipError(path, "corrupt or truncated: its video stream breaks off", ffmpeg_detail(exc)) from exc
+    return h.hexdigest()
 
 
 @contextlib.contextmanager

@@ -24,6 +24,9 @@
 #                  that does not fit in the time left is skipped; $OUT/lease.txt says what ran, its
 #                  exit status and time, and what was skipped. Rerun on the warm machine with the
 #                  steps left (LEASE_STEPS="torch" LEASE_S=200, say): the build is then incremental.
+#                  The session's plan: here `bash bench/make_gpu_bundle.sh` (about 1.5 minutes, 54 MB);
+#                  then one device run of `bash bench/gpu_check.sh lease` with carry [".gpu"] and
+#                  timeout_s 560; copy pipeline-cuda.json from its files to bench/results/.
 # The other targets each fit one device call (10 minutes at most, the build included); they were
 # planned for a longer lease, and together take about 25 minutes:
 #   tests          the test files that run CUDA, torch on CUDA or NVDEC (GPU_TESTS below), with

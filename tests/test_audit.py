@@ -110,6 +110,8 @@ def test_the_audit_tells_the_heavy_kernels_apart(report) -> None:
     assert k35["FSM"]["unmasked_frames"] == 0
     assert k35["FSM"]["mean_similarity"] > ok["FSM"]["mean_similarity"] + 0.1
     assert k35["FSM"]["recognisable_frames"] > 0
+    assert len(k35["FSM"]["recognisable_at"]) == k35["FSM"]["recognisable_frames"]
+    assert set(k35["FSM"]["recognisable_at"]) <= set(range(0, 24, 2))
     assert any(p.startswith("k35 FSM:") and "recognisable" in p for p in report.problems)
 
 
@@ -117,11 +119,18 @@ def test_unmasked_frames_are_caught(report) -> None:
     """Source frames 6..11 (output frames 7..13 on the 30 fps grid) are clear in FDM and FSM: the
     subject, followed there by box overlap, is reported unmasked in the audited frames among them."""
     gap = rows(report, "gap")
+    # the audited (even) output frames that show a source frame of the gap (frame k shows source frame
+    # floor(k * 25 / 30) on the 30 fps grid)
+    shown = [k for k in range(0, 24, 2) if k * 25 // 30 in GAP]
+    assert len(shown) == 4
     for s in ("FDM", "FSM", "FDAM", "FSAM"):
         assert gap[s]["unmasked_frames"] == 4, gap[s]
+        assert gap[s]["unmasked_at"] == shown, gap[s]
         assert gap[s]["subject_frames"] == 12
     assert gap["FSM"]["max_similarity"] > 0.9  # an unmasked face is its clear self
-    assert any(p.startswith("gap FSM:") and "unmasked" in p for p in report.problems)
+    named = ", ".join(map(str, shown))
+    assert any(p.startswith("gap FSM:") and p.endswith(f"unmasked in 4 of 12 frames at frames {named}")
+               for p in report.problems), report.problems
 
 
 def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Path, report) -> None:
@@ -134,6 +143,8 @@ def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Pa
         assert r[s]["status"] == "ok"
         assert r[s]["unmasked_frames"] == 0, r[s]  # the blind spot of the rules by position
         assert r[s]["identity_frames"] == 12, r[s]  # the second shot: 24 of the 48 output frames, every 2nd
+        assert r[s]["identity_at"] == list(range(24, 48, 2)), r[s]
+        assert r[s]["unmasked_at"] == [], r[s]
     problems = mime_fast.audit(cut_corpus, every=2, write=False).problems
     assert any("cut FSM:" in p and "identity" in p for p in problems), problems
     assert all(x["identity_frames"] == 0 for x in report.rows if x["clip_id"] == "ok" and x["status"] == "ok")
@@ -144,8 +155,13 @@ def test_a_mask_shifted_off_the_face_is_caught(report) -> None:
     for s in ("FDM", "FSM"):
         assert shifted[s]["unmasked_frames"] == shifted[s]["subject_frames"] == 12, shifted[s]
         assert shifted[s]["recognisable_frames"] == 12
+        assert shifted[s]["unmasked_at"] == shifted[s]["recognisable_at"] == list(range(0, 24, 2))
         assert shifted[s]["detail_ratio"] > 0.7
     assert not report.ok
+    # a problem names its first frames (8 of the 12) and says there are more
+    assert "shifted FSM: 12 of 12 subject frames still recognisable (max similarity" in " ".join(report.problems)
+    assert any(p.startswith("shifted FSM: 12 of 12") and p.endswith("at frames 0, 2, 4, 6, 8, 10, 12, 14, ...")
+               for p in report.problems), report.problems
 
 
 def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> None:
@@ -153,6 +169,9 @@ def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> N
 
     table = pq.read_table(corpus / "audit.parquet").to_pylist()
     assert len(table) == 4 * 4 and set(table[0]) == set(mime_fast.audit.COLUMNS)
+    by = {(r["clip_id"], r["subset"]): r for r in table}
+    assert by[("gap", "FSM")]["unmasked_at"] == rows(report, "gap")["FSM"]["unmasked_at"] != []
+    assert by[("ok", "FSM")]["recognisable_at"] == [] and by[("ok", "FSM")]["unmasked_at"] == []
     assert main(["audit", str(corpus), "--every", "2", "--clips", "ok", "-q", "--strict"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("subset") and "identity removed" in out

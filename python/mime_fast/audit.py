@@ -77,8 +77,10 @@ recognisable frames are expected and allowed); FSM removes the identity (no fram
 recognisable).  Both must mask the subject wherever he is visible.  FDAM, FSAM are FDM's, FSM's video
 remuxed: their packets must be identical (checked), and then share their base's figures.
 
-``mime-fast audit DIR`` writes ``DIR/audit.parquet`` (one row per clip x subset, :data:`COLUMNS`) and
-prints a table per subset.  Each audited clip's rows are also appended to ``DIR/audit.jsonl`` as it
+``mime-fast audit DIR`` writes ``DIR/audit.parquet`` (one row per clip x subset, :data:`COLUMNS`; the
+output frames, numbered from 0, where the subject was recognisable, unmasked, or another clear face
+read as him are listed in ``recognisable_at``, ``unmasked_at`` and ``identity_at``) and prints a table
+per subset, each problem naming its first frames.  Each audited clip's rows are also appended to ``DIR/audit.jsonl`` as it
 ends, with the size and modification time of every file read and the audit's settings: a rerun (after
 an interruption, or over a corpus that grew) reuses the rows of every clip whose files and settings
 are unchanged, as ``mime-fast build`` skips complete clips, and audits the rest (``resume=False`` /
@@ -165,7 +167,8 @@ INTENT: dict[str, str] = {
 #: The revision of the audit's procedure: raised by every change that alters its rows for the same
 #: files, so that a rerun does not reuse rows of another procedure (``audit.jsonl``).  2: identity
 #: references only from faces on tracks masked in at least half their frames (:func:`_reference_frames`).
-AUDIT_REVISION: int = 2
+#: 3: the frames of each count listed (``recognisable_at``, ``unmasked_at``, ``identity_at``).
+AUDIT_REVISION: int = 3
 #: The journal of audited clips (one JSON line per clip: its rows, its files' stats, the settings).
 JOURNAL = "audit.jsonl"
 #: Columns of ``audit.parquet``.
@@ -173,7 +176,10 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "intent", "kernel", "frames", "frames_audited", "faces_detected", "subject_frames",
     "mean_similarity", "max_similarity", "recognisable_frames", "detail_ratio", "unmasked_frames",
     "identity_frames", "same_video_as", "threshold", "recogniser", "status", "reason",
+    "recognisable_at", "unmasked_at", "identity_at",
 )
+#: A problem line names at most this many of its frames.
+FRAMES_NAMED: int = 8
 
 
 def similarity(a: np.ndarray, b: np.ndarray, mean: np.ndarray | None = None) -> float:
@@ -485,8 +491,10 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
     rows: dict[str, dict[str, Any]] = {}
     for s in decode:
         # frames where a face the audit did not take for him reads as him and is clear in this subset
-        ident = sum(any(int(tracks[k][j]) in his and j != subject[k] and ratios[s][k][j] >= MASKED_DETAIL_RATIO
-                        and near_clear[s][k][j] for j in range(len(b))) for k, b in enumerate(boxes)) if his else 0
+        ident = [audited[k] for k, b in enumerate(boxes)
+                 if any(int(tracks[k][j]) in his and j != subject[k] and ratios[s][k][j] >= MASKED_DETAIL_RATIO
+                        and near_clear[s][k][j] for j in range(len(b)))] if his else []
+        at_subject = np.array([audited[k] for k, j in enumerate(subject) if j is not None], np.int64)
         subj = [ratios[s][k][j] for k, j in enumerate(subject) if j is not None]
         left = [near_clear[s][k][j] for k, j in enumerate(subject) if j is not None]
         v = np.asarray(sims[s], np.float64)
@@ -499,7 +507,10 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
                    "max_similarity": float(v.max()) if len(v) else None,
                    "recognisable_frames": int((v >= threshold).sum()),
                    "detail_ratio": float(np.nanmedian(r)) if np.isfinite(r).any() else None,
-                   "unmasked_frames": int(unmasked.sum()), "identity_frames": int(ident) if refs else None,
+                   "unmasked_frames": int(unmasked.sum()), "identity_frames": len(ident) if refs else None,
+                   "recognisable_at": at_subject[v >= threshold].tolist() if len(v) else [],
+                   "unmasked_at": at_subject[unmasked].tolist() if len(v) else [],
+                   "identity_at": ident if refs else None,
                    "same_video_as": None, "status": "ok",
                    "reason": "" if len(v) else "no face found in FM by the audit's detector"}
     for s, b in same.items():
@@ -557,6 +568,15 @@ class AuditReport:
         return "\n".join(lines)
 
 
+def _frames_named(frames: list[int] | None) -> str:
+    """`` at frames 3, 5, 7`` (at most :data:`FRAMES_NAMED`, then ``...``); empty without a list (rows of
+    an older journal)."""
+    if not frames:
+        return ""
+    head = ", ".join(str(f) for f in frames[:FRAMES_NAMED])
+    return f" at frame{'s' if len(frames) > 1 else ''} {head}{', ...' if len(frames) > FRAMES_NAMED else ''}"
+
+
 def _problems(rows: list[dict[str, Any]]) -> list[str]:
     out = []
     for r in rows:
@@ -564,13 +584,15 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
             continue
         if r["subset"] in ("FSM", "FSAM") and r["recognisable_frames"]:
             out.append(f"{r['clip_id']} {r['subset']}: {r['recognisable_frames']} of {r['subject_frames']} subject "
-                       f"frames still recognisable (max similarity {r['max_similarity']:.3f})")
+                       f"frames still recognisable (max similarity {r['max_similarity']:.3f})"
+                       f"{_frames_named(r.get('recognisable_at'))}")
         if r["unmasked_frames"]:
             out.append(f"{r['clip_id']} {r['subset']}: the subject is visible but unmasked in "
-                       f"{r['unmasked_frames']} of {r['subject_frames']} frames")
+                       f"{r['unmasked_frames']} of {r['subject_frames']} frames{_frames_named(r.get('unmasked_at'))}")
         if r.get("identity_frames"):
             out.append(f"{r['clip_id']} {r['subset']}: a clear face that reads as the subject (identity) in "
-                       f"{r['identity_frames']} of {r['frames_audited']} audited frames")
+                       f"{r['identity_frames']} of {r['frames_audited']} audited frames"
+                       f"{_frames_named(r.get('identity_at'))}")
     return out
 
 

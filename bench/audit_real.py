@@ -4,7 +4,7 @@ frame size: at 720p the crowd's subject was once left clear for 59 frames), buil
 subsets; the quality gate lowered for the 340x256 clip), then audited on every frame.  Per clip and
 subset: subject frames, mean/max similarity of the degraded face to its clear self, frames still
 recognisable (>= the calibrated threshold), the detail ratio and the frames where the subject is
-visible but unmasked.  Writes bench/results/audit_real-cpu.json.
+visible but unmasked (each count with its output frames).  Writes bench/results/audit_real-cpu.json.
 
     python bench/audit_real.py [--media ../shared/media] [--every 1]
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from _harness import REAL_CLIPS, media_dir, proof_clips, save, scaled_copy
 
 import mime_fast
-from mime_fast.audit import AUDITED, MASKED_DETAIL_RATIO, RECOGNISABLE_COS
+from mime_fast.audit import AUDIT_REVISION, AUDITED, MASKED_DETAIL_RATIO, RECOGNISABLE_COS
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
     for p in report.problems:
         print(" ", p)
     keep = ("subject_frames", "mean_similarity", "max_similarity", "recognisable_frames", "detail_ratio",
-            "unmasked_frames", "same_video_as")
+            "unmasked_frames", "same_video_as", "recognisable_at", "unmasked_at")
     clips: dict = {}
     for row in report.rows:
         if row["status"] == "ok":
@@ -56,7 +56,8 @@ def main() -> None:
                   "recognisable_frames": sum(c[s]["recognisable_frames"] for c in clips.values() if s in c),
                   "unmasked_frames": sum(c[s]["unmasked_frames"] for c in clips.values() if s in c)}
               for s in AUDITED}
-    payload = {"threshold": RECOGNISABLE_COS, "masked_detail_ratio": MASKED_DETAIL_RATIO, "every": args.every,
+    payload = {"audit_revision": AUDIT_REVISION, "threshold": RECOGNISABLE_COS, "masked_detail_ratio": MASKED_DETAIL_RATIO,
+               "every": args.every,
                "totals": totals, "problems": report.problems, "clips": clips}
     print(save("audit_real", payload))
 

@@ -65,7 +65,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "FDAM and FSAM (cosine similarity; 'recognisable' at or above the threshold calibrated on "
                     "real footage), and the detail left (Laplacian variance ratio in the inner face box; "
                     "'unmasked' when the face kept half its detail or more). Writes DIR/audit.parquet (one row "
-                    "per clip and subset) and prints a table per subset. Each clip audited is journalled in "
+                    "per clip and subset, the frames of each count listed) and prints a table per subset and "
+                    "each problem with its first frames. Each clip audited is journalled in "
                     "DIR/audit.jsonl: a rerun (interrupted, or the corpus grew) reuses the rows of the clips whose "
                     "files and audit settings did not change and audits the rest.",
         epilog="MIME's intent: FDM removes details but keeps the coarse face (recognisable frames allowed), FSM "

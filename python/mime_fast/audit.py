@@ -80,11 +80,11 @@ remuxed: their packets must be identical (checked), and then share their base's 
 ``mime-fast audit DIR`` writes ``DIR/audit.parquet`` (one row per clip x subset, :data:`COLUMNS`; the
 output frames, numbered from 0, where the subject was recognisable, unmasked, or another clear face
 read as him are listed in ``recognisable_at``, ``unmasked_at`` and ``identity_at``) and prints a table
-per subset, each problem naming its first frames.  Each audited clip's rows are also appended to ``DIR/audit.jsonl`` as it
-ends, with the size and modification time of every file read and the audit's settings: a rerun (after
-an interruption, or over a corpus that grew) reuses the rows of every clip whose files and settings
-are unchanged, as ``mime-fast build`` skips complete clips, and audits the rest (``resume=False`` /
-``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N clips of the folder, the same ones
+per subset, each problem naming its first frames.  Each audited clip's rows are also appended to
+``DIR/audit.jsonl`` as it ends, with the size and modification time of every file read and the
+audit's settings: a rerun (after an interruption, or over a corpus that grew) reuses the rows of
+every clip whose files and settings are unchanged, as ``mime-fast build`` skips complete clips, and
+audits the rest (``resume=False`` / ``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N clips of the folder, the same ones
 every time (the first N by the SHA-256 of their ids: spread over the corpus whatever its order); ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any subject
 face is unmasked (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets ``failed``
 rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
@@ -569,8 +569,8 @@ class AuditReport:
 
 
 def _frames_named(frames: list[int] | None) -> str:
-    """`` at frames 3, 5, 7`` (at most :data:`FRAMES_NAMED`, then ``...``); empty without a list (rows of
-    an older journal)."""
+    """`` at frames 3, 5, 7`` (at most :data:`FRAMES_NAMED`, then ``...``); empty for no frames or no
+    list."""
     if not frames:
         return ""
     head = ", ".join(str(f) for f in frames[:FRAMES_NAMED])

@@ -84,10 +84,11 @@ per subset, each problem naming its first frames.  Each audited clip's rows are 
 ``DIR/audit.jsonl`` as it ends, with the size and modification time of every file read and the
 audit's settings: a rerun (after an interruption, or over a corpus that grew) reuses the rows of
 every clip whose files and settings are unchanged, as ``mime-fast build`` skips complete clips, and
-audits the rest (``resume=False`` / ``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N clips of the folder, the same ones
-every time (the first N by the SHA-256 of their ids: spread over the corpus whatever its order); ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any subject
-face is unmasked (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets ``failed``
-rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
+audits the rest (``resume=False`` / ``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N
+clips of the folder, the same ones every time (the first N by the SHA-256 of their ids: spread over
+the corpus whatever its order); ``--strict`` exits 1 when any FSM/FSAM frame is recognisable or any
+subject face is unmasked (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets
+``failed`` rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
 """
 
 from __future__ import annotations

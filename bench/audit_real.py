@@ -56,8 +56,8 @@ def main() -> None:
                   "recognisable_frames": sum(c[s]["recognisable_frames"] for c in clips.values() if s in c),
                   "unmasked_frames": sum(c[s]["unmasked_frames"] for c in clips.values() if s in c)}
               for s in AUDITED}
-    payload = {"audit_revision": AUDIT_REVISION, "threshold": RECOGNISABLE_COS, "masked_detail_ratio": MASKED_DETAIL_RATIO,
-               "every": args.every,
+    payload = {"audit_revision": AUDIT_REVISION, "threshold": RECOGNISABLE_COS,
+               "masked_detail_ratio": MASKED_DETAIL_RATIO, "every": args.every,
                "totals": totals, "problems": report.problems, "clips": clips}
     print(save("audit_real", payload))
 

@@ -1267,3 +1267,58 @@ def test_summary_points_at_the_clips_to_look_at(tmp_path: Path, capsys) -> None:
             "be his masked: 40 frames") in lines
     assert ("1 clip(s) with frames where identity could not tell which face is the subject's, left clear "
             "(undecided=leave): he may show there: 7 frames") in lines
+
+
+@pytest.fixture(scope="module")
+def tiny_built(tmp_path_factory) -> tuple[Path, Path]:
+    """Two tiny clips with landmarks and audio, and an output folder with all seven subsets of both
+    built (``mime-fast build``): ``(inputs, out)``; tests copy ``out`` before changing it."""
+    base = tmp_path_factory.mktemp("tiny")
+    root = base / "in"
+    samples.make_clip(root / "one.mp4", duration=0.4, fps=25, size=(160, 120), seed=11)
+    samples.make_clip(root / "two.mp4", duration=0.4, fps=25, size=(160, 120), seed=12)
+    out = base / "out"
+    assert main(["build", str(root), "--out", str(out), *SMALL, "-q"]) == 0
+    return root, out
+
+
+@pytest.mark.parametrize("deleted", ["FSM/two.mp4", "audio/two.wav", "FDAM/two.mp4"])
+def test_a_rerun_rebuilds_a_clip_whose_output_was_deleted(tiny_built: tuple[Path, Path], tmp_path: Path,
+                                                          deleted: str) -> None:
+    """Deleting one output of a complete clip (an encode, the audio wav, a remux) makes the rerun
+    build that clip again: the file is back with the bytes it had (the same input and settings give
+    the same bytes) and its row's size and SHA-256, the manifest holds each (clip, subset) row once,
+    and the other clip is skipped (its rows keep their run, its files are not rewritten)."""
+    import shutil
+
+    from mime_fast.corpus import discover
+
+    root, built = tiny_built
+    out = tmp_path / "out"
+    shutil.copytree(built, out)  # (copy2: the files keep their modification times)
+    before = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
+    assert set(before) == {(c, s) for c in ("one", "two") for s in (*SUBSETS, "audio")}
+    assert all(r["status"] == "ok" for r in before.values())
+    originals = {k: sha256(out / r["path"]) for k, r in before.items()}
+    one_mtimes = {k: (out / r["path"]).stat().st_mtime_ns for k, r in before.items() if k[0] == "one"}
+    (out / deleted).unlink()
+
+    summary = run_corpus(discover(root), out, progress=lambda line: None, **SMALL_KW)
+    assert summary.skipped == ["one"] and summary.done == ["two"] and not summary.failed
+    assert (out / deleted).is_file()
+    rows = read_rows(out)  # the manifest as the rerun left it (compacted)
+    keys = [(r["clip_id"], r["subset"]) for r in rows]
+    assert len(keys) == len(set(keys)) and set(keys) == set(before)
+    assert len(pq.read_table(out / "manifest.parquet")) == len(rows)
+    after = dict(zip(keys, rows))
+    for key, r in after.items():
+        p = out / r["path"]
+        assert r["status"] == "ok" and r["bytes"] == p.stat().st_size and r["sha256"] == sha256(p), key
+        assert sha256(p) == originals[key], key  # rebuilt as it was
+        if key[0] == "one":  # skipped: neither its rows nor its files touched
+            assert r["run"] == before[key]["run"] and p.stat().st_mtime_ns == one_mtimes[key], key
+        else:
+            assert r["run"] != before[key]["run"], key
+    # and the next rerun finds both complete
+    again = run_corpus(discover(root), out, progress=lambda line: None, **SMALL_KW)
+    assert sorted(again.skipped) == ["one", "two"] and not again.done

@@ -888,3 +888,43 @@ def test_names_with_a_colon_are_files_not_protocols(tmp_path, monkeypatch):
     rows = [(row["clip_id"], row["subset"], row["status"]) for row in read_rows(Path("c:y"))]
     assert ("a:b", "FM", "ok") in rows
     assert (tmp_path / "c:y" / "manifest.parquet").stat().st_size > 0
+
+
+# ------------------------------------------------------------------ the 480p quality gate, both sides
+
+
+@pytest.mark.parametrize("size, rotation, refused", [
+    ((640, 479), 0, True),
+    ((640, 480), 0, False),
+    ((479, 854), 0, True),  # portrait: the shorter side is the width
+    ((480, 854), 0, False),
+    ((479, 854), 90, True),  # stored 854x479 landscape, shown portrait (display rotation)
+    ((480, 854), 90, False),
+], ids=["640x479", "640x480", "portrait-479x854", "portrait-480x854", "rotated-479x854", "rotated-480x854"])
+def test_the_480p_gate_decides_on_the_shorter_displayed_side(tmp_path, size, rotation, refused):
+    """The default gate (``min_height`` 480) refuses a clip whose shorter displayed side is 479 px,
+    with its own reason, and accepts one of 480, landscape, portrait and portrait by rotation
+    metadata alike.  The clips pass the other gates (0.6 s >= ``min_duration`` 0.5 s, 18 frames >=
+    ``min_frames`` 5), so only the height decides."""
+    w, h = size
+    clip = samples.make_clip(tmp_path / "gate.mp4", duration=0.6, fps=30, size=size, audio=False,
+                             rotation=rotation, face_scale=1.0)
+    info = media.probe(clip.path)
+    assert (info.width, info.height, info.rotation) == (w, h, rotation)
+    assert (info.coded_width, info.coded_height) == ((h, w) if rotation % 180 else (w, h))
+    assert info.duration >= Fraction(1, 2) and info.video_frames >= 5  # the other gates pass
+    out = tmp_path / "out"
+    if refused:
+        with pytest.raises(ClipError) as ei:
+            build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"])
+        assert ei.value.path == clip.path
+        assert ei.value.reason == (f"below the quality gate: displayed size {w}x{h}, "
+                                   "shorter side < min_height=480")
+        assert not out.exists()
+        # one pixel lower, the same clip passes: the shorter side was the only reason
+        res = build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"], min_height=479)
+    else:
+        res = build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"])
+    assert res.ok and res.status["FM"].status == "ok"
+    fm = media.probe(res.outputs["FM"])
+    assert (fm.width, fm.height, fm.rotation) == (w - w % 2, h - h % 2, 0)  # written upright

@@ -115,6 +115,56 @@ def test_landmarks_lie_on_the_face(stack, astronaut):
     assert hull.sum() <= 1.05 * (x1 - x0) * (y1 - y0)
 
 
+def test_meshes_loaded_on_threads_at_once_are_imported_one_at_a_time(stack, astronaut, monkeypatch):
+    # OpenCV's TFLite importer fills its operator table on first use without a lock: two imports at
+    # once in a fresh process can fail ("Unsupported operator type PAD"; seen in CI with clips built
+    # on threads of a process).  The race itself is rare, so the test checks the serialisation: a
+    # slow import entered from 4 threads together never runs twice at once, and every mesh loaded
+    # so gives the landmarks of the stack's own.
+    import threading
+    import time
+
+    from mime_fast.detect import MediaPipeFaceMesh
+
+    if stack.landmarks.backend != "opencv":
+        pytest.skip(f"the mesh runs on {stack.landmarks.backend}, not OpenCV's TFLite importer")
+    real, lock = cv2.dnn.readNetFromTFLite, threading.Lock()
+    inside = {"now": 0, "most": 0}
+
+    def slow_import(path):
+        with lock:
+            inside["now"] += 1
+            inside["most"] = max(inside["most"], inside["now"])
+        time.sleep(0.05)
+        try:
+            return real(path)
+        finally:
+            with lock:
+                inside["now"] -= 1
+
+    monkeypatch.setattr(cv2.dnn, "readNetFromTFLite", slow_import)
+    start, meshes, errors = threading.Barrier(4), [], []
+
+    def load() -> None:
+        start.wait()
+        try:
+            meshes.append(MediaPipeFaceMesh())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(meshes) == 4 and inside["most"] == 1
+    faces = stack.detector.detect(astronaut)
+    want = stack.landmarks.landmarks(astronaut, faces)
+    for m in meshes:
+        got = m.landmarks(astronaut, faces)
+        assert np.array_equal(got.points, want.points) and np.array_equal(got.quality, want.quality)
+
+
 def test_landmarks_follow_a_rotated_face(stack, astronaut):
     """The ROI is rotated upright by the eye keypoints and mapped back: landmarks of a rotated frame
     are the rotated landmarks (median error < 1.5 px, 1.2 % of the face height; without the upright

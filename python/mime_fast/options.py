@@ -304,10 +304,12 @@ class DetectOptions:
 
     ``undecided`` (``faces="subject"``): where the tracker cannot tell which face is the subject's
     (after a cut, or once he was lost for longer than the hold, among faces identity cannot tell
-    apart), ``"mask"`` (the default: fail closed) blurs every face that could be his
-    (:meth:`mime_fast.detect.SubjectTracker.undecided_hulls`), bystanders included, until identity
-    decides; ``"leave"`` blurs only faces matched as his, so bystanders stay clear, and **he may
-    show** in those frames (``bench/privacy_variants.py --undecided leave``: 188 of the 2,281
+    apart), the faces are decided once the whole clip has been seen, face track by face track
+    (:mod:`mime_fast.detect.decision`: beside him where he was found for sure, or reading as another
+    person against his views of the whole clip: not his); ``"mask"`` (the default: fail closed)
+    blurs every face that could still be his (:meth:`mime_fast.detect.SubjectTracker.undecided_hulls`),
+    bystanders included; ``"leave"`` blurs only faces matched as his, so bystanders stay clear, and
+    **he may show** in those frames (``bench/privacy_variants.py --undecided leave``: 188 of the 2,281
     frames of the subject in the edited variants of the real clips, in 4 of 27 variants -- cut away
     and back 70, cross-faded 49, zoom cut 45, four alternating cuts 24 -- against none with
     ``"mask"``).  Either way the manifest counts those frames (``tracking_frames_undecided``);

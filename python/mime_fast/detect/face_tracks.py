@@ -9,6 +9,7 @@ the subject tracker (:class:`mime_fast.detect.tracking.SubjectTracker`) and by `
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,8 @@ from .interface import Faces, _downscale
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
 
-__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks"]
+__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
+           "TrackRecord", "face_contrast"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
 #: track's last box by at least this IoU; a track's embedding is reused until the face grew by
@@ -38,6 +40,44 @@ ROI_GRID = 32
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
 MIN_EMBED_SIZE = 24.0
+
+
+@dataclass
+class TrackRecord:
+    """What pass 1 saw of one face track (:attr:`FaceTracks.records`): the first frame of its shot,
+    the detector frames it was found in and its box in each, and the embeddings read of it
+    (``(frame, face size, embedding, contrast)``: :func:`face_contrast`), for the whole-clip decision
+    (:func:`mime_fast.detect.decision.decide_tracks`)."""
+
+    ident: int
+    shot: int
+    frames: list[int] = field(default_factory=list)
+    boxes: list[np.ndarray] = field(default_factory=list)
+    embeddings: list[tuple[int, float, np.ndarray, float]] = field(default_factory=list)
+
+    def box_at(self, frame: int) -> np.ndarray | None:
+        """Its box in ``frame`` (a detector frame it was found in), else ``None``."""
+        import bisect
+
+        k = bisect.bisect_left(self.frames, frame)
+        return self.boxes[k] if k < len(self.frames) and self.frames[k] == frame else None
+
+
+def face_contrast(frame, box) -> float:
+    """The standard deviation (0..255) of the green channel over the centre 80 % of a face box,
+    sampled to at most 32 px a side: how much a face embedding has to read (a face in the dark, or
+    under a flat grade, reads alike against everybody).  ``frame``: RGB, a numpy array or a frame
+    kept on a device (sliced there)."""
+    H, W = int(frame.shape[0]), int(frame.shape[1])
+    x0, y0, x1, y1 = (float(v) for v in box)
+    w, h = x1 - x0, y1 - y0
+    a0, b0 = max(0, int(x0 + 0.1 * w)), max(0, int(y0 + 0.1 * h))
+    a1, b1 = min(W, int(np.ceil(x1 - 0.1 * w))), min(H, int(np.ceil(y1 - 0.1 * h)))
+    if a1 - a0 < 2 or b1 - b0 < 2:
+        return 0.0
+    k = max(1, max(a1 - a0, b1 - b0) // 32)
+    g = np.asarray(frame[b0:b1:k, a0:a1:k, 1], np.float32)
+    return float(g.std())
 
 
 def _timed(timers: dict, name: str, fn, *a):
@@ -84,10 +124,16 @@ class FaceTracks:
     :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
     that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
     older than ``refresh`` frames (a head that turned back), batched in one embedder call.
-    :meth:`new_shot` forgets every track."""
+    :meth:`new_shot` forgets every track.  ``record``: keep a :class:`TrackRecord` of every track
+    (:attr:`records`, by stable id: frames, boxes, the embeddings read), for a decision over the
+    whole clip."""
 
-    def __init__(self, max_gap: int, refresh: int, *, predict: bool = True, by_distance: bool = True):
+    def __init__(self, max_gap: int, refresh: int, *, predict: bool = True, by_distance: bool = True,
+                 record: bool = False):
         self.predict, self.by_distance = predict, by_distance
+        #: stable id -> :class:`TrackRecord` (with ``record``), else ``None``
+        self.records: dict[int, TrackRecord] | None = {} if record else None
+        self.shot = 0  # the first frame of the current shot (:meth:`new_shot`)
         self.max_gap = int(max_gap)
         self.refresh = int(refresh)
         self._boxes = np.zeros((0, 4))
@@ -97,7 +143,9 @@ class FaceTracks:
         self._ids = np.zeros(0, np.int64)
         self.count = 0  # tracks started
 
-    def new_shot(self) -> None:
+    def new_shot(self, start: int = 0) -> None:
+        """Every track ends: the shot that begins at frame ``start`` starts afresh."""
+        self.shot = int(start)
         self._boxes, self._last, self._emb, self._ids = np.zeros((0, 4)), np.zeros(0, np.int64), [], np.zeros(0, np.int64)
         self._vel = np.zeros((0, 2))
 
@@ -139,6 +187,11 @@ class FaceTracks:
                 self._vel[t] = (_centre(boxes[j]) - _centre(prev[t])) / max(1, index - int(self._last[t]))
         self._boxes[out] = boxes
         self._last[out] = index
+        if self.records is not None:
+            for j, t in enumerate(out):
+                rec = self.records.setdefault(int(self._ids[t]), TrackRecord(int(self._ids[t]), self.shot))
+                rec.frames.append(int(index))
+                rec.boxes.append(boxes[j].copy())
         return out
 
     @staticmethod
@@ -165,9 +218,12 @@ class FaceTracks:
         """The stable id of the track at position ``track`` (positions change as tracks end)."""
         return int(self._ids[track])
 
-    def remember(self, track: int, embedding: np.ndarray, size: float, index: int) -> None:
-        """Keep an embedding computed elsewhere as track ``track``'s."""
+    def remember(self, track: int, embedding: np.ndarray, size: float, index: int, contrast: float = 0.0) -> None:
+        """Keep an embedding computed elsewhere as track ``track``'s (``contrast``: its face's,
+        :func:`face_contrast`)."""
         self._emb[track] = (embedding, float(size), int(index))
+        if self.records is not None and np.all(np.isfinite(embedding)):
+            self.records[int(self._ids[track])].embeddings.append((int(index), float(size), embedding, float(contrast)))
 
     def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
                    fresh: bool = False) -> np.ndarray:
@@ -191,6 +247,9 @@ class FaceTracks:
             new = tracker._embed(frame, faces[np.array(need)])
             for j, v in zip(need, new):
                 self._emb[tracks[j]] = (v, sizes[j], index)
+                if self.records is not None and np.all(np.isfinite(v)):
+                    self.records[int(self._ids[tracks[j]])].embeddings.append(
+                        (int(index), float(sizes[j]), v, face_contrast(frame, faces.boxes[j])))
         out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
         for j, t in enumerate(tracks):
             if self._emb[t] is not None:

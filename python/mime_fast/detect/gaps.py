@@ -42,8 +42,14 @@ class TrackingStats:
     continuity where identity could not decide (:data:`~mime_fast.detect.tracking.CONTINUITY_IOU`);
     ``returned``: frames where he was found where he stood in the shot a new one returns to
     (:class:`~mime_fast.detect.SubjectTracker`, module docstring 6.);
-    ``undecided``: frames where identity could not tell which face is the subject's and every face
-    that could be his was masked (:meth:`~mime_fast.detect.SubjectTracker.undecided_hulls`);
+    ``undecided``: frames where a face that could be the subject's is masked beside him because
+    nothing could tell whether it is his (:meth:`~mime_fast.detect.SubjectTracker.undecided_hulls`,
+    after the decision over the whole clip: :mod:`mime_fast.detect.decision`); ``undecided_pass1``:
+    the frames where the forward pass could not tell which face is his (before that decision);
+    ``identified``: frames where the subject was found by that decision only (a face track the
+    forward pass left undecided read as his: his detection there, counted in ``detected`` too);
+    ``tracks``: each face track the forward pass left undecided, as decided over the whole clip
+    (:meth:`mime_fast.detect.decision.TrackDecision.as_dict`: decision, rule, evidence);
     ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
     """
 
@@ -72,6 +78,9 @@ class TrackingStats:
     returned: int = 0
     head: int = 0
     undecided: int = 0
+    undecided_pass1: int = 0
+    identified: int = 0
+    tracks: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -169,7 +169,8 @@ import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
 from .align import arcface_transform
-from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed
+from .decision import SubjectObservation, TrackDecision, decide_tracks
+from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed, face_contrast
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
@@ -251,6 +252,11 @@ SEARCH_DETECT_SIZE = 640
 #: followed head, they turned two of the greyscale hug's head-continued frames into full matches, and
 #: the head frames between were interpolated into masks over half the other man's face.
 GALLERY_SIZE = 8
+#: The whole-clip decision (:mod:`mime_fast.detect.decision`) reads his views of the whole clip: the
+#: views taken while he was followed (as above, about twice a second), at most this many, spread
+#: over the clip (when more are taken, every other one is let go), and the embeddings of his strong
+#: matches, as many.  They are embedded only where a decision needs them.
+CLIP_VIEWS = 16
 #: A return to a shot (module docstring, 6.): the least correlation of the body histogram below the
 #: face found where he stood with his (HSV, :func:`body_histogram`).
 RETURN_MIN_CORR = 0.5
@@ -337,6 +343,14 @@ def _view_crop(frame, faces: Faces, i: int) -> tuple[np.ndarray, Faces]:
     return crop, face
 
 
+def _keep_spread(kept: list, item) -> None:
+    """Append ``item`` to ``kept``; past :data:`CLIP_VIEWS` items, every other one is let go (what
+    is kept stays spread over the clip, the same whatever the clip's length)."""
+    kept.append(item)
+    if len(kept) > CLIP_VIEWS:
+        del kept[1::2]
+
+
 def _best_cos(emb: np.ndarray, refs) -> np.ndarray:
     """Per row of ``emb``, its highest cosine with the embeddings ``refs`` (-1 for a face too small
     to embed: a NaN row)."""
@@ -391,9 +405,12 @@ class SubjectTracker:
         self._gallery: list[np.ndarray] = []  # views of him kept while followed, read (GALLERY_SIZE)
         #: views taken since the last were read: the part of the frame an embedding reads, and the
         #: face in it (:func:`_view_crop`); read only where a search needs them (:meth:`views`)
-        self._unread: deque[tuple[np.ndarray, Faces]] = deque(maxlen=GALLERY_SIZE - 1)
+        self._unread: deque[list] = deque(maxlen=GALLERY_SIZE - 1)  # [crop, face, embedding or None]
+        self._clip_views: list[list] = []  # the same views over the whole clip (CLIP_VIEWS)
+        self._his_embs: list[tuple] = []  # (embedding, contrast) of his strong matches (CLIP_VIEWS)
         self._gallery_at = -(10**9)  # the frame of the last view taken
         self._ref_hist = None
+        self._ref_contrast = 0.0  # the contrast of the selected face (face_contrast)
         self._size_ref = None
         self._crowded_at = -(10**9)
         self._partial_run = 0
@@ -433,6 +450,18 @@ class SubjectTracker:
         self._unconfirmed = False
         self._others_at = -(10**9)  # the last frame where, unconfirmed, other faces were seen
         self._taken = (-1, -1)  # (frame, face index) of the last face accepted as his
+        #: frame -> the face taken for him there (:class:`~mime_fast.detect.decision.SubjectObservation`)
+        self.his: dict[int, SubjectObservation] = {}
+        #: whether the face followed now was found for sure (selected, read strongly as him, or
+        #: followed geometrically since): rule 2 of :mod:`mime_fast.detect.decision`
+        self._sure = False
+        self._undecided_ids: dict[int, list[int | None]] = {}  # frame -> the face tracks of undecided
+        self._shot_starts: list[int] = [0]  # the first frame of each shot, as new_shot was told
+        self._returning_at: dict[int, np.ndarray] = {}  # shot -> where a return to a shot puts him
+        self._weak_shots: set[int] = set()  # shots where he was re-acquired by a weak match
+        #: face track -> its decision over the whole clip (:meth:`decide`)
+        self.decisions: dict[int, TrackDecision] = {}
+        self._identified: set[tuple[int, int]] = set()  # (frame, face track) made his detection by decide
 
     def new_shot(self, returns_to: int | None = None, return_map: np.ndarray | None = None,
                  return_support: np.ndarray | None = None) -> None:
@@ -456,6 +485,8 @@ class SubjectTracker:
             while len(self._shot_boxes) > RETURN_SHOTS:
                 del self._shot_boxes[next(iter(self._shot_boxes))]
         self._shot_start = self._index + 1
+        self._shot_starts.append(self._shot_start)
+        self._sure = False
         self.returns(returns_to, return_map, return_support)
         self._vel, self._vel_known = np.zeros(2), False
         self._anchor = self._last_points = None
@@ -463,7 +494,7 @@ class SubjectTracker:
         self._partial_run = 0
         self._crowded_at = -(10**9)
         if self._faces is not None:
-            self._faces.new_shot()
+            self._faces.new_shot(self._shot_start)
         self._subject_track = None
         self._head = self._seed = None
         self._unconfirmed = False
@@ -485,6 +516,8 @@ class SubjectTracker:
             abs(_size(self._returning) / _size(box) - 1.0) >= 0.1
             or float(np.linalg.norm(_centre(self._returning) - _centre(box))) >= 0.5 * _size(box))
         self._return_from = self._index + 1
+        if self._returning is not None:
+            self._returning_at[self._shot_start] = self._returning.copy()
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -531,14 +564,27 @@ class SubjectTracker:
         self._height = float(pts[:, 1].max() - pts[:, 1].min())
         return np.asarray(pts, np.float32)
 
-    def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None, partial: bool = False) -> FrameTrack:
+    def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None, partial: bool = False,
+                how: str = "near") -> FrameTrack:
+        """Face ``i`` of ``faces`` is his in this frame, taken ``how`` (:class:`SubjectObservation`):
+        ``"selected"``, ``"identity"`` (a strong match), ``"views"`` and ``"confirmed"`` make him
+        sure, ``"near"`` (the geometric match) keeps what he was, the others (``"weak"``,
+        ``"ambiguous"``, ``"continued"``, ``"head"``, ``"returned"``) make him unsure."""
         box = faces.boxes[i].astype(np.float64)
         self._taken = (self._index, i)
+        ident = None
         if self._frame_ids is not None and i < len(self._frame_ids):
-            self._subject_track = self._frame_ids[i]
+            self._subject_track = ident = self._frame_ids[i]
+        if how in ("selected", "identity", "views", "confirmed"):
+            self._sure = True
+        elif how != "near":
+            self._sure = False
+        self.his[self._index] = SubjectObservation(ident, self._sure and not self._unconfirmed, how, box)
         self._present_at, self._present_box = self._index, box
         if emb is not None:
             self._last_emb = emb
+            if how in ("identity", "views", "confirmed"):
+                _keep_spread(self._his_embs, (np.asarray(emb, np.float32), face_contrast(frame, box)))
         wh = box[2:] - box[:2]
         small = self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref)
         if (partial or small) and self._size_ref is not None and self._partial_run < self.hold_frames:
@@ -579,7 +625,10 @@ class SubjectTracker:
                 or _size(faces.boxes[i]) < MIN_EMBED_SIZE):
             return
         self._gallery_at = self._index
-        self._unread.append(_view_crop(frame, faces, i))
+        # [crop, face, embedding, found for sure, contrast]
+        view = [*_view_crop(frame, faces, i), None, self._sure, face_contrast(frame, faces.boxes[i])]
+        self._unread.append(view)
+        _keep_spread(self._clip_views, view)
 
     def views(self) -> list[np.ndarray]:
         """The views kept of him (:data:`GALLERY_SIZE` - 1 besides the selection's embedding), the
@@ -587,8 +636,8 @@ class SubjectTracker:
         when it reads strongly as a view already kept (the selection's first), so the views follow
         his pose and size without drifting to another person."""
         while self._unread:
-            crop, face = self._unread.popleft()
-            e = np.asarray(self._embed(crop, face)[0], np.float32)
+            view = self._unread.popleft()
+            e = view[2] = np.asarray(self._embed(view[0], view[1])[0], np.float32)
             if not np.all(np.isfinite(e)):
                 continue
             if max(float(e @ g) for g in (self._ref_emb, *self._gallery)) >= self._strong_cos:
@@ -597,14 +646,14 @@ class SubjectTracker:
                     self._gallery.pop(0)
         return self._gallery
 
-    def _undecided(self, faces: Faces) -> FrameTrack:
-        """No face of ``faces`` (the candidates: every face that could be his) can be told to be his:
-        each is masked by its box ellipse, grown by the margin (module docstring, 7.); the subject
-        himself is not matched in this frame."""
-        self._mask_undecided(faces.boxes)
+    def _undecided(self, faces: Faces, idents: list) -> FrameTrack:
+        """No face of ``faces`` (the candidates: every face that could be his; of face tracks
+        ``idents``) can be told to be his: each is masked by its box ellipse, grown by the margin
+        (module docstring, 7.); the subject himself is not matched in this frame."""
+        self._mask_undecided(faces.boxes, idents)
         if (self._undecided_shot != self._shot_start and self._index - self._shot_start <= self.hold_frames
                 and max(self._last_seen, self._present_at) < self._shot_start):
-            self._undecided_back[self._index] = (self._shot_start, faces.boxes.copy())
+            self._undecided_back[self._index] = (self._shot_start, faces.boxes.copy(), list(idents))
         self._undecided_shot = self._shot_start
         return FrameTrack()
 
@@ -626,16 +675,91 @@ class SubjectTracker:
         def same_shot(i: int, k: int) -> bool:
             return 0 <= k < frames and any(s0 <= i < s1 and s0 <= k < s1 for s0, s1 in spans)
 
+        def kept(ident, i: int | None = None) -> bool:
+            # (a face track decided another's over the whole clip is not masked; nor, where it was
+            # made his own mask there (:meth:`decide`), one decided his)
+            d = self.decisions.get(ident) if ident is not None else None
+            return (d is None or d.decision != "other") and (i, ident) not in self._identified
+
         for i, hulls in sorted(self.undecided.items()):
+            hulls = [h for h, t in zip(hulls, self._undecided_ids.get(i, [None] * len(hulls))) if kept(t, i)]
             for k in (i - 1, i, i + 1):
-                if same_shot(i, k):
+                if hulls and same_shot(i, k):
                     out[k].extend(hulls)
-        for i, (start, boxes) in sorted(self._undecided_back.items()):
+        for i, (start, boxes, idents) in sorted(self._undecided_back.items()):
+            boxes = [b for b, t in zip(boxes, idents) if kept(t)]
             for k in range(start, i - 1):
                 if same_shot(i, k):
                     out[k].extend(grow_hull(_box_ellipse(b), (self.margin + HOLD_GROWTH * (i - k)) * _size(b))
                                   for b in boxes)
         return out
+
+    def decide(self, tracks: list[FrameTrack]) -> dict[int, TrackDecision]:
+        """The whole-clip decision (:mod:`mime_fast.detect.decision`): each face track that was
+        masked as undecided is decided his, another's or still undecided, with the evidence of the
+        whole clip; :meth:`undecided_hulls` then masks only those that could be his.  ``tracks``:
+        this tracker's :meth:`update` results, one per frame: where a track decided his by
+        identity was undecided and he was not found, the frame becomes his detection (its box's
+        ellipse, as a detection without a confident mesh; ``stats.identified``), so that his
+        gaps are filled around it (:func:`fill_gaps`) and his shot counts him.  Sets
+        :attr:`decisions`, ``stats.undecided`` (the frames where a face stays masked as undecided;
+        ``stats.undecided_pass1``: where pass 1 could not tell) and ``stats.tracks`` (each decision
+        with its evidence).  :meth:`finish` calls it."""
+        frames = len(tracks)
+        undecided: dict[int, list[int]] = {}
+        for i, idents in sorted(self._undecided_ids.items()):
+            for t in idents:
+                if t is not None:
+                    undecided.setdefault(t, []).append(i)
+        self.stats.undecided_pass1 = len(self.undecided)
+        records = self._faces.records if self._faces is not None else None
+        if not undecided or not records:
+            self.decisions = {}
+            return self.decisions
+        starts = sorted(set(self._shot_starts))
+        ends = {a: (starts[k + 1] if k + 1 < len(starts) else frames) for k, a in enumerate(starts)}
+        views = None
+        if self._ref_emb is not None and getattr(self.stack, "embedder", None) is not None:
+            views = self._whole_clip_views()
+        self.decisions = decide_tracks(records, undecided, self.his, views, min_cos=self._min_cos,
+                                       strong_cos=self._strong_cos, shot_ends=ends, returning=self._returning_at,
+                                       weak_shots=self._weak_shots)
+        for t, d in sorted(self.decisions.items()):
+            if d.rule != "identity: him":
+                continue
+            for i in undecided[t]:
+                box = records[t].box_at(i)
+                if box is None or tracks[i].kind != "absent":
+                    continue
+                pts = _box_ellipse(box)
+                tracks[i] = FrameTrack(pts, box.astype(np.float32), "detected", float(np.ptp(pts[:, 1])),
+                                       self.margin * _size(box))
+                self._identified.add((i, t))
+                self.stats.detected += 1
+                self.stats.identified += 1
+        other = {t for t, d in self.decisions.items() if d.decision == "other"}
+        self.stats.undecided = sum(
+            any((t is None or t not in other) and (i, t) not in self._identified for t in self._undecided_ids.get(i, [None]))
+            for i in self.undecided)
+        self.stats.tracks = [d.as_dict() for _, d in sorted(self.decisions.items())]
+        return self.decisions
+
+    def _whole_clip_views(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """His embeddings over the whole clip for :meth:`decide`, and their faces' contrasts
+        (:func:`~mime_fast.detect.face_tracks.face_contrast`): the selection's, his strong matches'
+        and the views taken of him while he was found for sure (:data:`CLIP_VIEWS`), those not read
+        yet embedded now."""
+        out = [(np.asarray(self._ref_emb, np.float32), self._ref_contrast), *self._his_embs]
+        for view in self._clip_views:
+            if not view[3]:
+                continue
+            if view[2] is None:
+                view[2] = np.asarray(self._embed(view[0], view[1])[0], np.float32)
+            out.append((view[2], view[4]))
+        out = [(e, c) for e, c in out if np.all(np.isfinite(e))]
+        if not out:
+            return None
+        return np.stack([e for e, _ in out]), np.array([c for _, c in out], np.float64)
 
     def _can_track(self) -> bool:
         return (self._last_points is not None and self._anchor is not None and self._last_seen == self._index - 1
@@ -691,6 +815,7 @@ class SubjectTracker:
         self._vel = 0.5 * self._vel + 0.5 * v
         self._box, self._last_seen, self._last_points = pbox, self._index, pts
         self._height = float(pts[:, 1].max() - pts[:, 1].min())
+        self.his[self._index] = SubjectObservation(None, self._sure and not self._unconfirmed, "tracked", pbox)
         self.stats.detected += 1
         self.stats.tracked += 1
         return FrameTrack(pts, pbox.astype(np.float32), "detected", self._height, self.margin * _size(pbox))
@@ -700,7 +825,8 @@ class SubjectTracker:
         order; fills the gaps between detections inside each of the camera ``shots``
         (:class:`mime_fast.detect.shots.Shot` list; ``None``: one shot; :func:`fill_gaps`, in
         place) and the statistics that need the whole clip (median face height, frames without the
-        subject, shots)."""
+        subject, shots), after the decision over the whole clip (:meth:`decide`)."""
+        self.decide(tracks)
         fill_gaps(tracks, self.hold_frames, self.stats, shots=shots)
         hs = [t.height for t in tracks if t.kind == "detected"]
         self.stats.face_height = float(np.median(hs)) if hs else None
@@ -762,7 +888,8 @@ class SubjectTracker:
             # the motion-predicted association of faces="all" gave his track to a crosser on the
             # real crowd (a half-hidden box's shifted centre is a false velocity): 83 frames lost
             self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)),
-                                     predict=False, by_distance=False)
+                                     predict=False, by_distance=False, record=True)
+            self._faces.shot = self._shot_start
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         self._frame_ids = [self._faces.ident(t) for t in face_tracks]
         if self._unconfirmed and not searching and len(faces) >= 2:
@@ -794,9 +921,10 @@ class SubjectTracker:
             self.stats.selection = sel.breakdown()
             if self.stack.embedder is not None:
                 self._ref_emb = self._embed(frame, faces[i])[0]
-                self._faces.remember(face_tracks[i], self._ref_emb, _size(faces.boxes[i]), self._index)
+                self._ref_contrast = face_contrast(frame, faces.boxes[i])
+                self._faces.remember(face_tracks[i], self._ref_emb, _size(faces.boxes[i]), self._index, self._ref_contrast)
             self._ref_hist = body_histogram(frame, faces.boxes[i])
-            return self._accept(frame, faces, i, lmk=lmk)
+            return self._accept(frame, faces, i, lmk=lmk, how="selected")
         if not len(faces):
             return FrameTrack()
         k = self._index - self._last_seen - 1  # frames missed since the last match
@@ -827,7 +955,7 @@ class SubjectTracker:
             return FrameTrack()
         sub = faces[cand]
         if self._ref_emb is None:  # no identity to tell him by
-            return self._undecided(sub)
+            return self._undecided(sub, [self._frame_ids[c] for c in cand])
         # re-acquiring (lost, or a new shot): each face's identity about once per face track;
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
@@ -850,22 +978,22 @@ class SubjectTracker:
                             or _alone(faces.boxes, int(cand[j])))]
                 if len(own) == 1 and not self._another_strong(cos, own[0]):
                     self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True)
+                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="continued")
             if self._head is not None:  # his head, followed since he was last matched: a face there is his
                 own = [j for j in range(len(cand)) if float(_iou(sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
                 if len(own) == 1 and not self._another_strong(cos, own[0]):
                     self.stats.continued += 1
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True)
+                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="head")
             j = self._by_views(emb, cos) if searching else None
             if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
                 self.stats.reacquired += 1
                 self._unconfirmed = False
-                return self._accept(frame, faces, int(cand[j]), emb=emb[j])
+                return self._accept(frame, faces, int(cand[j]), emb=emb[j], how="views")
             j = self._returned(faces, cand, cos, corr, score)
             if j is not None:  # back in a shot he was followed in: the face where he stood is his
                 self.stats.returned += 1
-                return self._accept(frame, faces, int(cand[j]), partial=True)
-            return self._undecided(sub)
+                return self._accept(frame, faces, int(cand[j]), partial=True, how="returned")
+            return self._undecided(sub, [self._frame_ids[c] for c in cand])
         if lost:
             self.stats.reacquired += 1
         else:
@@ -875,7 +1003,10 @@ class SubjectTracker:
             self._unconfirmed = not strong
         # (an unconfirmed face's embedding is not his to compare with: it may be a stranger's)
         keep = strong or not self._unconfirmed
-        return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None)
+        if self._unconfirmed:
+            self._weak_shots.add(self._shot_start)
+        return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None,
+                            how="identity" if strong else "weak" if lost else "ambiguous")
 
     def _confirming(self, frame, faces: Faces, face_tracks: np.ndarray) -> FrameTrack | None:
         """Followed unconfirmed (module docstring, 8.) with other faces in the frame: the one face
@@ -901,24 +1032,25 @@ class SubjectTracker:
             self._head = self._seed = None
         self._unconfirmed = False
         self.stats.ambiguous += 1
-        return self._accept(frame, faces, j, emb=emb[j])
+        return self._accept(frame, faces, j, emb=emb[j], how="confirmed")
 
     def _beside(self, faces: Faces) -> None:
         """Followed unconfirmed (module docstring, 8.): every face of this frame's detections
         but the one taken for him (all of them where he was not matched) is masked as undecided."""
         at, i = self._taken
-        boxes = [b for k, b in enumerate(faces.boxes) if not (at == self._index and k == i)]
-        if not boxes:
+        keep = [k for k in range(len(faces)) if not (at == self._index and k == i)]
+        if not keep:
             return
         self._others_at = self._index
-        self._mask_undecided(boxes)
+        self._mask_undecided([faces.boxes[k] for k in keep], [self._frame_ids[k] for k in keep])
 
-    def _mask_undecided(self, boxes) -> None:
-        """This frame's undecided masks are the faces at ``boxes``: each its box ellipse grown by
-        the margin (the frame counted once in ``stats.undecided``)."""
+    def _mask_undecided(self, boxes, idents) -> None:
+        """This frame's undecided masks are the faces at ``boxes``, of face tracks ``idents``: each
+        its box ellipse grown by the margin (the frame counted once in ``stats.undecided``)."""
         if self._index not in self.undecided:
             self.stats.undecided += 1
         self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in boxes]
+        self._undecided_ids[self._index] = list(idents)
 
     def _another_strong(self, cos: np.ndarray, j: int) -> bool:
         """Whether a candidate other than ``j`` reads strongly as him (``cos >= strong_cos``)."""

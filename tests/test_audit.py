@@ -422,3 +422,34 @@ def test_sample_audits_the_same_spread_clips_every_time(tmp_path: Path, fake_aud
     assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and sorted(fake_audit.calls) == first
     assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and "5 clip(s) unchanged" in capsys.readouterr().out
     assert main(["audit", str(out), "--sample", "0"]) == 2
+
+
+def test_the_audited_subsets_and_their_kernels_come_from_spec() -> None:
+    """audit.py reads what each subset is from mime_fast.spec (which are face subsets, which video a
+    remux carries, blur level) and the kernels from the options, instead of restating them."""
+    import inspect
+    import re
+    from typing import get_args
+
+    from mime_fast import audit as audit_module
+    from mime_fast.cli.tools import FACE_CODES
+    from mime_fast.options import FsmKernel, MaskOptions
+    from mime_fast.spec import CODES, SUBSETS, face_codes
+
+    assert list(audit_module.AUDITED) == face_codes(CODES) and set(audit_module.AUDITED) == FACE_CODES
+    for code, base in audit_module.AUDITED.items():
+        s = SUBSETS[code]
+        assert base == (None if s.encoded else str(s.remux_of))
+        lightest = MaskOptions().fdm_kernel if s.kernel == "fdm" else min(k for k in get_args(FsmKernel) if k != "auto")
+        assert audit_module.MIME_KERNEL[code] == lightest
+        assert audit_module.INTENT[code] == (audit_module.INTENT_OF_LEVEL[s.blur_level] if base is None
+                                            else f"as {base} (same video)")
+    source = inspect.getsource(audit_module) + inspect.getsource(importlib_module("mime_fast.cli.tools"))
+    assert not re.search(r'"F[DS]A?M"\s*:', source)  # no subset table spelled out
+    assert not re.search(r'\(\s*"F[DS]A?M"\s*,\s*"F[DS]A?M"', source)
+
+
+def importlib_module(name: str):
+    import importlib
+
+    return importlib.import_module(name)

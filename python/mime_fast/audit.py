@@ -100,13 +100,15 @@ import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, get_args
 
 import numpy as np
 
 from .detect import CenterFaceDetector, DlibFaceEmbedder, package_file
 from .manifest import MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
 from .media import ClipError, iter_display_frames, probe, video_digest
+from .options import FsmKernel, MaskOptions
+from .spec import SUBSETS, spec
 
 __all__ = [
     "AUDIT_REVISION",
@@ -138,9 +140,6 @@ CALIBRATION: dict[str, Any] = json.loads(CALIBRATION_FILE.read_text()) if CALIBR
 RECOGNISABLE_COS: float = float(CALIBRATION["threshold"])
 #: Detail ratio below which a face counts as masked (an untouched face is near 1).
 MASKED_DETAIL_RATIO: float = 0.5
-#: The blur MIME prescribes for each audited subset, at its lightest (FSM: 35 or 55):
-#: :func:`looks_clear` compares a degraded face with the clear one blurred so.
-MIME_KERNEL: dict[str, int] = {"FDM": 15, "FDAM": 15, "FSM": 35, "FSAM": 35}
 #: Box overlap that links a face to the next frame's in :func:`link_tracks` (the calibration's tracks).
 LINK_IOU: float = 0.3
 #: How far (in face heights) the subject's face may move from one audited frame to the next and
@@ -156,15 +155,23 @@ IDENTITY_EVERY: int = 5
 IDENTITY_REFS: int = 16
 #: Faces smaller than this (box height, px) are not audited: too small to recognise.
 MIN_FACE_PX: int = 24
-#: The audited subsets and the encoded subset whose video each must equal (``None``: itself).
-AUDITED: dict[str, str | None] = {"FDM": None, "FSM": None, "FDAM": "FDM", "FSAM": "FSM"}
-#: What MIME intends for each audited subset.
-INTENT: dict[str, str] = {
-    "FDM": "details removed, coarse face kept (light blur): may stay recognisable",
-    "FSM": "identity removed (heavy blur): no frame may stay recognisable",
-    "FDAM": "as FDM (same video)",
-    "FSAM": "as FSM (same video)",
+#: The audited subsets -- those whose video is blurred inside the subject's mask (:mod:`mime_fast.spec`),
+#: in the MIME order -- and the encoded subset whose video each must equal (``None``: itself).
+AUDITED: dict[str, str | None] = {str(c): None if s.encoded else str(s.remux_of) for c, s in SUBSETS.items() if s.face}
+#: The blur MIME prescribes for each audited subset, at its lightest (the subset's kernel setting in
+#: :mod:`mime_fast.spec`: FDM's default ``fdm_kernel``, FSM's smaller choice of ``fsm_kernel``, 35 of
+#: 35/55): :func:`looks_clear` compares a degraded face with the clear one blurred so.
+MIME_KERNEL: dict[str, int] = {
+    c: {"fdm": MaskOptions().fdm_kernel, "fsm": min(k for k in get_args(FsmKernel) if isinstance(k, int))}[spec(c).kernel]
+    for c in AUDITED}
+#: What MIME intends for a subset of each blur level (:mod:`mime_fast.spec`'s ``blur_level``).
+INTENT_OF_LEVEL: dict[str, str] = {
+    "light": "details removed, coarse face kept (light blur): may stay recognisable",
+    "heavy": "identity removed (heavy blur): no frame may stay recognisable",
 }
+#: What MIME intends for each audited subset: its blur level's intent, or its base's for a remux.
+INTENT: dict[str, str] = {c: INTENT_OF_LEVEL[spec(c).blur_level] if b is None else f"as {b} (same video)"
+                          for c, b in AUDITED.items()}
 #: The revision of the audit's procedure: raised by every change that alters its rows for the same
 #: files, so that a rerun does not reuse rows of another procedure (``audit.jsonl``).  2: identity
 #: references only from faces on tracks masked in at least half their frames (:func:`_reference_frames`).
@@ -415,7 +422,8 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
             same[s] = b
         else:
             decode.append(s)  # not identical (or its base is missing): audited on its own
-    ref = "FSM" if "FSM" in decode else ("FDM" if "FDM" in decode else decode[0])
+    # the most degraded subset decoded (heavy before light; FSM before FSAM)
+    ref = min(decode, key=lambda s: (spec(s).blur_level != "heavy", AUDITED[s] is not None))
 
     # pass 1: faces in FM and their detail ratios in every degraded subset
     boxes: list[np.ndarray] = []
@@ -583,7 +591,7 @@ def _problems(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         if r["status"] != "ok":
             continue
-        if r["subset"] in ("FSM", "FSAM") and r["recognisable_frames"]:
+        if spec(r["subset"]).blur_level == "heavy" and r["recognisable_frames"]:
             out.append(f"{r['clip_id']} {r['subset']}: {r['recognisable_frames']} of {r['subject_frames']} subject "
                        f"frames still recognisable (max similarity {r['max_similarity']:.3f})"
                        f"{_frames_named(r.get('recognisable_at'))}")

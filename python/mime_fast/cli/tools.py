@@ -18,8 +18,11 @@ from ..devices import report as device_report
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..media import ClipError
 from ..preview import SUBSETS, ClipFailed, write_contact_sheet
-from ..spec import CODES
+from ..spec import CODES, SUBSETS
 from .errors import RunError, UsageError
+
+#: The subsets whose video is blurred inside the subject's mask (they carry the tracking columns).
+FACE_CODES = frozenset(str(c) for c, s in SUBSETS.items() if s.face)
 
 __all__ = ["add_demo", "add_info", "add_models", "add_preview", "add_summary"]
 
@@ -78,7 +81,7 @@ def _tracking_lines(rows: list[dict]) -> list[str]:
     clear: he may show there)."""
     per_clip: dict[str, dict] = {}
     for r in rows:
-        if r["subset"] in ("FSM", "FDM", "FSAM", "FDAM") and r.get("tracking_status") is not None:
+        if r["subset"] in FACE_CODES and r.get("tracking_status") is not None:
             per_clip.setdefault(r["clip_id"], r)
     lines = []
     clear = {c: r["tracking_frames_without_subject"] for c, r in per_clip.items() if r.get("tracking_frames_without_subject")}

@@ -288,8 +288,8 @@ def main() -> None:
                          "variant is checked with it too, against the same ground truth, side by side")
     ap.add_argument("--audit", type=Path, metavar="DIR",
                     help="also build FM, FDM and FSM of each variant under DIR (and the reference's) and run "
-                         "mime_fast.audit on them: an independent detector and recogniser (CenterFace, dlib) count the "
-                         "frames where the subject is unmasked or a clear face reads as him")
+                         "mime_fast.audit on them: an independent detector and two recognisers (CenterFace; dlib, SFace) "
+                         "count the frames where the subject is unmasked or a clear face is re-identified as him")
     ap.add_argument("--every", type=int, default=2, help="with --audit: audit every N-th frame (default 2)")
     ap.add_argument("--undecided", choices=("mask", "leave"), default="mask",
                     help="this version's undecided option (default mask; leave: what turning it off costs)")
@@ -345,7 +345,7 @@ def main() -> None:
             for a in mime_fast.audit(folder, every=args.every, write=False).rows:
                 if a["status"] == "ok" and a["clip_id"] in table:
                     table[a["clip_id"]].setdefault("audit", {})[a["subset"]] = {
-                        k: a[k] for k in ("subject_frames", "unmasked_frames", "identity_frames", "recognisable_frames")}
+                        k: a[k] for k in ("subject_frames", "unmasked_frames", "identity_frames", "reidentified")}
         for n in names:
             for who, table in (("reference", reference), ("this", rows)):
                 if table is not None and "audit" in table[n]:

@@ -1,6 +1,8 @@
-"""mime-fast audit (issue 14): an independent detector (CenterFace) and recogniser (dlib) find a
-planted leak -- a clip whose FSM has a few unmasked frames, one whose mask is shifted off the face --
-and pass a correct build; the threshold is the committed calibration's."""
+"""mime-fast audit (issues 14, 39): an independent detector (CenterFace) and two recognisers (dlib,
+SFace) find planted leaks -- a clip whose FSM has a few unmasked frames, one whose mask is shifted
+off the face, one whose FDM's mask is shifted off the face for 10 frames, an FSM replaced by FM, an
+FSM with the mask but no blur -- and pass a correct build; the subject is re-identified against a
+gallery of his clear faces from other moments and impostors (the distractor set shipped in wheels)."""
 
 from __future__ import annotations
 
@@ -17,32 +19,52 @@ from mime_fast.cli import main
 from mime_fast.samples import make_clip
 
 REPO = Path(__file__).resolve().parents[1]
-GAP = range(6, 12)  # source frames left unmasked in the planted leak
+GAP = range(6, 24)  # source frames left unmasked in the planted leak
+SHIFTED = range(6, 16)  # source frames whose FDM mask is shifted off the face (10 frames)
+EVERY = 4  # the audit's frame step in these tests: 18 of the 72 output frames (2.4 s at 30 fps)
+AUDITED = list(range(0, 72, EVERY))
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    """out/: 'ok' built correctly (FSM kernel 55), 'k35' the same with the FSM kernel the default
-    rule picks for this 144 px face (35), 'gap' with source frames 6..11 unmasked, 'shifted' with
-    the mask moved off the face (to the frame's left edge, where there is no face)."""
-    try:
-        from mime_fast.detect import CenterFaceDetector, DlibFaceEmbedder
+    """out/: 2.4 s clips of the sample face (long enough for a gallery of his faces 1 s away): 'ok'
+    built correctly (FSM kernel 55), 'k35' the same with the FSM kernel the default rule picks for
+    this 144 px face (35), 'gap' with source frames 6..23 unmasked, 'shifted' with the mask moved
+    off the face (to the frame's left edge, where there is no face), 'shift10' whose FDM's mask is
+    off the face for source frames 6..15, 'leak' whose FSM is its FM, 'noblur' whose FSM has the
+    face subsets' mask and no blur (kernel 1)."""
+    import shutil
 
-        CenterFaceDetector(), DlibFaceEmbedder()
+    try:
+        from mime_fast.audit import _load_models
+
+        _load_models(640)
     except ImportError as exc:
         models_unavailable(exc)
     base = tmp_path_factory.mktemp("audit")
     out = base / "out"
-    for name in ("ok", "k35", "gap", "shifted"):
-        clip = make_clip(base / "src" / f"{name}.mp4", duration=0.8, fps=25, size=(640, 480), seed=4)
+    for name in ("ok", "k35", "gap", "shifted", "shift10", "noblur"):
+        clip = make_clip(base / "src" / f"{name}.mp4", duration=2.4, fps=25, size=(640, 480), seed=4)
         pts = np.load(clip.npz)["landmarks"].copy()
         if name == "gap":
             pts[list(GAP)] = np.nan
         elif name == "shifted":
             pts[..., 0] -= pts[..., 0].min(axis=1, keepdims=True) - 2  # hull starts 2 px from the left edge
-        kernel = 55 if name == "ok" else "auto"
-        r = mime_fast.build_subsets(clip.path, out, landmarks=pts, min_height=0, fsm_kernel=kernel)
-        assert r.fsm_kernel == (55 if name == "ok" else 35)
+        kernel = 55 if name in ("ok", "shift10", "noblur") else "auto"
+        if name == "shift10":  # FDM only: its own build, frames 6..15 with the hull at the left edge
+            off = pts.copy()
+            off[list(SHIFTED), :, 0] -= off[list(SHIFTED), :, 0].min(axis=1, keepdims=True) - 2
+            mime_fast.build_subsets(clip.path, base / "shift10", landmarks=off, min_height=0, subsets=["FDM"])
+        r = mime_fast.build_subsets(clip.path, out, landmarks=pts, min_height=0, fsm_kernel=kernel,
+                                    fdm_kernel=1 if name == "noblur" else 15)
+        assert r.fsm_kernel == (55 if kernel == 55 else 35)
+    shutil.copy(base / "shift10" / "FDM" / "shift10.mp4", out / "FDM" / "shift10.mp4")
+    (out / "FDAM" / "shift10.mp4").unlink()  # (its old video)
+    shutil.copy(out / "FDM" / "noblur.mp4", out / "FSM" / "noblur.mp4")  # the mask, blurred with k=1
+    (out / "FSAM" / "noblur.mp4").unlink()
+    for s in ("FM", "FDM", "FDAM"):
+        shutil.copy(out / s / "ok.mp4", out / s / "leak.mp4")
+    shutil.copy(out / "FM" / "ok.mp4", out / "FSM" / "leak.mp4")  # FSM replaced by FM
     return out
 
 
@@ -81,7 +103,7 @@ def cut_corpus(tmp_path_factory, corpus: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def report(corpus: Path):
-    return mime_fast.audit(corpus, every=2)
+    return mime_fast.audit(corpus, every=EVERY)
 
 
 def rows(report, clip: str) -> dict[str, dict]:
@@ -89,94 +111,145 @@ def rows(report, clip: str) -> dict[str, dict]:
 
 
 def test_a_correct_build_passes(report) -> None:
+    """The heavy blur (k=55) hides him from both recognisers: no FSM probe is ranked first among the
+    gallery's identities nor verified, where his clear faces (FM, the baseline) all are; the light
+    blur (FDM) does not hide him, which MIME allows (reported, no problem)."""
+    from mime_fast.audit import REID_MARGIN
+
     ok = rows(report, "ok")
     for s in ("FDM", "FSM", "FDAM", "FSAM"):
         r = ok[s]
-        assert r["status"] == "ok" and r["frames_audited"] == 12 and r["subject_frames"] == 12, r
+        assert r["status"] == "ok" and r["frames_audited"] == 18 and r["subject_frames"] == 18, r
+        assert r["probes"] == 18 and r["gallery_identities"] > 100, r  # the distractor set shipped in wheels
+        assert r["chance_rank1"] == pytest.approx(1 / r["gallery_identities"])
         assert r["unmasked_frames"] == 0, r
         assert r["detail_ratio"] < 0.2, r
+        for x in ("dlib", "sface"):
+            assert r[f"baseline_rank1_{x}"] == 1.0 and r[f"baseline_tar_{x}"] == 1.0, r  # FM: re-identified
+    for x in ("dlib", "sface"):
+        assert ok["FSM"][f"rank1_{x}"] < ok["FSM"]["chance_rank1"] + REID_MARGIN, ok["FSM"]
+        assert ok["FSM"][f"tar_{x}"] < 0.1, ok["FSM"]
+        assert ok["FDM"][f"rank1_{x}"] > ok["FSM"][f"rank1_{x}"]  # the light blur hides less
+    assert ok["FSM"]["reidentified"] is False and ok["FSM"]["reidentified_at"] == []
+    assert ok["FDM"]["reidentified"] is True  # reported: MIME's light blur is not meant to hide identity
     assert ok["FSM"]["detail_ratio"] < ok["FDM"]["detail_ratio"]  # the heavy blur removes more
-    assert ok["FSM"]["mean_similarity"] < ok["FDM"]["mean_similarity"]
-    assert ok["FSM"]["recognisable_frames"] == 0, ok["FSM"]
     assert ok["FDAM"]["same_video_as"] == "FDM" and ok["FSAM"]["same_video_as"] == "FSM"
     assert not [p for p in report.problems if p.startswith("ok ")]
 
 
-def test_the_audit_tells_the_heavy_kernels_apart(report) -> None:
-    """On this 144 px face, k=55 removes the identity for dlib's recogniser and k=35 (what
-    fsm_kernel="auto" picks for faces under 160 px) does not: the audit reports it, unmasked
-    frames aside (the mask is right, the blur too light)."""
-    ok, k35 = rows(report, "ok"), rows(report, "k35")
-    assert k35["FSM"]["unmasked_frames"] == 0
-    assert k35["FSM"]["mean_similarity"] > ok["FSM"]["mean_similarity"] + 0.1
-    assert k35["FSM"]["recognisable_frames"] > 0
-    assert len(k35["FSM"]["recognisable_at"]) == k35["FSM"]["recognisable_frames"]
-    assert set(k35["FSM"]["recognisable_at"]) <= set(range(0, 24, 2))
-    assert any(p.startswith("k35 FSM:") and "recognisable" in p for p in report.problems)
+def test_the_verdict_needs_both_recognisers(report) -> None:
+    """On this 144 px face, k=35 (what fsm_kernel="auto" picks for faces under 160 px) leaves him
+    ranked first by dlib's ResNet for most probes, but neither recogniser both ranks him first and
+    verifies him above the margin: the figures are reported, the verdict (both figures, both
+    recognisers) does not count FSM re-identified; k=55 hides him from both."""
+    from mime_fast.audit import REID_MARGIN
+
+    k35, ok = rows(report, "k35")["FSM"], rows(report, "ok")["FSM"]
+    bar = {"rank1": k35["chance_rank1"] + REID_MARGIN, "tar": k35["fmr"] + REID_MARGIN}
+    assert k35["unmasked_frames"] == 0
+    assert k35["rank1_dlib"] > bar["rank1"] > ok["rank1_dlib"], k35
+    assert not all(k35[f"{c}_{x}"] >= bar[c] for c in bar for x in ("dlib", "sface")), k35
+    assert k35["reidentified"] is False
+    assert len(k35["reidentified_at"]) == k35["reidentified_frames"] < REID_MARGIN * k35["probes"]
+    assert not any(p.startswith("k35 FSM:") for p in report.problems), report.problems
+
+
+def test_planted_leaks_are_re_identified(report) -> None:
+    """FSM replaced by FM, and an FSM with the face subsets' mask but no blur: every probe is ranked
+    first by both recognisers (the FM baseline's rate), and --strict's problems say so, naming the
+    frames; the unblurred face is unmasked too."""
+    for clip in ("leak", "noblur"):
+        r = rows(report, clip)["FSM"]
+        assert r["reidentified"] is True, r
+        assert r["rank1_dlib"] == r["rank1_sface"] == r["baseline_rank1_dlib"] == 1.0, r
+        assert r["reidentified_at"] == AUDITED and r["unmasked_frames"] == 18, r
+        assert any(p.startswith(f"{clip} FSM: the subject is re-identified (rank-1/TAR dlib 1.00/1.00, sface "
+                                "1.00/1.00 against ")
+                   and p.endswith("18 of 18 probes ranked first and verified by both) at frames 0, 4, 8, 12, 16, 20, "
+                                  "24, 28, ...")
+                   for p in report.problems), report.problems
+    assert rows(report, "leak")["FDM"]["unmasked_frames"] == 0  # only its FSM was replaced
 
 
 def test_unmasked_frames_are_caught(report) -> None:
-    """Source frames 6..11 (output frames 7..13 on the 30 fps grid) are clear in FDM and FSM: the
+    """Source frames 6..23 (output frames 7..28 on the 30 fps grid) are clear in FDM and FSM: the
     subject, followed there by box overlap, is reported unmasked in the audited frames among them."""
     gap = rows(report, "gap")
-    # the audited (even) output frames that show a source frame of the gap (frame k shows source frame
+    # the audited output frames that show a source frame of the gap (frame k shows source frame
     # floor(k * 25 / 30) on the 30 fps grid)
-    shown = [k for k in range(0, 24, 2) if k * 25 // 30 in GAP]
-    assert len(shown) == 4
+    shown = [k for k in AUDITED if k * 25 // 30 in GAP]
+    assert len(shown) == 6
     for s in ("FDM", "FSM", "FDAM", "FSAM"):
-        assert gap[s]["unmasked_frames"] == 4, gap[s]
+        assert gap[s]["unmasked_frames"] == 6, gap[s]
         assert gap[s]["unmasked_at"] == shown, gap[s]
-        assert gap[s]["subject_frames"] == 12
-    assert gap["FSM"]["max_similarity"] > 0.9  # an unmasked face is its clear self
+        assert gap[s]["subject_frames"] == 18
+    assert set(gap["FSM"]["reidentified_at"]) >= set(shown)  # an unmasked face is re-identified
     named = ", ".join(map(str, shown))
-    assert any(p.startswith("gap FSM:") and p.endswith(f"unmasked in 4 of 12 frames at frames {named}")
+    assert any(p.startswith("gap FSM:") and p.endswith(f"unmasked in 6 of 18 frames at frames {named}")
                for p in report.problems), report.problems
+
+
+def test_fdm_mask_shifted_off_the_face_for_10_frames_is_caught(report) -> None:
+    """FDM's mask off the face for source frames 6..15 (FSM correct): FDM's unmasked frames are
+    exactly the audited frames showing them, FSM has none."""
+    r = rows(report, "shift10")
+    shown = [k for k in AUDITED if k * 25 // 30 in SHIFTED]
+    assert len(shown) == 3
+    assert r["FDM"]["unmasked_at"] == shown and r["FDM"]["same_video_as"] is None, r["FDM"]
+    assert r["FDAM"]["status"] == "skipped"
+    assert r["FSM"]["unmasked_frames"] == 0 and r["FSM"]["reidentified"] is False
+    assert any(p.startswith("shift10 FDM: the subject is visible but unmasked in 3 of 18") for p in report.problems)
 
 
 def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Path, report) -> None:
     """Rules 1 - 3 follow the subject by position: after a cut to another framing (his face 130 px
     away) where the engine left him clear, nothing leads there.  His identity does: the clear face
-    of the second shot reads as his reference (the first shot's masked face) and every audited frame
-    of that shot is counted; a correct build counts none."""
-    r = {x["subset"]: x for x in mime_fast.audit(cut_corpus, every=2, write=False).rows}
+    of the second shot is re-identified as his reference (the first shot's masked face) by both
+    recognisers against the impostors, and every audited frame of that shot is counted; a correct
+    build counts none."""
+    got = mime_fast.audit(cut_corpus, every=2, write=False)
+    r = {x["subset"]: x for x in got.rows}
     for s in ("FDM", "FSM"):
         assert r[s]["status"] == "ok"
         assert r[s]["unmasked_frames"] == 0, r[s]  # the blind spot of the rules by position
         assert r[s]["identity_frames"] == 12, r[s]  # the second shot: 24 of the 48 output frames, every 2nd
         assert r[s]["identity_at"] == list(range(24, 48, 2)), r[s]
         assert r[s]["unmasked_at"] == [], r[s]
-    problems = mime_fast.audit(cut_corpus, every=2, write=False).problems
-    assert any("cut FSM:" in p and "identity" in p for p in problems), problems
+    assert any("cut FSM:" in p and "identity" in p for p in got.problems), got.problems
     assert all(x["identity_frames"] == 0 for x in report.rows if x["clip_id"] == "ok" and x["status"] == "ok")
 
 
 def test_a_mask_shifted_off_the_face_is_caught(report) -> None:
     shifted = rows(report, "shifted")
     for s in ("FDM", "FSM"):
-        assert shifted[s]["unmasked_frames"] == shifted[s]["subject_frames"] == 12, shifted[s]
-        assert shifted[s]["recognisable_frames"] == 12
-        assert shifted[s]["unmasked_at"] == shifted[s]["recognisable_at"] == list(range(0, 24, 2))
+        assert shifted[s]["unmasked_frames"] == shifted[s]["subject_frames"] == 18, shifted[s]
+        assert shifted[s]["reidentified"] is True and shifted[s]["reidentified_at"] == AUDITED
+        assert shifted[s]["unmasked_at"] == AUDITED
         assert shifted[s]["detail_ratio"] > 0.7
     assert not report.ok
-    # a problem names its first frames (8 of the 12) and says there are more
-    assert "shifted FSM: 12 of 12 subject frames still recognisable (max similarity" in " ".join(report.problems)
-    assert any(p.startswith("shifted FSM: 12 of 12") and p.endswith("at frames 0, 2, 4, 6, 8, 10, 12, 14, ...")
-               for p in report.problems), report.problems
+    # a problem names its first frames (8 of the 18) and says there are more
+    assert any(p.startswith("shifted FSM: the subject is visible but unmasked in 18 of 18")
+               and p.endswith("at frames 0, 4, 8, 12, 16, 20, 24, 28, ...") for p in report.problems), report.problems
 
 
 def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> None:
     import pyarrow.parquet as pq
 
     table = pq.read_table(corpus / "audit.parquet").to_pylist()
-    assert len(table) == 4 * 4 and set(table[0]) == set(mime_fast.audit.COLUMNS)
+    assert len(table) == 7 * 4 and set(table[0]) == set(mime_fast.audit.COLUMNS)
     by = {(r["clip_id"], r["subset"]): r for r in table}
     assert by[("gap", "FSM")]["unmasked_at"] == rows(report, "gap")["FSM"]["unmasked_at"] != []
-    assert by[("ok", "FSM")]["recognisable_at"] == [] and by[("ok", "FSM")]["unmasked_at"] == []
-    assert main(["audit", str(corpus), "--every", "2", "--clips", "ok", "-q", "--strict"]) == 0
+    assert by[("ok", "FSM")]["reidentified_at"] == [] and by[("ok", "FSM")]["unmasked_at"] == []
+    assert by[("leak", "FSM")]["reidentified_at"] == AUDITED
+    every = ["--every", str(EVERY), "-q"]
+    assert main(["audit", str(corpus), *every, "--clips", "ok", "--strict"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("subset") and "identity removed" in out
-    assert main(["audit", str(corpus), "--every", "2", "--clips", "ok,gap", "-q", "--strict"]) == 1
-    assert main(["audit", str(corpus), "--every", "2", "--clips", "gap", "-q"]) == 0  # reported, not an error
+    assert out.splitlines()[1].startswith("FM ") and "baseline" in out.splitlines()[1]
+    for bad in ("gap", "leak", "noblur", "shift10", "shifted"):
+        assert main(["audit", str(corpus), *every, "--clips", f"ok,{bad}", "--strict"]) == 1, bad
+    assert main(["audit", str(corpus), *every, "--clips", "k35", "--strict"]) == 0  # dlib alone: no verdict
+    assert main(["audit", str(corpus), *every, "--clips", "gap"]) == 0  # reported, not an error
     capsys.readouterr()
 
 
@@ -198,7 +271,7 @@ def test_a_clip_that_cannot_be_read_fails_alone(corpus: Path, tmp_path: Path, ca
     assert "Traceback" not in captured.err
     table = pq.read_table(out / "audit.parquet").to_pylist()
     status = {(r["clip_id"], r["subset"]): (r["status"], r["reason"]) for r in table}
-    assert len(table) == 4 * 4
+    assert len(table) == 7 * 4
     assert all(status[c, s][0] == "ok" for c in ("ok", "k35") for s in ("FDM", "FSM"))
     assert status["gap", "FSM"][0] == "failed" and status["gap", "FSM"][1].startswith("FSM/gap.mp4: truncated")
     assert status["shifted", "FDM"] == ("failed", "FM/shifted.mp4: empty file (0 bytes)")
@@ -357,18 +430,18 @@ def fake_audit(monkeypatch):
     mod = importlib.import_module("mime_fast.audit")
     state = SimpleNamespace(calls=[], fail=set(), stop_at=None)
 
-    def audit_clip(out_dir, cid, models, *, every=1, threshold=0.0, kernels=None):
+    def audit_clip(out_dir, cid, models, *, every=1, fmr=0.0, kernels=None):
         if cid == state.stop_at:
             raise KeyboardInterrupt
         state.calls.append(cid)
         if cid in state.fail:
             raise ClipError(out_dir / "FSM" / f"{cid}.mp4", "corrupt or truncated")
         return [{**{c: None for c in mod.COLUMNS}, "clip_id": cid, "subset": s, "status": "ok", "subject_frames": 3,
-                 "recognisable_frames": 0, "unmasked_frames": 0, "identity_frames": 0, "mean_similarity": 0.25}
+                 "reidentified": False, "unmasked_frames": 0, "identity_frames": 0, "mean_similarity": 0.25}
                 for s in mod.AUDITED]
 
     monkeypatch.setattr(mod, "audit_clip", audit_clip)
-    monkeypatch.setattr(mod, "_load_models", lambda size: mod._Models(None, None, "fake"))
+    monkeypatch.setattr(mod, "_load_models", lambda size: mod._Models(None, [], "fake"))
     return state
 
 
@@ -422,3 +495,34 @@ def test_sample_audits_the_same_spread_clips_every_time(tmp_path: Path, fake_aud
     assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and sorted(fake_audit.calls) == first
     assert main(["audit", str(out), "--sample", "5", "-q"]) == 0 and "5 clip(s) unchanged" in capsys.readouterr().out
     assert main(["audit", str(out), "--sample", "0"]) == 2
+
+
+def test_the_audited_subsets_and_their_kernels_come_from_spec() -> None:
+    """audit.py reads what each subset is from mime_fast.spec (which are face subsets, which video a
+    remux carries, blur level) and the kernels from the options, instead of restating them."""
+    import inspect
+    import re
+    from typing import get_args
+
+    from mime_fast import audit as audit_module
+    from mime_fast.cli.tools import FACE_CODES
+    from mime_fast.options import FsmKernel, MaskOptions
+    from mime_fast.spec import CODES, SUBSETS, face_codes
+
+    assert list(audit_module.AUDITED) == face_codes(CODES) and set(audit_module.AUDITED) == FACE_CODES
+    for code, base in audit_module.AUDITED.items():
+        s = SUBSETS[code]
+        assert base == (None if s.encoded else str(s.remux_of))
+        lightest = MaskOptions().fdm_kernel if s.kernel == "fdm" else min(k for k in get_args(FsmKernel) if k != "auto")
+        assert audit_module.MIME_KERNEL[code] == lightest
+        assert audit_module.INTENT[code] == (audit_module.INTENT_OF_LEVEL[s.blur_level] if base is None
+                                            else f"as {base} (same video)")
+    source = inspect.getsource(audit_module) + inspect.getsource(importlib_module("mime_fast.cli.tools"))
+    assert not re.search(r'"F[DS]A?M"\s*:', source)  # no subset table spelled out
+    assert not re.search(r'\(\s*"F[DS]A?M"\s*,\s*"F[DS]A?M"', source)
+
+
+def importlib_module(name: str):
+    import importlib
+
+    return importlib.import_module(name)

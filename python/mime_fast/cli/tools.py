@@ -17,9 +17,12 @@ from ..detect import ModelNotAvailable, fetch_paper_models, models_status, paper
 from ..devices import report as device_report
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..media import ClipError
-from ..preview import SUBSETS, ClipFailed, write_contact_sheet
-from ..spec import CODES
+from ..preview import ClipFailed, write_contact_sheet
+from ..spec import CODES, SUBSETS
 from .errors import RunError, UsageError
+
+#: The subsets whose video is blurred inside the subject's mask (they carry the tracking columns).
+FACE_CODES = frozenset(str(c) for c, s in SUBSETS.items() if s.face)
 
 __all__ = ["add_demo", "add_info", "add_models", "add_preview", "add_summary"]
 
@@ -78,7 +81,7 @@ def _tracking_lines(rows: list[dict]) -> list[str]:
     clear: he may show there)."""
     per_clip: dict[str, dict] = {}
     for r in rows:
-        if r["subset"] in ("FSM", "FDM", "FSAM", "FDAM") and r.get("tracking_status") is not None:
+        if r["subset"] in FACE_CODES and r.get("tracking_status") is not None:
             per_clip.setdefault(r["clip_id"], r)
     lines = []
     clear = {c: r["tracking_frames_without_subject"] for c, r in per_clip.items() if r.get("tracking_frames_without_subject")}
@@ -103,7 +106,7 @@ def _tracking_lines(rows: list[dict]) -> list[str]:
 def preview(args: argparse.Namespace) -> int:
     clip, out_dir = args.clip, args.dir
     p = Path(clip)
-    if out_dir is None and p.suffix == ".mp4" and p.parent.name in SUBSETS:
+    if out_dir is None and p.suffix == ".mp4" and p.parent.name in CODES:
         out_dir, clip = p.parent.parent, p.stem
     if out_dir is None:
         raise UsageError("give --dir OUT with a clip id, or the path of an output file")

@@ -69,7 +69,8 @@ and the statistics in :mod:`mime_fast.subject.gaps`, ``faces="all"`` in
      that, the one face that overlaps his head estimate (5.) by ``TRACK_IOU``; failing that, while
      he is searched for, the one face reading strongly as a view of him kept while he was followed
      (:data:`GALLERY_SIZE`; **re-acquired**); and failing that, in a shot returning to one he was
-     followed in, the face where he stood there (6.).  Measured on the
+     followed in, the face where he stood there (6.).  These four are
+     :attr:`SubjectTracker.UNDECIDED_RULES`, asked in that order.  Measured on the
      real crowd clip at 720p: SFace reads the subject (a boy looking down at his phone) at 0.1 -
      0.35 against his first-frame reference, so identity never confirms him after people cross
      him, and his face track carries him to the end (59 unmasked frames before these rules).  Measured on the real
@@ -164,6 +165,7 @@ nearest detection) up to ``hold_frames`` after a detection, otherwise absent.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -370,6 +372,37 @@ def _alone(boxes: np.ndarray, i: int) -> bool:
     centre): nobody its face track could have been swapped with."""
     c, s = _centre(boxes[i]), _size(boxes[i])
     return all(np.linalg.norm(_centre(b) - c) > NEAR * s for j, b in enumerate(boxes) if j != i)
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """One frame's faces that could be his, read against his identity: what the rules of
+    :attr:`SubjectTracker.UNDECIDED_RULES` decide from.  ``cand``: their indices in ``faces`` (the
+    frame's detections); ``sub``: ``faces[cand]``; ``emb``, ``cos``, ``corr``, ``score``: per
+    candidate, the embedding, the best cosine against his, the body-colour correlation and the
+    weighted score; ``searching``: he is searched for (lost, not even partly detected within the hold)."""
+
+    faces: Faces
+    cand: np.ndarray
+    sub: Faces
+    emb: np.ndarray
+    cos: np.ndarray
+    corr: np.ndarray
+    score: np.ndarray
+    searching: bool
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """A rule's answer: candidate ``j`` (index in ``cand``) is his, taken ``how``
+    (:class:`SubjectObservation`), counted in :class:`TrackingStats`'s ``counter``; ``partial``:
+    masked as a partial detection (unconfirmed); ``emb``: his embedding now (a confirming match)."""
+
+    j: int
+    how: str
+    counter: str
+    partial: bool = False
+    emb: np.ndarray | None = None
 
 
 class SubjectTracker:
@@ -969,30 +1002,16 @@ class SubjectTracker:
         weak_ok = not (searching and len(cand) >= 2)
         if not (cos[best] >= self._strong_cos
                 or (weak_ok and cos[best] >= self._min_cos and score[best] >= self._min_score)):
-            # identity cannot decide: the face that continues his own face track (seen within the
-            # hold, in this shot, overlapping where he just was) is his
-            recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
-            if recent and self._present_box is not None:
-                own = [j for j in range(len(cand)) if self._frame_ids[cand[j]] == self._subject_track
-                       and (float(_iou(sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
-                            or _alone(faces.boxes, int(cand[j])))]
-                if len(own) == 1 and not self._another_strong(cos, own[0]):
-                    self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="continued")
-            if self._head is not None:  # his head, followed since he was last matched: a face there is his
-                own = [j for j in range(len(cand)) if float(_iou(sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
-                if len(own) == 1 and not self._another_strong(cos, own[0]):
-                    self.stats.continued += 1
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="head")
-            j = self._by_views(emb, cos) if searching else None
-            if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
-                self.stats.reacquired += 1
-                self._unconfirmed = False
-                return self._accept(frame, faces, int(cand[j]), emb=emb[j], how="views")
-            j = self._returned(faces, cand, cos, corr, score)
-            if j is not None:  # back in a shot he was followed in: the face where he stood is his
-                self.stats.returned += 1
-                return self._accept(frame, faces, int(cand[j]), partial=True, how="returned")
+            # identity cannot decide: its rules, in their order (module docstring, 3., the last bullet but one)
+            candidates = _Candidates(faces, cand, sub, emb, cos, corr, score, searching)
+            for rule in self.UNDECIDED_RULES:
+                pick = rule(self, candidates)
+                if pick is not None:
+                    setattr(self.stats, pick.counter, getattr(self.stats, pick.counter) + 1)
+                    if pick.how == "views":
+                        self._unconfirmed = False
+                    return self._accept(frame, faces, int(cand[pick.j]), emb=pick.emb, partial=pick.partial,
+                                        how=pick.how)
             return self._undecided(sub, [self._frame_ids[c] for c in cand])
         if lost:
             self.stats.reacquired += 1
@@ -1007,6 +1026,46 @@ class SubjectTracker:
             self._weak_shots.add(self._shot_start)
         return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None,
                             how="identity" if strong else "weak" if lost else "ambiguous")
+
+    # -- where identity cannot decide: the rules of _decide, in order (UNDECIDED_RULES) ----------------
+
+    def _rule_own_track(self, c: _Candidates) -> _Pick | None:
+        """The face that continues his own face track (seen within the hold, in this shot,
+        overlapping where he just was, or alone there) is his, unless another reads strongly as him:
+        unconfirmed, masked as partial (with the hull around it)."""
+        recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
+        if not recent or self._present_box is None:
+            return None
+        own = [j for j in range(len(c.cand)) if self._frame_ids[c.cand[j]] == self._subject_track
+               and (float(_iou(c.sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
+                    or _alone(c.faces.boxes, int(c.cand[j])))]
+        ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
+        return _Pick(own[0], "continued", "continued", partial=True) if ok else None
+
+    def _rule_head(self, c: _Candidates) -> _Pick | None:
+        """His head, followed since he was last matched (:class:`HeadFlow`): the one face there is his."""
+        if self._head is None:
+            return None
+        own = [j for j in range(len(c.cand)) if float(_iou(c.sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
+        ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
+        return _Pick(own[0], "head", "continued", partial=True) if ok else None
+
+    def _rule_views(self, c: _Candidates) -> _Pick | None:
+        """Searched for: the one face reading strongly as a view of him kept while he was followed
+        (:meth:`_by_views`) is his, and confirms him."""
+        j = self._by_views(c.emb, c.cos) if c.searching else None
+        return None if j is None else _Pick(j, "views", "reacquired", emb=c.emb[j])
+
+    def _rule_return(self, c: _Candidates) -> _Pick | None:
+        """Back in a shot he was followed in: the face where he stood is his (:meth:`_returned`)."""
+        j = self._returned(c.faces, c.cand, c.cos, c.corr, c.score)
+        return None if j is None else _Pick(j, "returned", "returned", partial=True)
+
+    #: Where identity cannot decide among a frame's candidates, these rules are asked in this order;
+    #: the first to pick a face makes it his (its ``how`` recorded, its counter of
+    #: :class:`TrackingStats` counted); when none does, the candidates are undecided (masked until the
+    #: whole-clip decision, :mod:`mime_fast.subject.decision`, tells whose they are).
+    UNDECIDED_RULES: tuple = (_rule_own_track, _rule_head, _rule_views, _rule_return)
 
     def _confirming(self, frame, faces: Faces, face_tracks: np.ndarray) -> FrameTrack | None:
         """Followed unconfirmed (module docstring, 8.) with other faces in the frame: the one face

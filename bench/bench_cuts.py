@@ -1,4 +1,4 @@
-"""Hard cuts found and false cuts made by the shot detector (mime_fast.detect.shots.ShotDetector) on
+"""Hard cuts found and false cuts made by the shot detector (mime_fast.subject.shots.ShotDetector) on
 a labelled set made of real footage, bright and darkened, for the fixed rule it had (``rule="fixed"``)
 and the contrast-normalised one (``rule="adaptive"``, the default) side by side in one run.
 
@@ -61,7 +61,7 @@ import cv2
 import numpy as np
 from _harness import media_dir, save
 
-from mime_fast.detect.shots import ShotDetector, _change_fixed, _features
+from mime_fast.subject.shots import ShotDetector, _change_fixed, _features
 from mime_fast.samples.cuts import GRADES, closeup, content_box, darken, read_frames
 
 SIZE = (640, 360)

@@ -1,6 +1,6 @@
 """Automatic subject detection on a 10 s 720p clip (the astronaut composite, 25 fps, audio) with
 the offline model stack: source frames per second of the detection + tracking pass alone
-(decode, detect, landmarks, embeddings; :func:`mime_fast.landmarks.detect_subject`) with the
+(decode, detect, landmarks, embeddings; :func:`mime_fast.subject.detect_subject`) with the
 detector every 3rd frame (default) and every frame; of end-to-end ``build_subsets`` with all seven
 subsets and no ``landmarks=`` for one clip (the detection rides along the decode pass that encodes
 FM and VMM, then FDM and FSM are encoded with the masks of the whole clip), side by side in the
@@ -31,7 +31,8 @@ from _harness import libx264_floor, parse_args, pipeline_with_hulls, save, stage
 import mime_fast
 from mime_fast import build_subsets
 from mime_fast.corpus import discover, run_corpus
-from mime_fast.landmarks import default_stack, detect_subject
+from mime_fast.landmarks import default_stack
+from mime_fast.subject import detect_subject
 from mime_fast.samples import make_clip
 
 

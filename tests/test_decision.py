@@ -1,4 +1,4 @@
-"""The decision over the whole clip (mime_fast.detect.decision): each face track the forward pass
+"""The decision over the whole clip (mime_fast.subject.decision): each face track the forward pass
 left undecided, decided his, another's or still undecided, rule by rule, on records made by hand
 (the real-footage checks are in tests/test_shots.py and bench/privacy_variants.py)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mime_fast.detect.decision import (
+from mime_fast.subject.decision import (
     COHORT_MIN, MIN_CONTRAST, SubjectObservation, decide_tracks
 )
-from mime_fast.detect.face_tracks import TrackRecord
+from mime_fast.subject.face_tracks import TrackRecord
 
 DIM = 16
 MIN_COS, STRONG_COS = 0.38, 0.55  # SFace's
@@ -230,7 +230,7 @@ SOURCES = {"hug": "two_people_hug_1080p.mp4", "crowd": "crowd_1080p.mp4", "arm":
 def mix(shared_media, stack, tmp_path_factory):
     """The cut sequence MIX at 720p, bright and darkened, as clips, with per frame the shot it is
     in and his face box (the hug clip tracked alone, at 720p: ground truth for his face)."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
     tmp = tmp_path_factory.mktemp("mix")
@@ -266,7 +266,7 @@ def _faces_masked(fm, fdm, faces) -> list[bool]:
 
 def _his(box, faces) -> np.ndarray:
     """Which faces of ``faces`` are his face at ``box`` (IoU >= 0.2 or the centre inside)."""
-    from mime_fast.detect.geometry import _iou
+    from mime_fast.subject.geometry import _iou
 
     if box is None or not len(faces):
         return np.zeros(len(faces), bool)
@@ -329,7 +329,8 @@ def test_real_wide_shot_then_a_strangers_close_up_then_his(shared_media, stack, 
     views), and he is masked in his close-up."""
     import cv2
 
-    from mime_fast.landmarks import detect_subject, faces_list
+    from mime_fast.landmarks import faces_list
+    from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
     hug = _720p(shared_media / SOURCES["hug"], 0, 72)

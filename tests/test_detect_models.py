@@ -257,7 +257,7 @@ def test_a_view_kept_for_later_embeds_as_on_the_whole_frame(t1):
     the whole frame (cosine >= 0.9999), faces cut by the frame's edge included; the crop is a copy,
     far smaller than the frame."""
     from mime_fast.detect import RetinaFaceDetector, SFaceEmbedder
-    from mime_fast.detect.tracking import _view_crop
+    from mime_fast.subject.tracking import _view_crop
 
     try:
         emb = SFaceEmbedder(threads=1)

@@ -1,4 +1,4 @@
-"""Primary-subject selection (mime_fast.detect.selection): each of the four terms, and the winner on
+"""Primary-subject selection (mime_fast.subject.selection): each of the four terms, and the winner on
 real photographs (insightface's t1.jpg, six people) and on composites of the real astronaut face at
 controlled positions and scales, run through the offline models.
 
@@ -16,15 +16,8 @@ from conftest import import_for_models  # noqa: E402
 
 cv2 = import_for_models("cv2", module_level=True)
 
-from mime_fast.detect import (
-    WEIGHTS,
-    Faces,
-    Landmarks,
-    Persons,
-    assign_bodies,
-    detect_candidates,
-    select_primary_subject,
-)
+from mime_fast.detect import Faces, Landmarks, Persons
+from mime_fast.subject import WEIGHTS, assign_bodies, detect_candidates, select_primary_subject
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ import pytest
 
 from mime_fast import ops, samples
 from mime_fast.frames import yuv420_frame, yuv420_planes
-from mime_fast.detect import AllFaceTracker, Faces, Landmarks, SubjectTracker
-from mime_fast.detect.shots import Shot
+from mime_fast.detect import Faces, Landmarks
+from mime_fast.subject import AllFaceTracker, SubjectTracker
+from mime_fast.subject.shots import Shot
 from mime_fast.landmarks import FacesLandmarks, as_provider
 from mime_fast.face_step import face_frames, face_frames_union
 from mime_fast.subsets import Settings, build_subsets
@@ -291,7 +292,7 @@ def test_undecided_faces_of_a_subject_detection_are_blurred_beside_him(two_face_
     in those frames only; the manifest row counts them (tracking_frames_undecided)."""
     from mime_fast.corpus.clip import _rows_for
     from mime_fast.corpus.inputs import ClipSpec
-    from mime_fast.detect import FrameTrack, TrackingStats
+    from mime_fast.subject import FrameTrack, TrackingStats
     from mime_fast.landmarks import DetectedLandmarks
 
     clip, faces, other_box = two_face_clip
@@ -456,7 +457,7 @@ def test_all_faces_of_a_real_cut_sequence_masked_where_an_independent_detector_f
     score 0.51); with the subject's detector size (384) for every face, 71 were (bystanders of
     24 - 45 px in the crowd)."""
     from mime_fast.detect import CenterFaceDetector
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     try:
         cf = CenterFaceDetector(max_size=None)

@@ -317,10 +317,10 @@ def test_detection_pass_decodes_but_does_not_encode_fm(tmp_path, stack, monkeypa
     clip = _clip(tmp_path / "c.mp4", size=(640, 480), duration=0.4)
     captured = capture_encoder_frames(monkeypatch)
     fed = []
-    from mime_fast import landmarks
+    from mime_fast.subject import SubjectDetection
 
-    feed = landmarks.SubjectDetection.feed
-    monkeypatch.setattr(landmarks.SubjectDetection, "feed", lambda self, rgb: (fed.append(1), feed(self, rgb))[1])
+    feed = SubjectDetection.feed
+    monkeypatch.setattr(SubjectDetection, "feed", lambda self, rgb: (fed.append(1), feed(self, rgb))[1])
     res = build_subsets(clip.path, tmp_path / "out", **SMALL)
     assert res.fm_video == "copy" and len(fed) == res.source_frames == 12
     assert res.tracking is not None and res.tracking.detected > 0

@@ -1,4 +1,4 @@
-"""The head estimate (mime_fast.detect.head.HeadFlow): the subject stays masked while the face
+"""The head estimate (mime_fast.subject.head.HeadFlow): the subject stays masked while the face
 detector cannot see his face, on real footage (../shared/media, skipped where absent).
 
 A face turned away cannot be ordered from a clip, so the crowd clip (the subject, a boy, walks at
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from mime_fast import ops
-from mime_fast.detect import Faces, SubjectTracker
-from mime_fast.detect import tracking
-from mime_fast.detect.geometry import _iou
+from mime_fast.detect import Faces
+from mime_fast.subject import SubjectTracker, tracking
+from mime_fast.subject.geometry import _iou
 from video_fixtures import rgb_frames
 
 HIDE = range(50, 90)
@@ -102,7 +102,7 @@ def test_head_is_followed_while_the_face_is_hidden(stack, crowd, monkeypatch):
             if float(_iou(b, boxes[i])[0, 0]) < 0.1:
                 assert _covered(tracks[i], b, shape) < 0.1, (i, b)
     # without the head estimate he is held for 0.5 s only, then shown
-    monkeypatch.setattr("mime_fast.detect.head.HeadFlow.step", lambda self, frame: None)
+    monkeypatch.setattr("mime_fast.subject.head.HeadFlow.step", lambda self, frame: None)
     bare, bare_stats = _run(stack, crowd, boxes)
     assert bare_stats.without_subject >= 10, bare_stats
 
@@ -123,7 +123,7 @@ def _scene(x: float, y: float, size=(240, 320), patch=None) -> np.ndarray:
 
 
 def test_head_flow_follows_a_moving_head():
-    from mime_fast.detect.head import HeadFlow
+    from mime_fast.subject.head import HeadFlow
 
     flow = HeadFlow(_scene(60, 80), [60, 80, 100, 120])
     for i in range(1, 21):
@@ -133,7 +133,7 @@ def test_head_flow_follows_a_moving_head():
 
 
 def test_head_flow_stops_when_the_head_leaves_or_stops_dead():
-    from mime_fast.detect.head import HEAD_STILL, HeadFlow
+    from mime_fast.subject.head import HEAD_STILL, HeadFlow
 
     # out of the picture to the right
     flow = HeadFlow(_scene(220, 80), [220, 80, 260, 120])

@@ -209,14 +209,14 @@ def test_pipeline_feeds_a_gpu_stack_the_frames_on_the_device(tmp_path: Path, mon
     whole frame on the host, and the outputs are the bytes of the host-RGB path.  Here the torch
     stack runs on the CPU, NVDEC and the device RGB are faked from the same planes."""
     torch = pytest.importorskip("torch")
-    from mime_fast import landmarks
     from mime_fast.detect.torch_models import load_torch_stack
+    from mime_fast.subject import detection
     from mime_fast.detect.torch_ops import DeviceFrame
 
     clip = make_clip(tmp_path / "c.mp4", duration=1.0, fps=30, size=(640, 480), bframes=2)
     st = load_torch_stack("cpu")
     assert st.device_frames is False  # on the CPU: host frames
-    monkeypatch.setattr(landmarks, "default_stack", lambda device="cpu": st)
+    monkeypatch.setattr(detection, "default_stack", lambda device="cpu": st)
     ref = mime_fast.build_subsets(clip.path, tmp_path / "cpu", subsets=SUBSETS, min_height=0)
     assert ref.decoder == "pyav" and ref.tracking.detected > 0
     calls: list = []

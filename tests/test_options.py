@@ -174,8 +174,8 @@ def test_a_group_checks_itself() -> None:
 
 def test_detection_defaults_are_read_from_one_definition() -> None:
     """Every signature that has a detection default has DetectOptions's."""
-    from mime_fast.detect import ALL_FACES_DETECT_SIZE, AllFaceTracker, SubjectTracker, track_clip
-    from mime_fast.landmarks import SubjectDetection, detect_subject
+    from mime_fast.subject import ALL_FACES_DETECT_SIZE, AllFaceTracker, SubjectTracker, track_clip
+    from mime_fast.subject import SubjectDetection, detect_subject
 
     d = DETECT_DEFAULTS
     want = dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,

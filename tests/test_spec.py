@@ -225,7 +225,7 @@ def clips(tmp_path_factory):
 
 
 class _FakeDetection:
-    """Stands in for :class:`mime_fast.landmarks.SubjectDetection`: the clip's own landmarks, found
+    """Stands in for :class:`mime_fast.subject.SubjectDetection`: the clip's own landmarks, found
     "by detection" (with a tracking report)."""
 
     landmarks = None

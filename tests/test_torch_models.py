@@ -644,7 +644,7 @@ def track_frames(media) -> list[np.ndarray]:
 def _track_references(live_stack, golden, frames) -> list[tuple]:
     """(name, kinds, selected frame, detected, centroids (NaN: no hull)) of the live CPU stack
     (without persons) and of the golden file (where its frames are these)."""
-    from mime_fast.detect.tracking import track_clip
+    from mime_fast.subject.tracking import track_clip
 
     out = []
     if live_stack is not None:
@@ -668,7 +668,7 @@ def test_tracker_follows_the_same_subject(tstack, live_stack, golden, track_fram
     sides: the same frames with the subject, hulls at the same place (measured: centroids within
     1.06 px on cpu)."""
     from mime_fast.detect.models import OfflineStack
-    from mime_fast.detect.tracking import track_clip
+    from mime_fast.subject.tracking import track_clip
 
     refs = _track_references(live_stack, golden, track_frames)
     if not refs:

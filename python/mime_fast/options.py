@@ -274,7 +274,7 @@ class MaskOptions:
 @dataclass(frozen=True)
 class DetectOptions:
     """The automatic subject detection (used only without ``landmarks=``:
-    :func:`mime_fast.landmarks.detect_subject`, :class:`mime_fast.detect.SubjectTracker`), and whose
+    :func:`mime_fast.subject.detect_subject`, :class:`mime_fast.subject.SubjectTracker`), and whose
     faces are blurred.  These defaults are the detector's everywhere (:data:`DETECT_DEFAULTS`).
 
     ``hold_s``: how long an undetected subject stays masked on each side of a detection (rounded up
@@ -286,16 +286,16 @@ class DetectOptions:
     ``faces``: ``"subject"`` (MIME: the tracked subject only) or ``"all"`` (every face: for corpora
     shared where bystanders must be protected too).  With ``"all"`` and automatic detection, every
     face the detector finds (it runs every ``detect_every`` frames on the frame downscaled to
-    :data:`mime_fast.detect.ALL_FACES_DETECT_SIZE`, 640 px, larger than the subject's
+    :data:`mime_fast.subject.ALL_FACES_DETECT_SIZE`, 640 px, larger than the subject's
     ``detect_size``, so that bystanders' small faces are found) is followed into face tracks inside
     each camera shot, masked by the hull of the stack's landmarks on its detections and held /
-    interpolated between them like the subject's (:class:`mime_fast.detect.AllFaceTracker`); the
+    interpolated between them like the subject's (:class:`mime_fast.subject.AllFaceTracker`); the
     subject's own mask is kept as well.  A frame's
     mask is the union of its hulls (per pixel the largest of the feathered masks) and the blur is
     the blur inside that union (one hull: the same samples as ``"subject"``'s single-hull step).
     Cost: the landmark model runs once more per face on each detection, on at most
-    :data:`mime_fast.detect.ALL_FACES_MAX_MESHES` (16) faces of a frame, the largest, and only on
-    faces of at least :data:`mime_fast.detect.ALL_FACES_MESH_MIN_SIZE` (40 px); the others are
+    :data:`mime_fast.subject.ALL_FACES_MAX_MESHES` (16) faces of a frame, the largest, and only on
+    faces of at least :data:`mime_fast.subject.ALL_FACES_MESH_MIN_SIZE` (40 px); the others are
     masked by their detector box's ellipse (grown 20 %); the detector runs on every
     ``detect_every``-th frame even while the subject is tracked.  With ``landmarks=`` given:
     several faces per frame (:func:`mime_fast.landmarks.as_provider`).  ``fsm_kernel="auto"`` reads
@@ -305,9 +305,9 @@ class DetectOptions:
     ``undecided`` (``faces="subject"``): where the tracker cannot tell which face is the subject's
     (after a cut, or once he was lost for longer than the hold, among faces identity cannot tell
     apart), the faces are decided once the whole clip has been seen, face track by face track
-    (:mod:`mime_fast.detect.decision`: beside him where he was found for sure, or reading as another
+    (:mod:`mime_fast.subject.decision`: beside him where he was found for sure, or reading as another
     person against his views of the whole clip: not his); ``"mask"`` (the default: fail closed)
-    blurs every face that could still be his (:meth:`mime_fast.detect.SubjectTracker.undecided_hulls`),
+    blurs every face that could still be his (:meth:`mime_fast.subject.SubjectTracker.undecided_hulls`),
     bystanders included; ``"leave"`` blurs only faces matched as his, so bystanders stay clear, and
     **he may show** in those frames (``bench/privacy_variants.py --undecided leave``: 188 of the 2,281
     frames of the subject in the edited variants of the real clips, in 4 of 27 variants -- cut away
@@ -343,7 +343,7 @@ class DetectOptions:
 
 
 #: The detection defaults, read by every signature that has them (:mod:`mime_fast.landmarks`,
-#: :mod:`mime_fast.detect.tracking`).
+#: :mod:`mime_fast.subject.tracking`).
 DETECT_DEFAULTS = DetectOptions()
 
 

@@ -194,7 +194,7 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: the subject clear when he came into the picture); a cross-fade back to a shot he was followed
 #: in returns to it once its frames are no longer blends (before, every face that could be his
 #: stayed masked).  8: the faces the forward pass could not tell from the subject are decided once
-#: over the whole clip, face track by face track (:mod:`mime_fast.detect.decision`): a track seen
+#: over the whole clip, face track by face track (:mod:`mime_fast.subject.decision`): a track seen
 #: beside him where he was found for sure, or whose face reads as another person's against his views
 #: of the whole clip, is no longer masked (before, every such face was masked wherever identity
 #: could not decide: whole shots of strangers).

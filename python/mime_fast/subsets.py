@@ -22,9 +22,9 @@ AMM    FM's encoded video packets, remuxed                none
 
 With ``landmarks=`` given, :func:`build_subsets` makes one pass over the source's frames.  Without
 them it makes two: the first detects and tracks the subject
-(:class:`mime_fast.landmarks.SubjectDetection`) on the same frames it encodes into FM and VMM, which
+(:class:`mime_fast.subject.SubjectDetection`) on the same frames it encodes into FM and VMM, which
 need no mask; the second encodes FDM and FSM once the masks of the whole clip are known (why they
-must be: :func:`mime_fast.landmarks.detect_subject`).  The second pass replays the frames the
+must be: :func:`mime_fast.subject.detect_subject`).  The second pass replays the frames the
 first one decoded when they fit in ``keep_frames_mb`` (:class:`mime_fast.media.KeptFrames`), and
 decodes the source again otherwise: the same frames either way.  For every decoded frame of the pass that
 blurs, it asks the landmark provider for the subject's points and the face step
@@ -64,7 +64,8 @@ from typing import Callable
 import numpy as np
 
 from . import ops
-from .landmarks import MaskProvider, SubjectDetection, as_provider, detect_subject, faces_list
+from .landmarks import MaskProvider, as_provider, faces_list
+from .subject import SubjectDetection, detect_subject
 from .options import FSM_AUTO_MIN_FACE_HEIGHT, X264_PRESETS, Settings, check_kernel
 from . import spec as _spec
 from .spec import CODES, Plan, parse_codes, plan, spec
@@ -147,7 +148,7 @@ class ClipResult:
     fdm_kernel: int | None = None
     settings: Settings | None = None
     elapsed_s: float = 0.0
-    #: :class:`mime_fast.detect.TrackingStats` when the subject was found automatically (no
+    #: :class:`mime_fast.subject.TrackingStats` when the subject was found automatically (no
     #: ``landmarks=``, or a :func:`locate_subject` result given as landmarks): frames detected /
     #: interpolated / held / without the subject, status ``"ok"`` or ``"no subject"``; ``None``
     #: with other landmarks, or when no face subset was requested (no detection runs then).
@@ -264,7 +265,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
          finals: dict[str, Path], wav_final: Path | None, fdm_k: int, fsm_policy,
          result: ClipResult, progress: Callable[[int], None] | None = None) -> None:
     """Write ``codes`` (temporaries renamed into place at the end).  ``provider`` ``None``: the
-    subject is detected and tracked (:class:`mime_fast.landmarks.SubjectDetection`) on the decode
+    subject is detected and tracked (:class:`mime_fast.subject.SubjectDetection`) on the decode
     pass that encodes FM and VMM, which need no mask; the face subsets follow in a second pass,
     once the masks of the whole clip are known."""
     fps = Fraction(int(st.encode.fps))
@@ -539,7 +540,7 @@ def _prepare(src, landmarks, st: Settings) -> tuple[Path, SourceInfo, MaskProvid
 
 
 def _detection(st: Settings) -> dict:
-    """The keywords of :class:`mime_fast.landmarks.SubjectDetection` / ``detect_subject`` for ``st``."""
+    """The keywords of :class:`mime_fast.subject.SubjectDetection` / ``detect_subject`` for ``st``."""
     d = st.detect
     return dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,
                 device=st.compute.device, faces=d.faces, undecided=d.undecided)
@@ -549,7 +550,7 @@ def locate_subject(src, *, settings: Settings | None = None, progress: Callable[
                    **options) -> MaskProvider:
     """The subject detection :func:`build_subsets` runs when no ``landmarks=`` are given, as a pass
     of its own: probe ``src``, apply the quality gate and detect + track the subject
-    (:func:`mime_fast.landmarks.detect_subject`).  The result can be passed as ``landmarks=`` to
+    (:func:`mime_fast.subject.detect_subject`).  The result can be passed as ``landmarks=`` to
     :func:`build_subsets` with the same settings, e.g. computed for the next clip on another thread
     while this one encodes (:func:`mime_fast.corpus.run_corpus` does so).  Settings as in
     :func:`build_subsets`; ``progress(1)``, when given, is called after each source frame.  Raises
@@ -576,7 +577,7 @@ def build_subsets(src, out_dir, *, landmarks=None, subsets=None, clip_id: str | 
     with ``points_list(i)``), :func:`mime_fast.landmarks.as_provider`.  ``faces="all"``: every face
     is blurred, not only the subject's (:class:`mime_fast.options.DetectOptions`).  ``None``
     (default): the subject is detected and tracked with the offline model stack
-    (:class:`mime_fast.landmarks.SubjectDetection`, on the decode pass that encodes FM and VMM; only
+    (:class:`mime_fast.subject.SubjectDetection`, on the decode pass that encodes FM and VMM; only
     when a face subset is requested) and :attr:`ClipResult.tracking` reports the frames detected /
     interpolated / held / without the subject; a clip without any face gets status ``"no
     subject"``: FM, VMM and AMM are written, FDM, FSM, FDAM and FSAM are skipped with that reason.

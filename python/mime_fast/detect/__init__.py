@@ -1,5 +1,6 @@
-"""Who to blur: face / person models, primary-subject selection, and the subject followed through a
-clip.  One concept per module:
+"""The models: face detectors, landmarks, embedders and person detectors, and the stacks they form.
+Who the subject is and where he is in each frame is :mod:`mime_fast.subject`'s, which calls these
+models through the interface below.  One concept per module:
 
 =================  ================================================================================
 module             holds
@@ -14,11 +15,6 @@ module             holds
 ``stacks``         the paper stack's files, ``load_stack`` and the stack choice
 ``torch_models``   the offline stack on PyTorch (``torch_graphs``: ONNX / TFLite as torch modules;
                    ``torch_ops``: device, precision, crops; ``hog``: the HOG people detector)
-``selection``      the score terms and ``select_primary_subject``
-``tracking``       ``SubjectTracker`` (``geometry``: hulls and boxes; ``face_tracks``: faces followed
-                   by box overlap and motion; ``gaps``: ``fill_gaps``, ``TrackingStats``; ``head``: his head
-                   followed by optical flow; ``shots``: camera cuts)
-``all_faces``      ``AllFaceTracker``, for ``faces="all"``
 ``batching``       the model broker: one stack shared by a process's clips, calls batched across them
 =================  ================================================================================
 
@@ -44,7 +40,8 @@ load from the same files (:mod:`mime_fast.detect.torch_models`, :mod:`mime_fast.
 
 Quick use::
 
-    from mime_fast.detect import load_stack, detect_candidates, select_primary_subject
+    from mime_fast.detect import load_stack
+    from mime_fast.subject import detect_candidates, select_primary_subject
     stack = load_stack()  # stack.name: "paper" or "offline"
     faces, lmk, persons = detect_candidates(stack, frame_rgb)
     choice = select_primary_subject(frame_rgb, faces, lmk, persons)
@@ -54,29 +51,16 @@ Quick use::
 from __future__ import annotations
 
 from .align import ARCFACE_DST, arcface_transform
-from .all_faces import ALL_FACES_DETECT_SIZE, ALL_FACES_MAX_MESHES, ALL_FACES_MESH_MIN_SIZE, AllFaceTracker
 from .embedders import DlibFaceEmbedder, SFaceEmbedder
-from .face_tracks import MIN_EMBED_SIZE, REEMBED_GROWTH, REEMBED_S, TRACK_GATE, TRACK_IOU, FaceTracks
-from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
-from .geometry import FrameTrack, grow_hull
 from .interface import FaceDetector, FaceEmbedder, Faces, LandmarkModel, Landmarks, PersonDetector, Persons, nms
 from .centerface import CenterFaceDetector
 from .models import HogPersonDetector, MediaPipeFaceMesh, OfflineStack, RetinaFaceDetector, load_offline_stack, retinaface_onnx
 from .paper import (
     PAPER_FILES, ArcFaceEmbedder, Landmark106, ScrfdDetector, YoloV8PersonDetector, landmark106_quality
 )
-from .selection import (
-    WEIGHTS, Selection, assign_bodies, body_area_term, centrality_term, detect_candidates, facial_scale_term,
-    select_primary_subject, structural_quality_term
-)
 from .stacks import (
     PaperStack, fetch_paper_models, find_paper_models, load_paper_stack, load_stack, paper_models_status,
     paper_search_dirs, stack_choice
-)
-from .tracking import (
-    COMPETITOR_SCORE, CONTINUITY_IOU, GATE, MIN_COS, MIN_MESH_QUALITY, MIN_SCORE, NEAR, PARTIAL, STRONG_COS,
-    TRACK_MAX_SCALE_CHANGE, TRACK_MAX_SHAPE_CHANGE, TRACK_MAX_SPEED, TRACK_RECENTRE, W_EMBED, W_HIST,
-    SubjectTracker, body_histogram, track_clip
 )
 from .weights import ModelNotAvailable, models_status, package_file
 
@@ -92,13 +76,18 @@ __all__ = [
     "PAPER_FILES", "ArcFaceEmbedder", "Landmark106", "ScrfdDetector", "YoloV8PersonDetector",
     "landmark106_quality", "PaperStack", "fetch_paper_models", "find_paper_models", "load_paper_stack",
     "load_stack", "paper_models_status", "paper_search_dirs", "stack_choice",
-    # selection (selection.py)
-    "WEIGHTS", "Selection", "assign_bodies", "body_area_term", "centrality_term", "detect_candidates",
-    "facial_scale_term", "select_primary_subject", "structural_quality_term",
-    # tracking (tracking.py, geometry.py, face_tracks.py, gaps.py, all_faces.py)
-    "COMPETITOR_SCORE", "CONTINUITY_IOU", "GATE", "MIN_COS", "MIN_MESH_QUALITY", "MIN_SCORE", "NEAR", "PARTIAL",
-    "STRONG_COS", "TRACK_MAX_SCALE_CHANGE", "TRACK_MAX_SHAPE_CHANGE", "TRACK_MAX_SPEED", "TRACK_RECENTRE",
-    "W_EMBED", "W_HIST", "SubjectTracker", "body_histogram", "track_clip", "FrameTrack", "grow_hull",
-    "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "TRACK_GATE", "TRACK_IOU", "FaceTracks", "HOLD_GROWTH", "TrackingStats",
-    "fill_gaps", "ALL_FACES_DETECT_SIZE", "ALL_FACES_MAX_MESHES", "ALL_FACES_MESH_MIN_SIZE", "AllFaceTracker",
 ]
+
+
+def __getattr__(name: str):
+    """The subject's names that ``mime_fast.detect`` exported before they moved to
+    :mod:`mime_fast.subject` (selection, tracking, shots, gaps, the whole-clip decision): still
+    found here, with a ``DeprecationWarning`` naming the new home."""
+    from .. import subject
+
+    if name in subject.__all__:
+        import warnings
+
+        warnings.warn(f"mime_fast.detect.{name} moved to mime_fast.subject.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(subject, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -313,7 +313,7 @@ class BrokeredStack:
     stack: ``detector``, ``landmarks``, ``embedder``, ``persons``, ``name``; ``broker``)."""
 
     #: The subject tracker detects on whole frames, never on a crop around him
-    #: (:meth:`~mime_fast.detect.SubjectTracker._roi`): crops come in every size, each size a
+    #: (:meth:`~mime_fast.subject.SubjectTracker._roi`): crops come in every size, each size a
     #: forward of its own, while one clip size's whole frames are batched across clips; on a GPU a
     #: crop costs as much as the whole downscaled frame.
     crop_detection = False

@@ -123,7 +123,7 @@ class SFaceEmbedder:
     people): the same person 0.87 on average (5th percentile 0.69), different people 0.08 +- 0.09
     (99.9th percentile 0.38, highest 0.49); dlib's were 0.98 and 0.85 +- 0.03, with different
     people up to 0.94.  Hence :attr:`min_cos`, :attr:`strong_cos` and :attr:`min_score`, which
-    :class:`mime_fast.detect.SubjectTracker` reads instead of its dlib defaults."""
+    :class:`mime_fast.subject.SubjectTracker` reads instead of its dlib defaults."""
 
     dim = 128
     min_cos = 0.38

@@ -19,7 +19,7 @@ stayed on the panel).
 
 The flow runs on the luma of the frame subsampled by 2 when its shorter side is at least 720 px
 (about 1 ms a frame at 1080p), in one thread: the same points on every machine and under any
-load.  :class:`mime_fast.detect.SubjectTracker` uses it for the frames after the subject's last
+load.  :class:`mime_fast.subject.SubjectTracker` uses it for the frames after the subject's last
 match in a shot, for as long as it holds, and re-acquires a face found inside the head box as his.
 """
 

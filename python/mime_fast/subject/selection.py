@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .interface import Faces, Landmarks, Persons
+from ..detect.interface import Faces, Landmarks, Persons
 
 __all__ = [
     "WEIGHTS",

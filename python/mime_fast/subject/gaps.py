@@ -1,9 +1,9 @@
 """The subject's frames between detections: :func:`fill_gaps` masks them inside each camera shot
 (interpolated between two detections, held after one, or absent), and :class:`TrackingStats`, the
 per-clip counts of the frames of each kind that a manifest carries (:class:`SubjectTracker
-<mime_fast.detect.tracking.SubjectTracker>` counts the detections, :func:`fill_gaps` the rest).
+<mime_fast.subject.tracking.SubjectTracker>` counts the detections, :func:`fill_gaps` the rest).
 ``faces="all"`` fills each face track's gaps the same way
-(:class:`mime_fast.detect.all_faces.AllFaceTracker`).
+(:class:`mime_fast.subject.all_faces.AllFaceTracker`).
 """
 
 from __future__ import annotations
@@ -37,19 +37,19 @@ class TrackingStats:
     detected (counted in ``detected`` too; the mask adds the interpolated hull); ``embeddings``: faces embedded (only for ambiguous
     matches and re-acquisitions); ``ambiguous``: frames matched by appearance; ``reacquired``:
     re-acquisitions after a loss longer than the hold; ``head``: frames masked at his head followed
-    by its motion while his face was not matched (:class:`mime_fast.detect.head.HeadFlow`);
+    by its motion while his face was not matched (:class:`mime_fast.subject.head.HeadFlow`);
     ``continued``: frames matched by track
-    continuity where identity could not decide (:data:`~mime_fast.detect.tracking.CONTINUITY_IOU`);
+    continuity where identity could not decide (:data:`~mime_fast.subject.tracking.CONTINUITY_IOU`);
     ``returned``: frames where he was found where he stood in the shot a new one returns to
-    (:class:`~mime_fast.detect.SubjectTracker`, module docstring 6.);
+    (:class:`~mime_fast.subject.SubjectTracker`, module docstring 6.);
     ``undecided``: frames where a face that could be the subject's is masked beside him because
-    nothing could tell whether it is his (:meth:`~mime_fast.detect.SubjectTracker.undecided_hulls`,
-    after the decision over the whole clip: :mod:`mime_fast.detect.decision`); ``undecided_pass1``:
+    nothing could tell whether it is his (:meth:`~mime_fast.subject.SubjectTracker.undecided_hulls`,
+    after the decision over the whole clip: :mod:`mime_fast.subject.decision`); ``undecided_pass1``:
     the frames where the forward pass could not tell which face is his (before that decision);
     ``identified``: frames where the subject was found by that decision only (a face track the
     forward pass left undecided read as his: his detection there, counted in ``detected`` too);
     ``tracks``: each face track the forward pass left undecided, as decided over the whole clip
-    (:meth:`mime_fast.detect.decision.TrackDecision.as_dict`: decision, rule, evidence);
+    (:meth:`mime_fast.subject.decision.TrackDecision.as_dict`: decision, rule, evidence);
     ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
     """
 
@@ -70,7 +70,7 @@ class TrackingStats:
     face_height: float | None = None
     tracked: int = 0
     detector_runs: int = 0
-    #: camera shots (:mod:`mime_fast.detect.shots`), and ``[frames, frames with the subject masked]``
+    #: camera shots (:mod:`mime_fast.subject.shots`), and ``[frames, frames with the subject masked]``
     #: of each, in order
     shots: int = 1
     shot_frames: list = field(default_factory=list)
@@ -89,7 +89,7 @@ class TrackingStats:
 def fill_gaps(tracks: list[FrameTrack], hold_frames: int, stats: TrackingStats | None = None,
               shots=None) -> list[FrameTrack]:
     """Mask the frames between full detections, inside each camera shot (in place; returns
-    ``tracks``).  ``shots``: :class:`mime_fast.detect.shots.Shot` list (``None``: the whole clip is
+    ``tracks``).  ``shots``: :class:`mime_fast.subject.shots.Shot` list (``None``: the whole clip is
     one shot); holds and interpolations never cross a shot boundary, so a cut to a shot without
     the subject leaves that shot unmasked.
 

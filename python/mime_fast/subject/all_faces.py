@@ -1,6 +1,6 @@
 """``faces="all"``: every face of the clip masked, not only the primary subject's
-(:class:`AllFaceTracker`, run beside the :class:`~mime_fast.detect.tracking.SubjectTracker` by
-:class:`mime_fast.landmarks.SubjectDetection`).
+(:class:`AllFaceTracker`, run beside the :class:`~mime_fast.subject.tracking.SubjectTracker` by
+:class:`mime_fast.subject.SubjectDetection`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
 from .face_tracks import FaceTracks, _detect_at, _timed
 from .gaps import fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _iou, _size
-from .interface import Faces
+from ..detect.interface import Faces
 from .shots import Shot
 from .tracking import MIN_MESH_QUALITY, SubjectTracker
 
@@ -33,8 +33,8 @@ ALL_FACES_DETECT_SIZE = 640
 
 
 class AllFaceTracker:
-    """Every face of the clip, for ``faces="all"`` (:class:`mime_fast.landmarks.SubjectDetection`
-    runs it beside the :class:`~mime_fast.detect.tracking.SubjectTracker`, frame by frame).
+    """Every face of the clip, for ``faces="all"`` (:class:`mime_fast.subject.SubjectDetection`
+    runs it beside the :class:`~mime_fast.subject.tracking.SubjectTracker`, frame by frame).
 
     The face detector runs every ``detect_every`` frames on the frame downscaled to a longer side of
     ``detect_size`` (default :data:`ALL_FACES_DETECT_SIZE`, 640: larger than the subject's 384, so
@@ -42,7 +42,7 @@ class AllFaceTracker:
     (or ``None``), the subject tracker's detections are reused wherever it ran on the frame and
     the detector runs on the frames between.  The faces are associated into tracks by box overlap
     where each track is expected from its motion, then by distance
-    (:class:`~mime_fast.detect.face_tracks.FaceTracks`: a fast face is one track, not one per
+    (:class:`~mime_fast.subject.face_tracks.FaceTracks`: a fast face is one track, not one per
     detector run, so its first hull is not held back to the shot's start at every run); a track unseen
     for ``max(2 * detect_every, hold_frames)`` frames ends, and every track ends at a camera cut,
     :meth:`new_shot`).  On each detection a face's hull is the landmark model's points (the mesh, as
@@ -52,7 +52,7 @@ class AllFaceTracker:
     the subject tracker when the tracker detected him on that frame (same box).
 
     :meth:`finish` fills each track's gaps inside its shots exactly as the subject's
-    (:func:`~mime_fast.detect.gaps.fill_gaps`: interpolated between detections up to
+    (:func:`~mime_fast.subject.gaps.fill_gaps`: interpolated between detections up to
     ``2 * hold_frames`` apart, held ``hold_frames`` after the last, back to the shot's start before
     the first; never across a cut)
     and returns, per frame, the hull polygons of every track there."""
@@ -132,8 +132,8 @@ class AllFaceTracker:
 
     def finish(self, frames: int, shots=None) -> list[list[np.ndarray]]:
         """Per frame (``frames`` of them), the mask polygons of every face track there: each track's
-        gaps filled inside its shots (:func:`~mime_fast.detect.gaps.fill_gaps`; ``shots``: the
-        :class:`mime_fast.detect.shots.Shot` list, ``None``: one shot)."""
+        gaps filled inside its shots (:func:`~mime_fast.subject.gaps.fill_gaps`; ``shots``: the
+        :class:`mime_fast.subject.shots.Shot` list, ``None``: one shot)."""
         spans = [(0, frames)] if not shots else [(int(s.start), int(s.end)) for s in shots]
         out: list[list[np.ndarray]] = [[] for _ in range(frames)]
         for dets in self._dets.values():

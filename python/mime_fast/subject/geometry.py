@@ -1,5 +1,5 @@
-"""Box and hull geometry shared by the trackers (:mod:`mime_fast.detect.tracking`,
-:mod:`mime_fast.detect.all_faces`) and the gap filling (:mod:`mime_fast.detect.gaps`):
+"""Box and hull geometry shared by the trackers (:mod:`mime_fast.subject.tracking`,
+:mod:`mime_fast.subject.all_faces`) and the gap filling (:mod:`mime_fast.subject.gaps`):
 :class:`FrameTrack` (one frame's mask: hull points, box, kind, margin), :func:`grow_hull` (the
 mask polygon: the convex hull grown by a margin), the ellipse of a face box (a face without a
 confident mesh), box centre, size and IoU, and the least-squares similarity between two landmark

@@ -4,8 +4,8 @@ Movie and TV clips cut between shots; a mask must never be carried across a cut 
 where the subject stood.  :class:`ShotDetector` is fed every decoded frame of the detection pass
 (the frames the tracker sees) and says, frame by frame, whether a new shot starts there, so the
 tracker can forget the subject's position and look for him again by identity
-(:meth:`mime_fast.detect.SubjectTracker.new_shot`); :meth:`ShotDetector.finish` returns the final
-:class:`Shot` list that :func:`mime_fast.detect.fill_gaps` keeps its holds and interpolations
+(:meth:`mime_fast.subject.SubjectTracker.new_shot`); :meth:`ShotDetector.finish` returns the final
+:class:`Shot` list that :func:`mime_fast.subject.fill_gaps` keeps its holds and interpolations
 inside.
 
 Per frame, the frame is shrunk to 64 x 36 (area averaging after exact halvings) and three numbers
@@ -86,7 +86,7 @@ when one is alike (``h < RETURN_HIST`` = 0.15 and ``d < RETURN_DIFF`` = 20, d of
 brought to a common contrast as for a cut: the same picture, moved on a little) the new shot
 returns to it (:attr:`ShotDetector.returns_to`: that shot's first frame, or ``None``), and the
 tracker may look for the subject where he stood there
-(:meth:`mime_fast.detect.SubjectTracker.new_shot`).  Failing that, a **re-framed return** (a cut-in
+(:meth:`mime_fast.subject.SubjectTracker.new_shot`).  Failing that, a **re-framed return** (a cut-in
 or cut-out: a closer or wider framing of a shot, at once or after a cutaway): ORB features of the
 new frame and of those last frames (the green channel, every k-th pixel to at most
 :data:`REFRAME_WIDTH` wide) agree on one similarity transform, at least
@@ -121,7 +121,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .interface import _area
+from ..detect.interface import _area
 
 __all__ = ["Shot", "ShotDetector", "BLANK_STD", "CONTRAST_GAIN_MAX", "CONTRAST_REF", "CUT_HIST", "CUT_DIFF",
            "CUT_STRUCT", "REFRAME_MIN_INLIERS", "REFRAME_WIDTH", "RETURN_DIFF", "RETURN_HIST", "RETURN_SHOTS", "RULES",

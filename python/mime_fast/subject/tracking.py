@@ -3,14 +3,14 @@
 (Over 400 lines on purpose: :class:`SubjectTracker` is one state machine -- selection, detection and
 tracking, matching, landmarks, head estimate, shots --, and its rules are documented once, here,
 beside the constants they name.  What is not its state lives next door: box and hull geometry in
-:mod:`mime_fast.detect.geometry`, face tracks in :mod:`mime_fast.detect.face_tracks`, gap filling
-and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
-:mod:`mime_fast.detect.all_faces`.)
+:mod:`mime_fast.subject.geometry`, face tracks in :mod:`mime_fast.subject.face_tracks`, gap filling
+and the statistics in :mod:`mime_fast.subject.gaps`, ``faces="all"`` in
+:mod:`mime_fast.subject.all_faces`.)
 
 :class:`SubjectTracker` runs forward over decoded RGB frames (any order-preserving source):
 
 1. **Selection** -- on the first frame where the detector finds a face, every face gets dense
-   landmarks and the person detector runs once; :func:`~mime_fast.detect.select_primary_subject`
+   landmarks and the person detector runs once; :func:`~mime_fast.subject.select_primary_subject`
    picks the subject.  Its reference face embedding and body HSV histogram are stored.
 2. **Detection, and tracking between detections** -- the face detector runs on the frame downscaled
    so that its longer side is at most ``detect_size`` px (default 384; boxes are mapped back to full
@@ -69,7 +69,8 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
      that, the one face that overlaps his head estimate (5.) by ``TRACK_IOU``; failing that, while
      he is searched for, the one face reading strongly as a view of him kept while he was followed
      (:data:`GALLERY_SIZE`; **re-acquired**); and failing that, in a shot returning to one he was
-     followed in, the face where he stood there (6.).  Measured on the
+     followed in, the face where he stood there (6.).  These four are
+     :attr:`SubjectTracker.UNDECIDED_RULES`, asked in that order.  Measured on the
      real crowd clip at 720p: SFace reads the subject (a boy looking down at his phone) at 0.1 -
      0.35 against his first-frame reference, so identity never confirms him after people cross
      him, and his face track carries him to the end (59 unmasked frames before these rules).  Measured on the real
@@ -92,19 +93,19 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
 
 5. **Head estimate** -- in a frame of the shot where his face is not matched (turned away, looking
    down, covered, or missed by the detector), his head is followed by its motion from his last
-   match (:class:`mime_fast.detect.head.HeadFlow`: optical flow of corners of his face and hair)
+   match (:class:`mime_fast.subject.head.HeadFlow`: optical flow of corners of his face and hair)
    for as long as the flow holds, not for a fixed time: the frame is **head** (its hull the ellipse
    of the followed box, grown by the margin; :func:`fill_gaps` adds the interpolated or held hull
    where there is one: the flow can stick to something that moved in front of his face, and the
    detections around still say where he is).  It ends when the flow loses the points, the box leaves the frame, or
    another face is detected where it says his head is.
 
-6. **Shots** -- the caller feeds every frame to a :class:`mime_fast.detect.shots.ShotDetector` too
+6. **Shots** -- the caller feeds every frame to a :class:`mime_fast.subject.shots.ShotDetector` too
    and calls :meth:`SubjectTracker.new_shot` where a new camera shot starts: the subject's position
    and motion are forgotten and he is re-acquired by identity, not by where he stood.  One
    exception, a **return** to a shot he was followed in up to its end (shot / reverse shot, a
    cutaway and back: the new shot's first frame is like that shot's last,
-   :attr:`~mime_fast.detect.shots.ShotDetector.returns_to`): where identity cannot decide (7.)
+   :attr:`~mime_fast.subject.shots.ShotDetector.returns_to`): where identity cannot decide (7.)
    within ``hold_frames`` of the cut, the one face within ``GATE`` of where he stood there, of
    0.67 - 1.5 x his size there, with no other face within ``NEAR`` of it, a body histogram
    correlating at least ``RETURN_MIN_CORR = 0.5`` with his, and no other face scoring higher as him
@@ -112,7 +113,7 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    the real crowd cut away to the hug and back (``bench/privacy_variants.py``): SFace reads the boy at 0.1 - 0.35 after the
    cut back, so every face of the crowd was masked for the rest of the clip (about 70 frames).
    A **re-framed** return (a cut to a closer or wider framing of that shot,
-   :attr:`~mime_fast.detect.shots.ShotDetector.return_map`) carries where he stood through the
+   :attr:`~mime_fast.subject.shots.ShotDetector.return_map`) carries where he stood through the
    re-framing, where at least ``REFRAME_MIN_LOCAL`` of the features that found it lie within
    ``REFRAME_LOCAL`` face sizes of him; the face there must then lie within ``REFRAME_GATE`` of his
    carried size from it, the only face within ``GATE`` (the features place him: a crowd re-framed
@@ -121,7 +122,7 @@ and the statistics in :mod:`mime_fast.detect.gaps`, ``faces="all"`` in
    picture changed otherwise, people moved), the return alike's gates apply.  Measured on the real
    crowd cut to a 1.6x closer framing: he read 0.33 there, and every face of the crowd was masked
    to the end (55 frames).  After a dissolve the return is told once its frames are no longer
-   blends (:attr:`~mime_fast.detect.shots.ShotDetector.returned_late`, :meth:`SubjectTracker.returns`),
+   blends (:attr:`~mime_fast.subject.shots.ShotDetector.returned_late`, :meth:`SubjectTracker.returns`),
    and ``hold_frames`` count from there: on the real crowd cross-faded to the hug and back, every
    face of the crowd was masked to the end (41 frames after the blends).
 
@@ -164,17 +165,18 @@ nearest detection) up to ``hold_frames`` after a detection, otherwise absent.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
-from .align import arcface_transform
+from ..detect.align import arcface_transform
 from .decision import SubjectObservation, TrackDecision, decide_tracks
 from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed, face_contrast
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
-from .interface import Faces
+from ..detect.interface import Faces
 from .selection import select_primary_subject
 from .shots import RETURN_SHOTS, ShotDetector
 
@@ -252,7 +254,7 @@ SEARCH_DETECT_SIZE = 640
 #: followed head, they turned two of the greyscale hug's head-continued frames into full matches, and
 #: the head frames between were interpolated into masks over half the other man's face.
 GALLERY_SIZE = 8
-#: The whole-clip decision (:mod:`mime_fast.detect.decision`) reads his views of the whole clip: the
+#: The whole-clip decision (:mod:`mime_fast.subject.decision`) reads his views of the whole clip: the
 #: views taken while he was followed (as above, about twice a second), at most this many, spread
 #: over the clip (when more are taken, every other one is let go), and the embeddings of his strong
 #: matches, as many.  They are embedded only where a decision needs them.
@@ -261,7 +263,7 @@ CLIP_VIEWS = 16
 #: face found where he stood with his (HSV, :func:`body_histogram`).
 RETURN_MIN_CORR = 0.5
 #: A re-framed return (a cut to a closer or wider framing of a shot he was followed in,
-#: :attr:`mime_fast.detect.shots.ShotDetector.return_map`) maps where he stood only where at least
+#: :attr:`mime_fast.subject.shots.ShotDetector.return_map`) maps where he stood only where at least
 #: REFRAME_MIN_LOCAL of the features that found the re-framing lie within REFRAME_LOCAL face sizes
 #: of his face (the square around it): the scene around him is the one matched.
 REFRAME_LOCAL = 2.0
@@ -372,6 +374,37 @@ def _alone(boxes: np.ndarray, i: int) -> bool:
     return all(np.linalg.norm(_centre(b) - c) > NEAR * s for j, b in enumerate(boxes) if j != i)
 
 
+@dataclass(frozen=True)
+class _Candidates:
+    """One frame's faces that could be his, read against his identity: what the rules of
+    :attr:`SubjectTracker.UNDECIDED_RULES` decide from.  ``cand``: their indices in ``faces`` (the
+    frame's detections); ``sub``: ``faces[cand]``; ``emb``, ``cos``, ``corr``, ``score``: per
+    candidate, the embedding, the best cosine against his, the body-colour correlation and the
+    weighted score; ``searching``: he is searched for (lost, not even partly detected within the hold)."""
+
+    faces: Faces
+    cand: np.ndarray
+    sub: Faces
+    emb: np.ndarray
+    cos: np.ndarray
+    corr: np.ndarray
+    score: np.ndarray
+    searching: bool
+
+
+@dataclass(frozen=True)
+class _Pick:
+    """A rule's answer: candidate ``j`` (index in ``cand``) is his, taken ``how``
+    (:class:`SubjectObservation`), counted in :class:`TrackingStats`'s ``counter``; ``partial``:
+    masked as a partial detection (unconfirmed); ``emb``: his embedding now (a confirming match)."""
+
+    j: int
+    how: str
+    counter: str
+    partial: bool = False
+    emb: np.ndarray | None = None
+
+
 class SubjectTracker:
     """Forward tracker of the primary subject (module docstring).  ``update(frame)`` once per
     decoded frame, in order; returns a :class:`FrameTrack` (``kind`` "detected" or "absent").
@@ -450,10 +483,10 @@ class SubjectTracker:
         self._unconfirmed = False
         self._others_at = -(10**9)  # the last frame where, unconfirmed, other faces were seen
         self._taken = (-1, -1)  # (frame, face index) of the last face accepted as his
-        #: frame -> the face taken for him there (:class:`~mime_fast.detect.decision.SubjectObservation`)
+        #: frame -> the face taken for him there (:class:`~mime_fast.subject.decision.SubjectObservation`)
         self.his: dict[int, SubjectObservation] = {}
         #: whether the face followed now was found for sure (selected, read strongly as him, or
-        #: followed geometrically since): rule 2 of :mod:`mime_fast.detect.decision`
+        #: followed geometrically since): rule 2 of :mod:`mime_fast.subject.decision`
         self._sure = False
         self._undecided_ids: dict[int, list[int | None]] = {}  # frame -> the face tracks of undecided
         self._shot_starts: list[int] = [0]  # the first frame of each shot, as new_shot was told
@@ -469,7 +502,7 @@ class SubjectTracker:
         how he moved and how large his face was are forgotten, and he is looked for again by
         identity (face embedding and body histogram) among every face, as after a loss; a shot
         without him gets no match.  ``returns_to``: the first frame of an earlier shot the new one
-        returns to (:attr:`mime_fast.detect.shots.ShotDetector.returns_to`): where he stood at its
+        returns to (:attr:`mime_fast.subject.shots.ShotDetector.returns_to`): where he stood at its
         end, if he was followed up to it, may tell which face is his (module docstring, 6.);
         ``return_map``: the transform from that shot's last frame to the new one (2 x 3, frame
         pixels; ``None``: the identity), ``return_support``: the points of that frame whose
@@ -504,7 +537,7 @@ class SubjectTracker:
         """The current shot returns to the shot that began at frame ``returns_to`` (``None``: to
         none), with ``return_map`` and ``return_support`` as :meth:`new_shot` takes them, told from
         the next frame given to :meth:`update` on: at a cut, by :meth:`new_shot`; after a dissolve,
-        once its frames are no longer blends (:attr:`mime_fast.detect.shots.ShotDetector.returned_late`).
+        once its frames are no longer blends (:attr:`mime_fast.subject.shots.ShotDetector.returned_late`).
         Where he stood there may tell which face is his for ``hold_frames`` from then on, while he
         is not found in the shot otherwise (module docstring, 6.)."""
         box = None if returns_to is None else self._shot_boxes.get(int(returns_to))
@@ -661,11 +694,11 @@ class SubjectTracker:
         """Per frame (``frames`` of them), the masks of the faces that could be the subject where
         identity could not tell which is (:meth:`_undecided`), those of the frame before and the
         frame after in the same shot too (a face the detector misses for a frame stays masked);
-        ``shots``: the :class:`~mime_fast.detect.shots.Shot` list (``None``: one shot).
+        ``shots``: the :class:`~mime_fast.subject.shots.Shot` list (``None``: one shot).
 
         A shot's first undecided frame, when the subject was not found before it in the shot and
         it lies within ``hold_frames`` of the shot's first frame, is also held back to that frame,
-        as :func:`~mime_fast.detect.gaps.fill_gaps` holds his own first detection: the detector
+        as :func:`~mime_fast.subject.gaps.fill_gaps` holds his own first detection: the detector
         often misses the first frames after a cut (motion blur, a face cut by the frame's edge: on
         the real arm wrestling clip his face showed for 2 frames after the cut before it was
         found).  The held ellipses grow by ``HOLD_GROWTH`` of the face size per frame."""
@@ -695,7 +728,7 @@ class SubjectTracker:
         return out
 
     def decide(self, tracks: list[FrameTrack]) -> dict[int, TrackDecision]:
-        """The whole-clip decision (:mod:`mime_fast.detect.decision`): each face track that was
+        """The whole-clip decision (:mod:`mime_fast.subject.decision`): each face track that was
         masked as undecided is decided his, another's or still undecided, with the evidence of the
         whole clip; :meth:`undecided_hulls` then masks only those that could be his.  ``tracks``:
         this tracker's :meth:`update` results, one per frame: where a track decided his by
@@ -746,7 +779,7 @@ class SubjectTracker:
 
     def _whole_clip_views(self) -> tuple[np.ndarray, np.ndarray] | None:
         """His embeddings over the whole clip for :meth:`decide`, and their faces' contrasts
-        (:func:`~mime_fast.detect.face_tracks.face_contrast`): the selection's, his strong matches'
+        (:func:`~mime_fast.subject.face_tracks.face_contrast`): the selection's, his strong matches'
         and the views taken of him while he was found for sure (:data:`CLIP_VIEWS`), those not read
         yet embedded now."""
         out = [(np.asarray(self._ref_emb, np.float32), self._ref_contrast), *self._his_embs]
@@ -823,7 +856,7 @@ class SubjectTracker:
     def finish(self, tracks: list[FrameTrack], shots=None) -> tuple[list[FrameTrack], TrackingStats]:
         """Complete the clip: ``tracks`` are this tracker's :meth:`update` results, one per frame in
         order; fills the gaps between detections inside each of the camera ``shots``
-        (:class:`mime_fast.detect.shots.Shot` list; ``None``: one shot; :func:`fill_gaps`, in
+        (:class:`mime_fast.subject.shots.Shot` list; ``None``: one shot; :func:`fill_gaps`, in
         place) and the statistics that need the whole clip (median face height, frames without the
         subject, shots), after the decision over the whole clip (:meth:`decide`)."""
         self.decide(tracks)
@@ -847,7 +880,7 @@ class SubjectTracker:
 
     def _head_estimate(self, frame: np.ndarray) -> np.ndarray | None:
         """His head box in this frame, where his face was not matched: followed by its motion from his
-        last match in this shot (:class:`~mime_fast.detect.head.HeadFlow`), ``None`` when there is
+        last match in this shot (:class:`~mime_fast.subject.head.HeadFlow`), ``None`` when there is
         none or the flow lost it, or when another face lies where it says his head is (someone
         stepped in front of him, or the estimate slid onto another person)."""
         if self._head is None:
@@ -969,30 +1002,16 @@ class SubjectTracker:
         weak_ok = not (searching and len(cand) >= 2)
         if not (cos[best] >= self._strong_cos
                 or (weak_ok and cos[best] >= self._min_cos and score[best] >= self._min_score)):
-            # identity cannot decide: the face that continues his own face track (seen within the
-            # hold, in this shot, overlapping where he just was) is his
-            recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
-            if recent and self._present_box is not None:
-                own = [j for j in range(len(cand)) if self._frame_ids[cand[j]] == self._subject_track
-                       and (float(_iou(sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
-                            or _alone(faces.boxes, int(cand[j])))]
-                if len(own) == 1 and not self._another_strong(cos, own[0]):
-                    self.stats.continued += 1  # unconfirmed: masked as partial (with the hull around it)
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="continued")
-            if self._head is not None:  # his head, followed since he was last matched: a face there is his
-                own = [j for j in range(len(cand)) if float(_iou(sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
-                if len(own) == 1 and not self._another_strong(cos, own[0]):
-                    self.stats.continued += 1
-                    return self._accept(frame, faces, int(cand[own[0]]), partial=True, how="head")
-            j = self._by_views(emb, cos) if searching else None
-            if j is not None:  # searched for: one face reads strongly as a view of him kept while followed
-                self.stats.reacquired += 1
-                self._unconfirmed = False
-                return self._accept(frame, faces, int(cand[j]), emb=emb[j], how="views")
-            j = self._returned(faces, cand, cos, corr, score)
-            if j is not None:  # back in a shot he was followed in: the face where he stood is his
-                self.stats.returned += 1
-                return self._accept(frame, faces, int(cand[j]), partial=True, how="returned")
+            # identity cannot decide: its rules, in their order (module docstring, 3., the last bullet but one)
+            candidates = _Candidates(faces, cand, sub, emb, cos, corr, score, searching)
+            for rule in self.UNDECIDED_RULES:
+                pick = rule(self, candidates)
+                if pick is not None:
+                    setattr(self.stats, pick.counter, getattr(self.stats, pick.counter) + 1)
+                    if pick.how == "views":
+                        self._unconfirmed = False
+                    return self._accept(frame, faces, int(cand[pick.j]), emb=pick.emb, partial=pick.partial,
+                                        how=pick.how)
             return self._undecided(sub, [self._frame_ids[c] for c in cand])
         if lost:
             self.stats.reacquired += 1
@@ -1008,13 +1027,53 @@ class SubjectTracker:
         return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None,
                             how="identity" if strong else "weak" if lost else "ambiguous")
 
+    # -- where identity cannot decide: the rules of _decide, in order (UNDECIDED_RULES) ----------------
+
+    def _rule_own_track(self, c: _Candidates) -> _Pick | None:
+        """The face that continues his own face track (seen within the hold, in this shot,
+        overlapping where he just was, or alone there) is his, unless another reads strongly as him:
+        unconfirmed, masked as partial (with the hull around it)."""
+        recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
+        if not recent or self._present_box is None:
+            return None
+        own = [j for j in range(len(c.cand)) if self._frame_ids[c.cand[j]] == self._subject_track
+               and (float(_iou(c.sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
+                    or _alone(c.faces.boxes, int(c.cand[j])))]
+        ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
+        return _Pick(own[0], "continued", "continued", partial=True) if ok else None
+
+    def _rule_head(self, c: _Candidates) -> _Pick | None:
+        """His head, followed since he was last matched (:class:`HeadFlow`): the one face there is his."""
+        if self._head is None:
+            return None
+        own = [j for j in range(len(c.cand)) if float(_iou(c.sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
+        ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
+        return _Pick(own[0], "head", "continued", partial=True) if ok else None
+
+    def _rule_views(self, c: _Candidates) -> _Pick | None:
+        """Searched for: the one face reading strongly as a view of him kept while he was followed
+        (:meth:`_by_views`) is his, and confirms him."""
+        j = self._by_views(c.emb, c.cos) if c.searching else None
+        return None if j is None else _Pick(j, "views", "reacquired", emb=c.emb[j])
+
+    def _rule_return(self, c: _Candidates) -> _Pick | None:
+        """Back in a shot he was followed in: the face where he stood is his (:meth:`_returned`)."""
+        j = self._returned(c.faces, c.cand, c.cos, c.corr, c.score)
+        return None if j is None else _Pick(j, "returned", "returned", partial=True)
+
+    #: Where identity cannot decide among a frame's candidates, these rules are asked in this order;
+    #: the first to pick a face makes it his (its ``how`` recorded, its counter of
+    #: :class:`TrackingStats` counted); when none does, the candidates are undecided (masked until the
+    #: whole-clip decision, :mod:`mime_fast.subject.decision`, tells whose they are).
+    UNDECIDED_RULES: tuple = (_rule_own_track, _rule_head, _rule_views, _rule_return)
+
     def _confirming(self, frame, faces: Faces, face_tracks: np.ndarray) -> FrameTrack | None:
         """Followed unconfirmed (module docstring, 8.) with other faces in the frame: the one face
         reading strongly as him (against the selection's embedding, the last one accepted while he
         was confirmed, and the views kept of him) is his, confirmed, whether or not it is the face
         followed; else ``None`` (the rules of :meth:`_decide` apply, and :meth:`_beside` masks the
         others).  Each face's identity is read about once per face track
-        (:meth:`~mime_fast.detect.face_tracks.FaceTracks.embeddings`)."""
+        (:meth:`~mime_fast.subject.face_tracks.FaceTracks.embeddings`)."""
         if self._ref_emb is None or getattr(self.stack, "embedder", None) is None:
             return None
         emb = self._faces.embeddings(self, frame, faces, face_tracks)
@@ -1095,7 +1154,7 @@ class SubjectTracker:
 def track_clip(frames, stack, *, hold_frames: int = _hold_frames(_D.hold_s, 30), fps: float = 30.0,
                **kw) -> tuple[list[FrameTrack], TrackingStats]:
     """Track the subject over an iterable of RGB frames, camera shots detected on the way
-    (:class:`mime_fast.detect.shots.ShotDetector`, ``fps`` the frames' rate), then
+    (:class:`mime_fast.subject.shots.ShotDetector`, ``fps`` the frames' rate), then
     :func:`fill_gaps`.  Returns the per-frame tracks and the statistics."""
     tr = SubjectTracker(stack, hold_frames=hold_frames, **kw)
     shots = ShotDetector(fps)

@@ -2,8 +2,8 @@
 detector on a frame downscaled to a given size, boxes mapped back) and :class:`FaceTracks` (faces
 associated into tracks by box overlap where each track is expected now, so that each is embedded
 about once per track and a face's mask is one track, not one per detector run).  Used by
-the subject tracker (:class:`mime_fast.detect.tracking.SubjectTracker`) and by ``faces="all"``
-(:class:`mime_fast.detect.all_faces.AllFaceTracker`).
+the subject tracker (:class:`mime_fast.subject.tracking.SubjectTracker`) and by ``faces="all"``
+(:class:`mime_fast.subject.all_faces.AllFaceTracker`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .geometry import _centre, _iou, _size
-from .interface import Faces, _downscale
+from ..detect.interface import Faces, _downscale
 
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
@@ -47,7 +47,7 @@ class TrackRecord:
     """What pass 1 saw of one face track (:attr:`FaceTracks.records`): the first frame of its shot,
     the detector frames it was found in and its box in each, and the embeddings read of it
     (``(frame, face size, embedding, contrast)``: :func:`face_contrast`), for the whole-clip decision
-    (:func:`mime_fast.detect.decision.decide_tracks`)."""
+    (:func:`mime_fast.subject.decision.decide_tracks`)."""
 
     ident: int
     shot: int

@@ -1,17 +1,17 @@
 """Whose face: the decision over the whole clip, made once pass 1 has seen every frame.
 
-The forward tracker (:class:`mime_fast.detect.tracking.SubjectTracker`) decides frame by frame, and
+The forward tracker (:class:`mime_fast.subject.tracking.SubjectTracker`) decides frame by frame, and
 where it cannot tell which face is the subject's it masks every face that could be his
-(*undecided*: module docstring of :mod:`~mime_fast.detect.tracking`, 7. and 8.).  Nothing is
+(*undecided*: module docstring of :mod:`~mime_fast.subject.tracking`, 7. and 8.).  Nothing is
 blurred before the whole clip has been seen (pass 2 starts after pass 1), so each of those faces
-can be decided afterwards as a **face track** (:class:`~mime_fast.detect.face_tracks.TrackRecord`:
+can be decided afterwards as a **face track** (:class:`~mime_fast.subject.face_tracks.TrackRecord`:
 the detections of one face inside one shot), with the evidence of the whole clip: where the
 subject was found for sure, his best views wherever they are (a close-up after the wide shot he
 was selected in), the other people of the clip, the shots and their returns.
 :func:`decide_tracks` gives each undecided track one :class:`TrackDecision` -- ``"subject"``,
 ``"other"`` or ``"undecided"``, with the rule that decided it and its evidence -- and only the
 tracks that could still be his stay masked (:meth:`SubjectTracker.undecided_hulls
-<mime_fast.detect.tracking.SubjectTracker.undecided_hulls>`).
+<mime_fast.subject.tracking.SubjectTracker.undecided_hulls>`).
 
 The rules, in order (the first that applies decides):
 
@@ -29,12 +29,12 @@ The rules, in order (the first that applies decides):
    ``"subject"``.
 4. **his place** -- in a shot where he was found, the track stands within ``PLACE_NEAR`` of his
    face size of where he was at the nearest frame he was found in (0.5 - 2x his size); or, in a
-   shot that returns to one he was followed in (:attr:`~mime_fast.detect.shots.ShotDetector.returns_to`),
+   shot that returns to one he was followed in (:attr:`~mime_fast.subject.shots.ShotDetector.returns_to`),
    within ``PLACE_NEAR`` of where the return puts him: it could be him, lost for a while:
    ``"undecided"``.
 5. **too small or too dark to tell** -- no embedding could be read (every detection under
-   :data:`~mime_fast.detect.face_tracks.MIN_EMBED_SIZE` px), or none of its embeddings, or none of
-   his views, is of a face with a contrast (:func:`~mime_fast.detect.face_tracks.face_contrast`) of
+   :data:`~mime_fast.subject.face_tracks.MIN_EMBED_SIZE` px), or none of its embeddings, or none of
+   his views, is of a face with a contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`) of
    at least :data:`MIN_CONTRAST`: ``"undecided"``.  (In the real hug graded to a night level his
    own face read 0.30 against his views there, as the strangers did: a dark face reads alike
    against everybody, and a low score says nothing.)
@@ -84,7 +84,7 @@ COHORT_Z = 2.0
 COHORT_MIN = 3
 #: the least spread of the cohort's scores (a cohort of alike scores would make any difference large)
 COHORT_SPREAD = 0.05
-#: Rules 5 and 7: the least contrast (:func:`~mime_fast.detect.face_tracks.face_contrast`, 0..255) of a
+#: Rules 5 and 7: the least contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`, 0..255) of a
 #: face whose embedding can clear a track as another person's.  Measured on faces from 24 px: the
 #: real clips at 720p 26 - 44 (10th - 90th percentile), greyscale 29 - 42; graded to a night level
 #: (contrast 35 %, gamma 2.5) 6 - 22, the hug's two men 6 - 9; underexposed x 0.35 11 - 18.

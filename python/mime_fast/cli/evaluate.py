@@ -1,0 +1,77 @@
+"""``mime-fast eval``: a multimodal model's emotion recognition on a built corpus, subset by subset
+(:func:`mime_fast.evaluation.evaluate`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..coe.client import DEFAULT_QSCALE
+from ..evaluation import AUDIO_MODES, CONDITIONS, TRANSPORTS, evaluate
+from ..spec import CODES
+from .coe import add_client_args, add_selection_args, add_target_args, check_client_args
+from .errors import UsageError
+
+__all__ = ["add", "run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    extra, subsets, clips = check_client_args(args, CODES)
+    if not 2 <= args.frame_quality <= 31:
+        raise UsageError("--frame-quality must be 2..31 (FFmpeg's JPEG qscale: 2 best)")
+    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, condition=args.condition,
+                   transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
+                   frames=args.frames, frame_size=args.frame_size, frame_quality=args.frame_quality,
+                   api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
+                   backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
+                   max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
+                   name=args.name, progress=None if args.quiet else sys.stderr)
+    failed = sum(s["failed"] for s in res.metrics["subsets"].values())
+    if not args.quiet:
+        print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
+        for code, s in res.metrics["subsets"].items():
+            f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+            print(f"{code:<6} {s['n']:>6} {f(s['accuracy']):>6} {f(s['uar']):>6} {f(s['waf']):>6} "
+                  f"{s['parse_failures']:>11} {s['failed']:>6}")
+        for st in res.metrics["steps"]:
+            p = "-" if st["p_holm"] is None else f"{st['p_holm']:.4f}"
+            d = "-" if st["delta"] is None else f"{st['delta']:+.3f}"
+            print(f"{st['from']}->{st['to']}: n {st['n']}, delta {d}, b {st['b']}, c {st['c']}, p (Holm) {p}")
+        print(f"{res.requests} requests, {res.cached} answers from the cache, tokens {res.prompt_tokens} in, "
+              f"{res.completion_tokens} out, {res.elapsed_s:.1f} s; output: {res.out_dir}")
+    return 0 if failed == 0 else 1
+
+
+def add(sub, common: argparse.ArgumentParser) -> None:
+    ap = sub.add_parser(
+        "eval", parents=[common], help="evaluate a multimodal model's emotion recognition, subset by subset",
+        description="Ask a multimodal model at an OpenAI-compatible endpoint for the emotion of every clip and "
+                    "subset of the corpus in DIR (task recognize: one of the seven emotions), extract its answers "
+                    "by rules, and write DIR/eval/<run>/ (<run>: the model and the prompt condition): "
+                    "predictions.jsonl, metrics.json (per subset accuracy, UAR, WAF, bootstrap CI; the degradation "
+                    "steps FM->FDM ... FSM->FSAM with exact McNemar tests, Holm-corrected; audio and face "
+                    "reliance) and report.md. Replies are cached (default DIR/eval/cache): a rerun, or a run "
+                    "resumed after Ctrl-C or a kill, repeats no answered request.",
+        epilog="FDAM, FSAM and AMM are never sent audio; VMM is sent its black picture and its audio. The API key "
+               "is read from the variable named by --api-key-env and never written. Exit status: 0 every request "
+               "answered, 1 a request still failed after its retries (left out of n) or the run could not go on, "
+               "2 usage error, 130 interrupted (rerun to resume).")
+    add_target_args(ap, model="the model evaluated")
+    ap.add_argument("--condition", choices=CONDITIONS, default="direct",
+                    help="prompt: direct (the label alone, default), cot (step by step), tom (HitEmotion's "
+                         "Theory-of-Mind scaffold); cot and tom end in {'emotion': 'label'}")
+    add_selection_args(ap)
+    ap.add_argument("--transport", choices=TRANSPORTS, default="video",
+                    help="video: the subset's mp4 as a video_url data URL (default); frames: --frames JPEG images")
+    ap.add_argument("--audio", choices=AUDIO_MODES, default="auto",
+                    help="auto: the 16 kHz wav as input_audio with the subsets that have audio (default); none: never")
+    ap.add_argument("--frames", type=int, default=8, metavar="N", help="frames per clip with --transport frames (8)")
+    ap.add_argument("--frame-size", type=int, default=448, metavar="PX",
+                    help="longest side of a frame with --transport frames (default 448)")
+    ap.add_argument("--frame-quality", type=int, default=DEFAULT_QSCALE, metavar="Q",
+                    help=f"JPEG quantiser of the frames, 2 (best) .. 31 (default {DEFAULT_QSCALE})")
+    add_client_args(ap, cache="eval/cache")
+    ap.add_argument("--name", default=None, metavar="RUN", help="the run's folder in DIR/eval (default: from the "
+                                                                  "model and the condition)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    ap.set_defaults(run=run)

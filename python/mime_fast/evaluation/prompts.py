@@ -1,0 +1,60 @@
+"""The prompts of task ``recognize``: one system prompt and one user text per condition, the same
+for every subset (what differs between subsets is only the media sent).
+
+- ``direct``: the label alone;
+- ``cot``: "think step by step" (HitEmotion's CoT baseline), the answer last as ``{'emotion': 'label'}``;
+- ``tom``: HitEmotion's Theory-of-Mind scaffold for multimodal emotion recognition (its Figure 27:
+  perceptual simulation, cognitive empathy, perspective-taking, conclude and map to label) with
+  MIME's seven categories, ending in ``{'emotion': 'label'}``.
+
+The texts are part of every request's cache key: editing one asks its requests again.
+"""
+
+from __future__ import annotations
+
+from ..manifest import EMOTIONS
+
+__all__ = ["CONDITIONS", "render"]
+
+CONDITIONS = ("direct", "cot", "tom")
+
+_LABELS = ", ".join(EMOTIONS)
+
+_SYSTEM = {
+    "direct": "You are an expert in multimodal emotion recognition.",
+    "cot": "You are an expert in multimodal emotion recognition.",
+    "tom": ("You are a multimodal affective computing expert grounded in theory of mind. Your task is to infer "
+            "the speaker's current emotional state by reasoning about their mental world from multimodal evidence."),
+}
+
+_TASK = {
+    "direct": f"Which emotion does the person express? Answer with exactly one word from: {_LABELS}.",
+    "cot": (f"Which emotion does the person express? Please think step-by-step, then choose exactly one label "
+            f"from: {_LABELS}, and output exactly {{'emotion': 'label'}} on the last line."),
+    "tom": f"""Complete the multimodal emotion recognition task as follows:
+
+(1) Decode Affective Signals (Perceptual Simulation): Systematically decode observable cues in each available \
+channel -- visual behavior (face, gaze, posture, gesture), speech prosody (tone, pitch, intensity, tempo) if \
+available -- as outward evidence of an inner state. Briefly note the present cues and their likely emotion \
+implications.
+
+(2) Synthesize a Mental State Hypothesis (Cognitive Empathy): Integrate the decoded cues into a coherent \
+first-order hypothesis about what the speaker is feeling now. If the cues converge, state that they reinforce the \
+same valence. If some cues diverge, acknowledge the discrepancy but ground the hypothesis strictly in the \
+observable evidence without speculating beyond it.
+
+(3) Attribute from the Speaker's Perspective (Perspective-Taking): Refine the hypothesis to attribute the single \
+most plausible here-and-now emotional state from the speaker's perspective. Exclude interpretations based on the \
+viewer's reaction or on the speaker's stable traits.
+
+(4) Conclude and Map to Label: Provide your reasoning following the steps above, then choose exactly one label \
+from: {_LABELS}, and output exactly {{'emotion': 'label'}}.""",
+}
+
+
+def render(condition: str, transport: str) -> tuple[str, str]:
+    """The (system prompt, user text) of ``condition``; the user text says how the clip is given."""
+    if condition not in CONDITIONS:
+        raise ValueError(f"unknown prompt condition {condition!r}; expected one of {CONDITIONS}")
+    given = "a video clip" if transport == "video" else "frames sampled evenly from a video clip"
+    return _SYSTEM[condition], f"You are given {given} (and its audio track, where it has one). {_TASK[condition]}"

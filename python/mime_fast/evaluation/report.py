@@ -1,0 +1,150 @@
+"""``metrics.json`` and ``report.md`` of an evaluation run, from its predictions.
+
+``metrics.json``:
+
+- ``subsets.<CODE>``: ``n`` (answered clips: a request that still failed after its retries is left
+  out and counted in ``failed``), ``accuracy`` (WAR), ``uar``, ``waf``, ``ci95`` (bootstrap over
+  clips, fixed seed), ``parse_failures`` (unparseable answers: in ``n``, wrong), ``failed``,
+  ``with_audio`` (requests that carried the 16 kHz wav);
+- ``steps``: per degradation step (:data:`STEPS`) on the clips both subsets answered: ``n``,
+  ``delta`` = accuracy(to) - accuracy(from), ``b`` (right in ``from``, wrong in ``to``), ``c`` (the
+  reverse), ``p_mcnemar`` (exact, two-sided), ``p_holm`` (Holm over the steps tested);
+- ``indices`` (accuracy differences on the clips all the subsets involved answered):
+  ``audio_reliance`` = FM - AMM (what removing the audio costs with the face clear),
+  ``face_reliance`` = FM - FSM (what removing the face structure costs with the audio),
+  ``compensation`` = (FSM - FSAM) - (FM - AMM): how much more the audio is worth when the face is
+  gone than when it is clear (> 0: the audio compensates for the face);
+- ``confusion``: per subset, true label x answer (``unparseable`` a column of its own);
+- ``datasets``: per manifest ``dataset``, per subset ``n``, ``accuracy``, ``uar``, ``waf``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..manifest import EMOTIONS
+from ..spec import CODES, spec as subset_spec
+from .metrics import bootstrap_ci, confusion, holm, mcnemar_exact, scores
+
+__all__ = ["STEPS", "metrics", "report_markdown"]
+
+#: The degradation steps tested, (from, to): face details, face structure, picture, audio.
+STEPS = (("FM", "FDM"), ("FDM", "FSM"), ("FM", "FSM"), ("FM", "VMM"), ("FM", "AMM"), ("FDM", "FDAM"),
+         ("FSM", "FSAM"))
+
+
+def _subset(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in rows if r["status"] == "ok"]
+    out = scores([r["label"] for r in ok], [r["answer"] for r in ok])
+    out["ci95"] = bootstrap_ci([r["correct"] for r in ok])
+    out["parse_failures"] = sum(r["answer"] is None for r in ok)
+    out["failed"] = len(rows) - len(ok)
+    out["with_audio"] = sum(r["audio"] is not None for r in rows)
+    return out
+
+
+def _correct_by_clip(preds: list[dict[str, Any]]) -> dict[str, dict[str, bool]]:
+    """Per subset: clip -> whether its answer was right (answered clips only)."""
+    out: dict[str, dict[str, bool]] = {}
+    for r in preds:
+        if r["status"] == "ok":
+            out.setdefault(r["subset"], {})[r["clip_id"]] = bool(r["correct"])
+    return out
+
+
+def _accuracy_difference(right: dict[str, dict[str, bool]], plus: tuple[str, ...], minus: tuple[str, ...]) -> Any:
+    """sum(accuracy of ``plus``) - sum(accuracy of ``minus``) on the clips all of them answered."""
+    codes = plus + minus
+    if any(c not in right for c in codes):
+        return None
+    clips = set.intersection(*(set(right[c]) for c in codes))
+    if not clips:
+        return None
+    acc = {c: sum(right[c][k] for k in clips) / len(clips) for c in codes}
+    return {"value": sum(acc[c] for c in plus) - sum(acc[c] for c in minus), "n": len(clips)}
+
+
+def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], unlabelled: int = 0) -> dict[str, Any]:
+    """The metrics of the predictions ``preds`` (see the module's docstring)."""
+    codes = [c for c in CODES if any(r["subset"] == c for r in preds)]
+    by_subset = {c: [r for r in preds if r["subset"] == c] for c in codes}
+    right = _correct_by_clip(preds)
+    steps = []
+    for a, b in STEPS:
+        if a not in right or b not in right:
+            continue
+        clips = sorted(set(right[a]) & set(right[b]))
+        nb = sum(right[a][k] and not right[b][k] for k in clips)
+        nc = sum(right[b][k] and not right[a][k] for k in clips)
+        steps.append({"from": a, "to": b, "n": len(clips), "delta": (nc - nb) / len(clips) if clips else None,
+                      "b": nb, "c": nc, "p_mcnemar": mcnemar_exact(nb, nc) if clips else None})
+    for s, p in zip(steps, holm([s["p_mcnemar"] for s in steps])):
+        s["p_holm"] = p
+    datasets: dict[str, dict[str, Any]] = {}
+    for d in sorted({str(r["dataset"]) for r in preds}):
+        datasets[d] = {}
+        for c in codes:
+            ok = [r for r in by_subset[c] if str(r["dataset"]) == d and r["status"] == "ok"]
+            datasets[d][c] = scores([r["label"] for r in ok], [r["answer"] for r in ok])
+    ok_rows = [r for r in preds if r["status"] == "ok"]
+    return {
+        "task": "recognize",
+        "model": model,
+        "sent": sent,
+        "clips": len({r["clip_id"] for r in preds}),
+        "unlabelled_clips": unlabelled,
+        "subsets": {c: _subset(by_subset[c]) for c in codes},
+        "steps": steps,
+        "indices": {
+            "audio_reliance": _accuracy_difference(right, ("FM",), ("AMM",)),
+            "face_reliance": _accuracy_difference(right, ("FM",), ("FSM",)),
+            "compensation": _accuracy_difference(right, ("FSM", "AMM"), ("FSAM", "FM")),
+        },
+        "confusion": {c: confusion([r["label"] for r in by_subset[c] if r["status"] == "ok"],
+                                   [r["answer"] for r in by_subset[c] if r["status"] == "ok"], EMOTIONS)
+                      for c in codes},
+        "datasets": datasets,
+        "tokens": {"prompt": sum(r["prompt_tokens"] for r in ok_rows),
+                   "completion": sum(r["completion_tokens"] for r in ok_rows)},
+    }
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def report_markdown(m: dict[str, Any]) -> str:
+    """``report.md``: what was sent, the per-subset table, the steps and indices, per dataset."""
+    sent = m["sent"]
+    media = ("the subset's mp4 as a video_url data URL" if sent["transport"] == "video" else
+             f"{sent['frames']} JPEG frames (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
+    audio = ("the clip's 16 kHz wav as input_audio with the subsets that have audio" if sent["audio"] == "auto"
+             else "no audio with any subset")
+    lines = [f"# Evaluation: {m['model']}, task {m['task']}, prompt `{sent['condition']}`", "",
+             f"Sent: {media}; {audio}. {m['clips']} clips"
+             + (f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else "") + ".", "",
+             "| subset | picture | audio sent | n | accuracy | 95% CI | UAR | WAF | unparseable | failed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for code, s in m["subsets"].items():
+        ci = "—" if s["ci95"] is None else f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}"
+        lines.append(f"| {code} | {subset_spec(code).video} | {s['with_audio']}/{s['n'] + s['failed']} | {s['n']} | "
+                     f"{_f(s['accuracy'])} | {ci} | {_f(s['uar'])} | {_f(s['waf'])} | {s['parse_failures']} | "
+                     f"{s['failed']} |")
+    lines += ["", "## Degradation steps (paired, exact McNemar, Holm-corrected)", "",
+              "| step | n | Δ accuracy | b (lost) | c (gained) | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+    for s in m["steps"]:
+        lines.append(f"| {s['from']} → {s['to']} | {s['n']} | {_f(s['delta'])} | {s['b']} | {s['c']} | "
+                     f"{_f(s['p_mcnemar'], 4)} | {_f(s['p_holm'], 4)} |")
+    lines += ["", "## Indices", "", "| index | value | n |", "|---|---|---|"]
+    for k, v in m["indices"].items():
+        lines.append(f"| {k.replace('_', ' ')} | {_f(v and v['value'])} | {v['n'] if v else 0} |")
+    lines += ["", "audio reliance = FM − AMM; face reliance = FM − FSM; compensation = (FSM − FSAM) − (FM − AMM)."]
+    if len(m["datasets"]) > 1:
+        codes = list(m["subsets"])
+        lines += ["", "## Accuracy per dataset", "", "| dataset | " + " | ".join(codes) + " |",
+                  "|---|" + "---|" * len(codes)]
+        for d, per in m["datasets"].items():
+            lines.append(f"| {d} | " + " | ".join(f"{_f(per[c]['accuracy'])} (n={per[c]['n']})" for c in codes) + " |")
+    lines += ["", "## Prompt", "", "System:", "", "> " + sent["system"], "", "User:", ""]
+    lines += ["> " + line if line else ">" for line in sent["user"].splitlines()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,279 @@
+"""``mime_fast.evaluate``: a multimodal model's emotion recognition on a built corpus, subset by subset.
+
+Reads only the manifest. Each ``ok`` clip x subset with a ground-truth label is one request (task
+``recognize``, prompt condition ``direct``, ``cot`` or ``tom``: :mod:`.prompts`) to an
+OpenAI-compatible endpoint through the CoE client (:class:`mime_fast.coe.client.ChatClient`:
+concurrency, retries with backoff, ``Retry-After``), each reply kept in the CoE reply cache
+(:class:`mime_fast.coe.cache.ReplyCache`) as it arrives, so a rerun -- or a run resumed after Ctrl-C
+or a kill -- repeats no answered request.
+
+What is sent (:func:`media_of`): the subset's mp4 (``transport="video"``, a ``video_url`` data URL)
+or ``frames`` JPEG frames (``"frames"``), plus the clip's 16 kHz wav as ``input_audio`` where the
+subset has audio (:attr:`mime_fast.spec.SubsetSpec.has_audio`) and ``audio="auto"``: FDAM, FSAM and
+AMM never carry audio; VMM carries its black picture and its audio.
+
+Outputs in ``DIR/eval/<run>/``: ``predictions.jsonl``, ``metrics.json`` (:mod:`.report`) and
+``report.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from ..coe.cache import ReplyCache, request_key
+from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
+from ..coe.runner import _describe, _drive, _os_error, _scrub  # the CoE run's error wording and driver
+from ..corpus import RunStopped, sha256_file
+from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows
+from ..spec import CODES, spec as subset_spec
+from .answers import extract_emotion
+from .prompts import render
+from .report import metrics, report_markdown
+
+__all__ = ["AUDIO_MODES", "EvalResult", "TRANSPORTS", "evaluate", "media_of", "run_name"]
+
+TRANSPORTS = ("video", "frames")
+AUDIO_MODES = ("auto", "none")
+PREDICTIONS = "predictions.jsonl"
+METRICS = "metrics.json"
+REPORT = "report.md"
+
+
+@dataclass
+class EvalResult:
+    """What :func:`evaluate` did: the predictions (one per clip x subset), the metrics, the
+    output folder, requests made, replies from the cache and tokens used."""
+
+    predictions: list[dict[str, Any]]
+    metrics: dict[str, Any]
+    out_dir: Path
+    requests: int
+    cached: int
+    prompt_tokens: int
+    completion_tokens: int
+    elapsed_s: float
+
+
+def run_name(model: str, condition: str, transport: str = "video") -> str:
+    """The run's folder name: model and condition (and the transport when not ``video``),
+    filesystem-safe (``Qwen/Qwen3-Omni`` -> ``Qwen_Qwen3-Omni``)."""
+    raw = f"{model}__{condition}" + ("" if transport == "video" else f"__{transport}")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._") or "run"
+
+
+class _SampleError(Exception):
+    """No request can be made for a sample (the reason is the message)."""
+
+
+def media_of(corpus: Path, row: dict[str, Any], audio_row: dict[str, Any] | None, audio: str) -> list[Media]:
+    """The media one request about manifest ``row`` carries: its video, and the clip's 16 kHz wav
+    where the subset has audio (the subset table, :func:`mime_fast.spec.spec`) and the file does,
+    unless ``audio="none"``."""
+    def media(kind: str, r: dict[str, Any]) -> Media:
+        path = corpus / r["path"]
+        if not path.is_file():
+            raise _SampleError(f"{r['path']} is missing from the corpus folder")
+        return Media(kind, path, r["path"], r.get("sha256") or sha256_file(path), r.get("frames"))
+
+    out = [media("video", row)]
+    if audio == "auto" and subset_spec(row["subset"]).has_audio and row.get("has_audio"):
+        if audio_row is None:
+            raise _SampleError(f"{row['path']} has audio but the manifest has no 16 kHz audio row for its clip")
+        out.append(media("audio", audio_row))
+    return out
+
+
+def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] | None,
+             limit: int | None) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], int]:
+    """(manifest row, its clip's audio row) per clip x subset to ask about, and the clips left out
+    for want of a ground-truth label."""
+    if not (corpus / MANIFEST_JSONL).is_file():
+        raise FileNotFoundError(f"no {MANIFEST_JSONL} in {corpus}: build the corpus first (mime-fast build)")
+    wanted = list(CODES) if subsets is None else [str(s).upper() for s in subsets]
+    bad = [s for s in wanted if s not in CODES]
+    if bad or not wanted:
+        raise ValueError(f"unknown subset(s) {bad}; expected some of {CODES}" if bad else "no subsets requested")
+    keep = None if clips is None else set(clips)
+    by_clip: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in compact(read_rows(corpus)):
+        if r["status"] == "ok" and r["subset"] is not None and (keep is None or r["clip_id"] in keep):
+            by_clip.setdefault(r["clip_id"], {})[r["subset"]] = r
+    if keep is not None and keep - set(by_clip):
+        raise ValueError(f"unknown clip id(s) {', '.join(sorted(keep - set(by_clip)))}: no ok row in the manifest")
+    unlabelled = [c for c, rows in by_clip.items() if next(iter(rows.values()))["label"] not in EMOTIONS]
+    ids = [c for c in by_clip if c not in unlabelled][:limit]
+    return [(by_clip[c][s], by_clip[c].get("audio")) for c in ids for s in CODES
+            if s in wanted and s in by_clip[c]], len(unlabelled)
+
+
+class _Progress:
+    def __init__(self, total: int, stream: IO[str] | None, every: float = 2.0):
+        self.total, self.stream, self.every = total, stream, every
+        self.done = self.cached = self.failed = self.unparseable = 0
+        self.t0 = time.monotonic()
+        self.last = 0.0
+        self.lock = threading.Lock()
+
+    def __call__(self, rec: dict[str, Any], client: ChatClient) -> None:
+        with self.lock:
+            self.done += 1
+            self.cached += bool(rec["cached"])
+            self.failed += rec["status"] == "failed"
+            self.unparseable += rec["status"] == "ok" and rec["answer"] is None
+            now = time.monotonic()
+            if self.stream is None or (now - self.last < self.every and self.done < self.total):
+                return
+            self.last = now
+            eta = int((now - self.t0) / self.done * (self.total - self.done))
+            print(f"eval: {self.done}/{self.total} answers ({self.cached} cached, {self.unparseable} unparseable, "
+                  f"{self.failed} failed) | {client.requests} requests | tokens {client.prompt_tokens} in, "
+                  f"{client.completion_tokens} out | ETA {eta // 3600}:{eta % 3600 // 60:02d}:{eta % 60:02d}",
+                  file=self.stream, flush=True)
+
+
+def evaluate(
+    out_dir: str | os.PathLike,
+    *,
+    endpoint: str,
+    model: str,
+    condition: str = "direct",
+    transport: str = "video",
+    subsets: Iterable[str] | None = None,
+    clips: Iterable[str] | None = None,
+    limit: int | None = None,
+    audio: str = "auto",
+    frames: int = 8,
+    frame_size: int = 448,
+    frame_quality: int = DEFAULT_QSCALE,
+    api_key: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    concurrency: int = 4,
+    retries: int = 5,
+    backoff: float = 1.0,
+    timeout: float = 300.0,
+    temperature: float | None = 0.0,
+    max_tokens: int | None = 2048,
+    extra_body: dict[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    name: str | None = None,
+    progress: IO[str] | None = sys.stderr,
+) -> EvalResult:
+    """Ask ``model`` at ``endpoint`` for the emotion of every ``ok`` clip x subset of the corpus in
+    ``out_dir`` (the subsets ``subsets``, the clips ``clips``, the first ``limit`` labelled clips)
+    and write ``out_dir/eval/<run>/`` (``<run>``: ``name``, default :func:`run_name`).
+
+    ``condition``: the prompt (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as
+    a data URL) or ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
+    ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
+    ``"none"``. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
+    are cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
+
+    A request that still fails after ``retries`` is a ``failed`` prediction (left out of ``n``); an
+    answer no rule reads is unparseable (wrong, counted). An endpoint that cannot be reached before
+    it has answered once, or a cache that cannot be written, stops the run
+    (:class:`~mime_fast.corpus.RunStopped`); Ctrl-C sends no further request and raises
+    ``KeyboardInterrupt``: a rerun resumes from the cache.
+    """
+    corpus = Path(out_dir)
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
+    if audio not in AUDIO_MODES:
+        raise ValueError(f"audio must be one of {AUDIO_MODES}, not {audio!r}")
+    system, user = render(condition, transport)
+    samples, unlabelled = _samples(corpus, subsets, clips, limit)
+    opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
+    secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
+    stop = threading.Event()
+    client = ChatClient(endpoint, secret, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout,
+                        temperature=temperature, max_tokens=max_tokens, extra_body=extra_body, stop=stop)
+    run_dir = corpus / "eval" / (name or run_name(model, condition, transport))
+    cache = ReplyCache(None if not use_cache else (cache_dir or corpus / "eval" / "cache"))
+    try:
+        cache.check_writable()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunStopped(f"{exc.filename or cache.root} cannot be written ({_os_error(exc)}): no request was sent")
+    prog = _Progress(len(samples), progress)
+    preds: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    t0 = time.monotonic()
+
+    def one(sample: tuple[dict[str, Any], dict[str, Any] | None]) -> None:
+        row, audio_row = sample
+        rec: dict[str, Any] = {
+            "clip_id": row["clip_id"], "subset": row["subset"], "dataset": row.get("dataset"), "label": row["label"],
+            "answer": None, "correct": False, "status": "ok", "reason": None, "reply": None, "video": row["path"],
+            "audio": None, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": None, "cached": False,
+            "key": None}
+        try:
+            media = media_of(corpus, row, audio_row, audio)
+        except _SampleError as exc:
+            rec.update(status="failed", reason=str(exc))
+            media = []
+        if media:
+            rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
+            rec["key"] = key = request_key(
+                task="recognize", condition=condition, system=system, user=user, model=model,
+                media=[[m.kind, m.sha256] for m in media], media_options=opts.key(), params=client.params())
+            entry = cache.get(key)
+            if entry is None:
+                content = [*media_parts(media, opts), {"type": "text", "text": user}]
+                messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+                t = time.perf_counter()
+                try:
+                    c = client.complete(model, messages, stage="recognize")
+                except (Stopped, KeyboardInterrupt):
+                    raise
+                except EndpointUnreachable as exc:  # (raised first, it is the error the run raises)
+                    raise RunStopped(f"{exc} and has answered no request: the run stops here (start the server or "
+                                     "fix the endpoint's URL, then rerun)") from exc
+                except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
+                    rec.update(status="failed", reason=_scrub(_describe(exc), secret))
+                else:
+                    entry = {"task": "recognize", "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
+                             "completion_tokens": c.completion_tokens, "latency_s": time.perf_counter() - t,
+                             "media": [m.ref for m in media], "created": time.time()}
+                    try:
+                        cache.put(key, entry)
+                    except OSError as exc:
+                        raise RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops here "
+                                         "(fix the cache folder or make room, then rerun: it resumes)") from exc
+            else:
+                rec["cached"] = True
+            if entry is not None:
+                answer, why = extract_emotion(entry["text"])
+                rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == row["label"],
+                           prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"],
+                           latency_s=entry.get("latency_s"))
+        with lock:
+            preds.append(rec)
+        prog(rec, client)
+
+    _drive(samples, concurrency, one, stop)
+    order = {s: i for i, s in enumerate(CODES)}
+    preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]]))
+    sent = {"transport": transport, "audio": audio, "condition": condition, "system": system, "user": user,
+            **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
+               if transport == "frames" else {})}
+    m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled)
+
+    def jsonl(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in preds:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+    atomic_write(run_dir / PREDICTIONS, jsonl)
+    atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
+                                                               encoding="utf-8"))
+    atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report_markdown(m), encoding="utf-8"))
+    return EvalResult(preds, m, run_dir, client.requests, prog.cached, client.prompt_tokens, client.completion_tokens,
+                      time.monotonic() - t0)

@@ -1,0 +1,324 @@
+"""mime-fast eval (mime_fast.evaluate) against the scripted OpenAI-compatible server on localhost
+(tests/coe_server.py): hand-computed metrics and tests, what each subset is sent, answer
+extraction, retries, the cache and resuming after Ctrl-C."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+
+from coe_server import FakeChatServer, Reply, Request, media_index  # noqa: E402
+from test_coe import LABELS, WITH_AUDIO, built, corpus  # noqa: E402,F401 - the CoE tests' two-clip corpus
+
+import mime_fast  # noqa: E402
+from mime_fast.cli import main  # noqa: E402
+from mime_fast.evaluation import extract_emotion, run_name  # noqa: E402
+from mime_fast.evaluation.metrics import bootstrap_ci, holm, mcnemar_exact, scores  # noqa: E402
+
+# Truth 4 Happy / 3 Sad / 3 Anger; answers HHHH | SHH | AAS
+TRUTH = ["Happy"] * 4 + ["Sad"] * 3 + ["Anger"] * 3
+ANSWERS = ["Happy"] * 4 + ["Sad", "Happy", "Happy"] + ["Anger", "Anger", "Sad"]
+
+
+def evaluate(folder: Path, server: FakeChatServer, **kw) -> mime_fast.evaluation.EvalResult:
+    kw = {"model": "omni", "concurrency": 1, "backoff": 0.001, "progress": None, **kw}
+    return mime_fast.evaluate(folder, endpoint=server.url, **kw)
+
+
+# ------------------------------------------------------------------------------- statistics by hand
+
+
+def test_scores_match_the_hand_computation() -> None:
+    s = scores(TRUTH, ANSWERS)
+    # recall H 1, S 1/3, A 2/3; F1 H .8 (P 4/6), S .4 (P 1/2), A .8 (P 1): WAF (4*.8 + 3*.4 + 3*.8) / 10
+    assert s["n"] == 10 and s["accuracy"] == pytest.approx(0.70)
+    assert s["uar"] == pytest.approx(2 / 3) and s["waf"] == pytest.approx(0.68)
+    one_unparseable = [None] + ANSWERS[1:]  # a Happy clip's answer unreadable: wrong, in no class's precision
+    s = scores(TRUTH, one_unparseable)
+    assert s["accuracy"] == pytest.approx(0.60) and s["uar"] == pytest.approx((0.75 + 1 / 3 + 2 / 3) / 3)
+
+
+def test_exact_mcnemar_holm_and_a_deterministic_bootstrap() -> None:
+    assert mcnemar_exact(8, 2) == pytest.approx(0.109375)  # 2 * P(X <= 2 | n = 10, p = .5)
+    assert mcnemar_exact(2, 8) == mcnemar_exact(8, 2)
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(5, 5) == 1.0
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
+    adjusted = holm([0.01, 0.04, 0.03, None])
+    assert adjusted[:3] == pytest.approx([0.03, 0.06, 0.06]) and adjusted[3] is None
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    correct = [True] * 7 + [False] * 3
+    lo, hi = bootstrap_ci(correct)
+    assert lo < 0.7 < hi and bootstrap_ci(correct) == [lo, hi] and bootstrap_ci([]) is None
+
+
+# ------------------------------------------------------------------------- parsing a model's answer
+
+
+@pytest.mark.parametrize(("reply", "label"), [
+    ("Anger", "Anger"),
+    ("anger.", "Anger"),
+    ("**Anger**", "Anger"),
+    ("The speaker is clearly **Angry** here.", "Anger"),
+    ('```json\n{"emotion": "Sad"}\n```', "Sad"),
+    ("```\nFear\n```", "Fear"),
+    ("The voice trembles (sad? happy?).\n{'emotion': 'surprised'}", "Surprise"),  # HitEmotion's last line
+    ('{"predicted_emotion": "happiness", "confidence": "High"}', "Happy"),
+    ("Reasoning: sad eyes, but a smile...\nFinal answer: Happy", "Happy"),
+    ("<think>happy or sad</think><answer>Neutral</answer>", "Neutral"),
+    ("She looks joy-filled: joy.", "Happy"),
+])
+def test_answers_read_by_rules(reply: str, label: str) -> None:
+    assert extract_emotion(reply) == (label, None)
+
+
+@pytest.mark.parametrize(("reply", "why"), [
+    ("Happy or Sad", "names several emotions (Happy, Sad)"),
+    ("**Anger** mixed with **Disgust**", "names several emotions (Anger, Disgust)"),
+    ("I'm sorry, but I can't determine the person's emotion from this video.", "refusal"),
+    ("I cannot tell whether the person is sad.", "refusal"),  # a refusal naming one emotion is still one
+    ("{'emotion': 'bored'}", "the answer 'bored' is none of the seven emotions"),
+    ("The lighting is dim.", "names no emotion"),
+    ("", "empty reply"),
+])
+def test_unreadable_answers_say_why(reply: str, why: str) -> None:
+    assert extract_emotion(reply) == (None, why)
+
+
+# ------------------------------------------------------------------- a small corpus of labelled rows
+
+
+def _row(clip: str, subset: str, label: str, dataset: str, path: str, sha: str, has_audio: bool = False) -> dict:
+    return {"clip_id": clip, "subset": subset, "path": path, "label": label, "dataset": dataset, "status": "ok",
+            "has_audio": has_audio, "sha256": sha, "blur_level": "none"}
+
+
+SUBSETS3 = ("FM", "FDM", "FSM")
+
+
+@pytest.fixture
+def rows_corpus(tmp_path: Path) -> Path:
+    """Ten clips k0..k9 (truth TRUTH; datasets A: k0-k4, B: k5-k9) with FM, FDM and FSM rows whose
+    'videos' are a few distinct bytes: eval reads only the manifest and sends the files as they are."""
+    root = tmp_path / "rows"
+    lines = []
+    for subset in SUBSETS3:
+        (root / subset).mkdir(parents=True)
+        for i, label in enumerate(TRUTH):
+            data = f"{subset} video of k{i}".encode()
+            (root / subset / f"k{i}.mp4").write_bytes(data)
+            lines.append(json.dumps(_row(f"k{i}", subset, label, "A" if i < 5 else "B", f"{subset}/k{i}.mp4",
+                                         hashlib.sha256(data).hexdigest())))
+    (root / "manifest.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def truth_answers() -> dict[str, str]:
+    """FM: HHHH | SHH | AAS; FDM: right on k0-k7; FSM: right on k8, k9 (FDM -> FSM: b = 8, c = 2)."""
+    return ({f"FM/k{i}.mp4": a for i, a in enumerate(ANSWERS)}
+            | {f"FDM/k{i}.mp4": TRUTH[i] if i < 8 else "Neutral" for i in range(10)}
+            | {f"FSM/k{i}.mp4": TRUTH[i] if i >= 8 else "Neutral" for i in range(10)})
+
+
+def scripted(answers: dict[str, str], *, default: str = "Neutral"):
+    """Replies by the video sent ('FM/k3.mp4' -> answers[that])."""
+    def script(req: Request) -> Reply:
+        return Reply(content=answers.get(req.videos[0], default))
+    return script
+
+
+def test_hand_computed_tables_end_to_end(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    answers["FM/k0.mp4"] = "**happy**"
+    answers["FSM/k8.mp4"] = "{'emotion': 'anger'}"
+    with FakeChatServer(media_index(rows_corpus), scripted(answers)) as server:
+        res = evaluate(rows_corpus, server)
+        assert len(server.requests) == 30 and all(r.audios == [] for r in server.requests)
+    m = json.loads((rows_corpus / "eval" / "omni__direct" / "metrics.json").read_text())
+    assert m == res.metrics
+    fm = m["subsets"]["FM"]
+    assert (fm["n"], fm["parse_failures"], fm["failed"]) == (10, 0, 0)
+    assert fm["accuracy"] == pytest.approx(0.70) and fm["uar"] == pytest.approx(0.667, abs=5e-4)
+    assert fm["waf"] == pytest.approx(0.68) and fm["ci95"][0] < 0.7 < fm["ci95"][1]
+    assert m["subsets"]["FDM"]["accuracy"] == pytest.approx(0.8) and m["subsets"]["FSM"]["accuracy"] == pytest.approx(0.2)
+    # FM right on k0-k4, k7, k8; FDM on k0-k7; FSM on k8, k9
+    steps = {(s["from"], s["to"]): s for s in m["steps"]}
+    assert list(steps) == [("FM", "FDM"), ("FDM", "FSM"), ("FM", "FSM")]
+    assert steps[("FDM", "FSM")] == {"from": "FDM", "to": "FSM", "n": 10, "delta": pytest.approx(-0.6), "b": 8,
+                                     "c": 2, "p_mcnemar": pytest.approx(0.109375), "p_holm": pytest.approx(0.328125)}
+    assert (steps[("FM", "FDM")]["b"], steps[("FM", "FDM")]["c"]) == (1, 2)
+    assert steps[("FM", "FDM")]["p_mcnemar"] == 1.0 and steps[("FM", "FDM")]["p_holm"] == 1.0
+    assert (steps[("FM", "FSM")]["b"], steps[("FM", "FSM")]["c"]) == (6, 1)
+    assert steps[("FM", "FSM")]["p_mcnemar"] == pytest.approx(0.125)  # 2 * (1 + 7) / 128
+    assert steps[("FM", "FSM")]["p_holm"] == pytest.approx(0.328125)  # Holm: max(3 * .109375, 2 * .125)
+    assert m["indices"]["face_reliance"] == {"value": pytest.approx(0.5), "n": 10}
+    assert m["indices"]["audio_reliance"] is None and m["indices"]["compensation"] is None
+    assert m["confusion"]["FM"] == {"Happy": {"Happy": 4}, "Sad": {"Happy": 2, "Sad": 1}, "Anger": {"Anger": 2, "Sad": 1}}
+    assert m["datasets"]["A"]["FM"]["n"] == 5 and m["datasets"]["A"]["FM"]["accuracy"] == pytest.approx(1.0)
+    assert m["datasets"]["B"]["FM"]["accuracy"] == pytest.approx(0.4)  # k5 H, k6 H, k7 A, k8 A, k9 S vs SSAAA
+    preds = [json.loads(line) for line in (res.out_dir / "predictions.jsonl").read_text().splitlines()]
+    k0 = next(p for p in preds if p["clip_id"] == "k0" and p["subset"] == "FM")
+    assert k0["answer"] == "Happy" and k0["reply"] == "**happy**" and k0["correct"] is True and len(k0["key"]) == 64
+    assert k0["prompt_tokens"] == 100 and k0["latency_s"] > 0 and k0["cached"] is False
+    report = (res.out_dir / "report.md").read_text()
+    assert "| FDM → FSM | 10 | -0.600 | 8 | 2 | 0.1094 | 0.3281 |" in report
+    # an unreadable reply: counted wrong, in parse_failures, never left out
+    answers["FM/k1.mp4"] = "Happy, or maybe Sad"
+    with FakeChatServer(media_index(rows_corpus), scripted(answers)) as server:
+        m = evaluate(rows_corpus, server, use_cache=False).metrics
+    assert m["subsets"]["FM"]["accuracy"] == pytest.approx(0.60) and m["subsets"]["FM"]["n"] == 10
+    assert m["subsets"]["FM"]["parse_failures"] == 1 and m["confusion"]["FM"]["Happy"] == {"Happy": 3, "unparseable": 1}
+
+
+def test_a_429_is_retried_after_retry_after_and_a_request_that_keeps_failing_is_left_out(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    seen: dict[str, int] = {}
+
+    def script(req: Request) -> Reply:
+        video = req.videos[0]
+        seen[video] = seen.get(video, 0) + 1
+        if video == "FM/k0.mp4" and seen[video] == 1:
+            return Reply(429, body={"error": {"message": "rate limited"}}, headers={"retry-after": "0"})
+        if video == "FDM/k7.mp4":
+            return Reply(503, body={"error": {"message": "overloaded"}})
+        return Reply(content=answers[video])
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        res = evaluate(rows_corpus, server, retries=2, subsets=["FM", "FDM"])
+    assert seen["FM/k0.mp4"] == 2 and seen["FDM/k7.mp4"] == 3  # 1 + 2 retries
+    assert res.requests == 20 + 1 + 2
+    m = res.metrics["subsets"]
+    assert (m["FM"]["n"], m["FM"]["failed"], m["FM"]["accuracy"]) == (10, 0, pytest.approx(0.7))
+    assert (m["FDM"]["n"], m["FDM"]["failed"], m["FDM"]["accuracy"]) == (9, 1, pytest.approx(7 / 9))
+    failed = next(p for p in res.predictions if p["status"] == "failed")
+    assert failed["clip_id"] == "k7" and "503" in failed["reason"] and failed["reply"] is None
+    assert res.metrics["steps"][0]["n"] == 9  # the paired test: clips both subsets answered
+
+
+def test_a_rerun_answers_from_the_cache_and_ctrl_c_repeats_no_answered_request(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    interrupted = threading.Event()
+
+    def script(req: Request) -> Reply:
+        if req.n == 5 and not interrupted.is_set():
+            interrupted.set()
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the 5th request is answered
+        return Reply(content=answers[req.videos[0]])
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with FakeChatServer(media_index(rows_corpus), script) as server:
+            with pytest.raises(KeyboardInterrupt):
+                evaluate(rows_corpus, server)
+            first = [r.videos[0] for r in server.requests]
+            assert 5 <= len(first) < 30
+            res = evaluate(rows_corpus, server)
+            second = [r.videos[0] for r in server.requests[len(first):]]
+            assert sorted(first + second) == sorted(answers) and not set(first) & set(second)
+            assert res.cached == len(first) and res.metrics["subsets"]["FM"]["accuracy"] == pytest.approx(0.7)
+            n = len(server.requests)
+            again = evaluate(rows_corpus, server)
+            assert len(server.requests) == n and again.cached == 30 and again.requests == 0  # the server sees nothing
+            assert again.metrics == res.metrics
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# ----------------------------------------------------------------- what each subset is sent (real corpus)
+
+
+def _black(jpeg: bytes) -> bool:
+    from PIL import Image
+
+    return max(Image.open(io.BytesIO(jpeg)).convert("L").getextrema()) < 24
+
+
+@pytest.mark.parametrize("transport", ["frames", "video"])
+def test_a_model_answering_from_what_it_receives(corpus: Path, transport: str) -> None:  # noqa: F811
+    """The scripted model hears the clip's audio (it knows whose wav it is) and sees the pictures:
+    audio and a picture -> the truth; audio and black pictures -> '**Sad**'; no audio ->
+    "{'emotion': 'anger'}". So FM/FDM/FSM are right, VMM right on the Sad clip only, the muted
+    subsets right on the Anger clip only -- and a muted subset given audio, or a VMM not black,
+    would change them."""
+    index = media_index(corpus)
+
+    def script(req: Request) -> Reply:
+        black = all(_black(j) for j in req.images) if transport == "frames" else req.videos[0].startswith("VMM/")
+        if req.audios:
+            clip = req.audios[0].split("/")[1].split(".")[0]
+            return Reply(content="**Sad**" if black else LABELS[clip])
+        return Reply(content="{'emotion': 'anger'}")
+
+    with FakeChatServer(index, script) as server:
+        res = evaluate(corpus, server, transport=transport, frames=3, frame_size=64)
+        reqs = list(server.requests)
+    assert len(reqs) == 14
+    if transport == "frames":
+        assert all(len(r.images) == 3 and not r.videos for r in reqs)
+        assert sum(all(_black(j) for j in r.images) for r in reqs) == 2  # VMM's, and only VMM's
+    else:
+        for r in reqs:  # the mp4 of each subset, the wav exactly with the subsets that have audio
+            subset, clip = r.videos[0].split("/")[0], r.videos[0].split("/")[1].split(".")[0]
+            assert r.audios == ([f"audio/{clip}.wav"] if subset in WITH_AUDIO else [])
+    m = res.metrics["subsets"]
+    for s in ("FM", "FDM", "FSM"):
+        assert (m[s]["n"], m[s]["accuracy"], m[s]["uar"], m[s]["waf"], m[s]["with_audio"]) == (2, 1.0, 1.0, 1.0, 2)
+    # VMM: c1 Anger answered Sad (wrong), c2 Sad right: Sad F1 2/3, Anger 0
+    assert (m["VMM"]["accuracy"], m["VMM"]["uar"], m["VMM"]["with_audio"]) == (0.5, 0.5, 2)
+    assert m["VMM"]["waf"] == pytest.approx(1 / 3)
+    for s in ("FDAM", "FSAM", "AMM"):  # never audio: Anger for both clips
+        assert (m[s]["accuracy"], m[s]["uar"], m[s]["with_audio"]) == (0.5, 0.5, 0)
+        assert m[s]["waf"] == pytest.approx(1 / 3)
+    steps = {(s["from"], s["to"]): s for s in res.metrics["steps"]}
+    assert (steps[("FM", "AMM")]["b"], steps[("FM", "AMM")]["c"], steps[("FM", "AMM")]["delta"]) == (1, 0, -0.5)
+    assert steps[("FM", "FDM")]["p_mcnemar"] == 1.0 and len(steps) == 7
+    idx = res.metrics["indices"]
+    assert idx["audio_reliance"] == {"value": 0.5, "n": 2} and idx["face_reliance"] == {"value": 0.0, "n": 2}
+    assert idx["compensation"] == {"value": 0.0, "n": 2}  # (FSM - FSAM) - (FM - AMM) = .5 - .5
+
+
+def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa: F811
+    with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
+        res = evaluate(corpus, server, audio="none", subsets=["FM", "VMM"])
+        assert len(server.requests) == 4 and all(r.audios == [] for r in server.requests)
+    assert res.metrics["subsets"]["VMM"]["with_audio"] == 0 and res.metrics["sent"]["audio"] == "none"
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+
+
+def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path, monkeypatch, capsys) -> None:
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("MIME_TEST_EVAL_KEY", secret)
+    with FakeChatServer(media_index(rows_corpus), scripted({})) as server:
+        code = main(["eval", str(rows_corpus), "--endpoint", server.url, "--model", "Qwen/Qwen3-Omni",
+                     "--condition", "tom", "--api-key-env", "MIME_TEST_EVAL_KEY", "--concurrency", "2", "-q"])
+        assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
+        assert "{'emotion': 'label'}" in server.requests[0].user_text
+        assert "Perspective-Taking" in server.requests[0].user_text
+    assert code == 0 and capsys.readouterr().err == ""
+    run = rows_corpus / "eval" / run_name("Qwen/Qwen3-Omni", "tom")
+    assert run.name == "Qwen_Qwen3-Omni__tom"
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "predictions.jsonl", "report.md"]
+    for p in rows_corpus.joinpath("eval").rglob("*"):
+        assert not p.is_file() or secret.encode() not in p.read_bytes()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--subsets", "FM,XX"], "--subsets: unknown subset(s) XX"),
+    (["--condition", "coe"], "invalid choice: 'coe'"),
+    (["--frame-quality", "1"], "--frame-quality must be 2..31"),
+    (["--retries", "-1"], "--retries and --backoff must be >= 0"),
+])
+def test_cli_usage_errors(rows_corpus: Path, capsys, args: list[str], needle: str) -> None:
+    assert main(["eval", str(rows_corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mime-fast eval: error:") and needle in err and len(err.splitlines()) == 1

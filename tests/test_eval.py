@@ -285,11 +285,39 @@ def test_a_model_answering_from_what_it_receives(corpus: Path, transport: str) -
     assert idx["compensation"] == {"value": 0.0, "n": 2}  # (FSM - FSAM) - (FM - AMM) = .5 - .5
 
 
+def test_the_frames_transport_is_checked_to_keep_fdms_blur(corpus: Path) -> None:  # noqa: F811
+    with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
+        kept = evaluate(corpus, server, transport="frames", frames=2, subsets=["FM", "FDM"]).metrics["transport_check"]
+        stream = io.StringIO()
+        lost = evaluate(corpus, server, transport="frames", frames=2, frame_size=16, subsets=["FM", "FDM"],
+                        progress=stream, name="tiny")
+        video = evaluate(corpus, server, transport="video", subsets=["FM", "FDM"])
+    # at full size (192 x 144 sent as it is) the blur removes most of the face's detail, and still does on
+    # the JPEGs; 16 px frames keep little of that difference: a warning before the first request
+    assert kept["kept"] is True and kept["warning"] is None and kept["frames"] == 4
+    assert kept["removed_source"] > 0.5 and kept["removed_sent"] >= 0.5 * kept["removed_source"]
+    check = lost.metrics["transport_check"]
+    assert check["kept"] is False and check["removed_sent"] < 0.5 * check["removed_source"]
+    assert stream.getvalue().startswith("eval: warning: the frames sent (16 px, qscale 3) lose FDM's blur")
+    assert "**Warning:** the frames sent (16 px" in (lost.out_dir / "report.md").read_text()
+    assert video.metrics["transport_check"] is None  # the mp4 as it is
+
+
 def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa: F811
     with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
         res = evaluate(corpus, server, audio="none", subsets=["FM", "VMM"])
         assert len(server.requests) == 4 and all(r.audios == [] for r in server.requests)
     assert res.metrics["subsets"]["VMM"]["with_audio"] == 0 and res.metrics["sent"]["audio"] == "none"
+
+
+def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
+    from mime_fast.corpus import RunStopped
+
+    server = FakeChatServer()  # never started: its port refuses connections once closed
+    server.httpd.server_close()
+    with pytest.raises(RunStopped, match="cannot be reached"):
+        evaluate(rows_corpus, server, concurrency=2)
+    assert not (rows_corpus / "eval" / "omni__direct" / "metrics.json").exists()
 
 
 # ------------------------------------------------------------------------------------------ the CLI

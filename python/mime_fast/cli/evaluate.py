@@ -17,6 +17,8 @@ __all__ = ["add", "run"]
 
 def run(args: argparse.Namespace) -> int:
     extra, subsets, clips = check_client_args(args, CODES)
+    if args.check_frames < 0:
+        raise UsageError("--check-frames must be >= 0")
     if not 2 <= args.frame_quality <= 31:
         raise UsageError("--frame-quality must be 2..31 (FFmpeg's JPEG qscale: 2 best)")
     res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, condition=args.condition,
@@ -25,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
                    max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
-                   name=args.name, progress=None if args.quiet else sys.stderr)
+                   name=args.name, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
     failed = sum(s["failed"] for s in res.metrics["subsets"].values())
     if not args.quiet:
         print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
@@ -70,6 +72,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     help="longest side of a frame with --transport frames (default 448)")
     ap.add_argument("--frame-quality", type=int, default=DEFAULT_QSCALE, metavar="Q",
                     help=f"JPEG quantiser of the frames, 2 (best) .. 31 (default {DEFAULT_QSCALE})")
+    ap.add_argument("--check-frames", type=int, default=3, metavar="N",
+                    help="with --transport frames, before any request: compare FM's and FDM's face detail on the "
+                         "pictures sent for N clips and warn when FDM's blur does not survive them (default 3; 0: off)")
     add_client_args(ap, cache="eval/cache")
     ap.add_argument("--name", default=None, metavar="RUN", help="the run's folder in DIR/eval (default: from the "
                                                                   "model and the condition)")

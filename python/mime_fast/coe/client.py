@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 __all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media", "MediaOptions",
-           "RETRYABLE_STATUS", "Stopped", "elide", "jpeg_frames", "media_parts"]
+           "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "media_parts", "sample_frames"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
 MIN_FRAME_SIZE = 16
@@ -85,9 +85,9 @@ def _data_url(mime: str, data: bytes) -> str:
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
 
 
-def jpeg_frames(path: Path, count: int, frame_size: int, total: int | None,
-                quality: int = DEFAULT_QSCALE) -> list[bytes]:
-    """``count`` frames sampled evenly over the video (the centre of ``count`` equal spans), as JPEG."""
+def sample_frames(path: Path, count: int, total: int | None) -> list[Any]:
+    """``count`` frames (PyAV ``VideoFrame``) sampled evenly over the video: the centre of
+    ``count`` equal spans (``total``: the video's frame count, where known)."""
     import av
     from ..media import av_path
 
@@ -104,16 +104,27 @@ def jpeg_frames(path: Path, count: int, frame_size: int, total: int | None,
                 picked.append(frame)
                 if len(picked) == len(wanted):
                     break
-    out = []
-    for frame in picked:
-        scale = min(1.0, frame_size / max(frame.width, frame.height))
-        w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
-        enc = av.CodecContext.create("mjpeg", "w")
-        enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
-        enc.options = {"qscale": str(quality)}
-        packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
-        out.append(b"".join(bytes(p) for p in packets))
-    return out
+    return picked
+
+
+def encode_jpeg(frame: Any, frame_size: int, quality: int = DEFAULT_QSCALE) -> bytes:
+    """A PyAV ``VideoFrame`` as the JPEG sent: longest side at most ``frame_size`` px (even sides),
+    quantiser scale ``quality``."""
+    import av
+
+    scale = min(1.0, frame_size / max(frame.width, frame.height))
+    w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
+    enc = av.CodecContext.create("mjpeg", "w")
+    enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
+    enc.options = {"qscale": str(quality)}
+    packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
+    return b"".join(bytes(p) for p in packets)
+
+
+def jpeg_frames(path: Path, count: int, frame_size: int, total: int | None,
+                quality: int = DEFAULT_QSCALE) -> list[bytes]:
+    """``count`` frames sampled evenly over the video (:func:`sample_frames`), as JPEG (:func:`encode_jpeg`)."""
+    return [encode_jpeg(f, frame_size, quality) for f in sample_frames(path, count, total)]
 
 
 def media_parts(media: list[Media], opts: MediaOptions) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@
   ``compensation`` = (FSM - FSAM) - (FM - AMM): how much more the audio is worth when the face is
   gone than when it is clear (> 0: the audio compensates for the face);
 - ``confusion``: per subset, true label x answer (``unparseable`` a column of its own);
-- ``datasets``: per manifest ``dataset``, per subset ``n``, ``accuracy``, ``uar``, ``waf``.
+- ``datasets``: per manifest ``dataset``, per subset ``n``, ``accuracy``, ``uar``, ``waf``;
+- ``transport_check``: with frames sent, whether they keep FDM's blur (:mod:`.transport`), else ``None``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _accuracy_difference(right: dict[str, dict[str, bool]], plus: tuple[str, ...
     return {"value": sum(acc[c] for c in plus) - sum(acc[c] for c in minus), "n": len(clips)}
 
 
-def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], unlabelled: int = 0) -> dict[str, Any]:
+def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], unlabelled: int = 0,
+            transport_check: dict[str, Any] | None = None) -> dict[str, Any]:
     """The metrics of the predictions ``preds`` (see the module's docstring)."""
     codes = [c for c in CODES if any(r["subset"] == c for r in preds)]
     by_subset = {c: [r for r in preds if r["subset"] == c] for c in codes}
@@ -91,6 +93,7 @@ def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], un
         "task": "recognize",
         "model": model,
         "sent": sent,
+        "transport_check": transport_check,
         "clips": len({r["clip_id"] for r in preds}),
         "unlabelled_clips": unlabelled,
         "subsets": {c: _subset(by_subset[c]) for c in codes},
@@ -120,11 +123,17 @@ def report_markdown(m: dict[str, Any]) -> str:
              f"{sent['frames']} JPEG frames (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
     audio = ("the clip's 16 kHz wav as input_audio with the subsets that have audio" if sent["audio"] == "auto"
              else "no audio with any subset")
+    left_out = f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else ""
     lines = [f"# Evaluation: {m['model']}, task {m['task']}, prompt `{sent['condition']}`", "",
-             f"Sent: {media}; {audio}. {m['clips']} clips"
-             + (f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else "") + ".", "",
-             "| subset | picture | audio sent | n | accuracy | 95% CI | UAR | WAF | unparseable | failed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"Sent: {media}; {audio}. {m['clips']} clips{left_out}.", ""]
+    check = m["transport_check"]
+    if check and check["kept"] is not None:
+        lines += [f"Face detail FDM's blur removes: {check['removed_source']:.0%} at full size, "
+                  f"{check['removed_sent']:.0%} on the frames sent ({check['frames']} frames compared).", ""]
+    if check and check["warning"]:
+        lines += [f"**Warning:** {check['warning']}.", ""]
+    lines += ["| subset | picture | audio sent | n | accuracy | 95% CI | UAR | WAF | unparseable | failed |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for code, s in m["subsets"].items():
         ci = "—" if s["ci95"] is None else f"{s['ci95'][0]:.3f}–{s['ci95'][1]:.3f}"
         lines.append(f"| {code} | {subset_spec(code).video} | {s['with_audio']}/{s['n'] + s['failed']} | {s['n']} | "

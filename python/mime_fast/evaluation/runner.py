@@ -37,6 +37,7 @@ from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
 from .prompts import render
 from .report import metrics, report_markdown
+from .transport import check_frames_keep_blur
 
 __all__ = ["AUDIO_MODES", "EvalResult", "TRANSPORTS", "evaluate", "media_of", "run_name"]
 
@@ -165,6 +166,7 @@ def evaluate(
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
     name: str | None = None,
+    check_transport: int = 3,
     progress: IO[str] | None = sys.stderr,
 ) -> EvalResult:
     """Ask ``model`` at ``endpoint`` for the emotion of every ``ok`` clip x subset of the corpus in
@@ -174,7 +176,10 @@ def evaluate(
     ``condition``: the prompt (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as
     a data URL) or ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
     ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
-    ``"none"``. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
+    ``"none"``. With ``"frames"``, before any request, the face detail of FM and FDM is compared on
+    the pictures that would be sent for the first ``check_transport`` clips that have both
+    (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked): ``metrics["transport_check"]``,
+    and a warning on ``progress`` when the pictures lose FDM's blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
     are cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
 
     A request that still fails after ``retries`` is a ``failed`` prediction (left out of ``n``); an
@@ -202,6 +207,16 @@ def evaluate(
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunStopped(f"{exc.filename or cache.root} cannot be written ({_os_error(exc)}): no request was sent")
+    check = None
+    if transport == "frames" and check_transport > 0:
+        rows: dict[str, dict[str, dict[str, Any]]] = {}
+        for row, _ in samples:
+            rows.setdefault(row["clip_id"], {})[row["subset"]] = row
+        pairs = [(r["FM"], r["FDM"]) for r in rows.values() if "FM" in r and "FDM" in r][:check_transport]
+        if pairs:
+            check = check_frames_keep_blur(corpus, pairs, opts)
+            if check["warning"] and progress is not None:
+                print(f"eval: warning: {check['warning']}", file=progress, flush=True)
     prog = _Progress(len(samples), progress)
     preds: list[dict[str, Any]] = []
     lock = threading.Lock()
@@ -264,7 +279,7 @@ def evaluate(
     sent = {"transport": transport, "audio": audio, "condition": condition, "system": system, "user": user,
             **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
-    m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled)
+    m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check)
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

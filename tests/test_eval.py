@@ -310,6 +310,50 @@ def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa:
     assert res.metrics["subsets"]["VMM"]["with_audio"] == 0 and res.metrics["sent"]["audio"] == "none"
 
 
+@pytest.mark.parametrize(("condition", "reply"), [
+    ("direct", "Sad"),
+    ("cot", "Tears, a low voice: sadness, perhaps fear.\n{'emotion': 'sad'}"),
+    ("tom", "(1) ... (4) The speaker feels sad, not angry.\n{'emotion': 'Sad'}"),
+    ("coe", '```json\n{"scene_understanding": "a woman alone at a table", "emotional_analysis": "her eyes are '
+            'lowered, her voice breaks: sadness, no sign of anger", "predicted_emotion": "Sad"}\n```'),
+])
+def test_each_prompt_condition_asks_its_format_and_its_answers_are_read(rows_corpus: Path, condition: str,
+                                                                         reply: str) -> None:
+    with FakeChatServer(media_index(rows_corpus), lambda req: Reply(content=reply)) as server:
+        res = evaluate(rows_corpus, server, condition=condition, subsets=["FM"], limit=2)
+        text = server.requests[0].user_text
+    assert len(res.predictions) == 2 and all(p["answer"] == "Sad" for p in res.predictions)
+    assert res.out_dir.name == f"omni__{condition}" and res.metrics["sent"]["condition"] == condition
+    expected = {"direct": "Answer with exactly one word from: Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise.",
+                "cot": "think step-by-step", "tom": "(3) Attribute from the Speaker's Perspective",
+                "coe": '"predicted_emotion": "one of Anger, Disgust, Fear, Happy, Neutral, Sad, Surprise"'}[condition]
+    assert expected in text and ("{'emotion': 'label'}" in text) == (condition in ("cot", "tom"))
+
+
+def test_coe_accepted_asks_only_what_the_chain_of_emotion_kept_and_warns_on_its_own_model(rows_corpus: Path) -> None:
+    with open(rows_corpus / "coe.jsonl", "w") as f:
+        for i in range(10):
+            for subset in SUBSETS3:
+                status = "rejected" if (subset == "FSM" and i % 2) else "ok"
+                f.write(json.dumps({"clip_id": f"k{i}", "subset": subset, "status": status, "model": "omni",
+                                    "text_model": "text"}) + "\n")
+    with FakeChatServer(media_index(rows_corpus), scripted(truth_answers())) as server:
+        stream = io.StringIO()
+        res = evaluate(rows_corpus, server, coe_accepted=True, progress=stream)
+        assert sorted(r.videos[0] for r in server.requests if r.videos[0].startswith("FSM/")) == \
+            [f"FSM/k{i}.mp4" for i in (0, 2, 4, 6, 8)]
+        other = evaluate(rows_corpus, server, coe_accepted=True, model="another", progress=None)
+    m = res.metrics
+    assert (m["subsets"]["FM"]["n"], m["subsets"]["FSM"]["n"], m["coe_accepted"]["accepted"]) == (10, 5, 25)
+    assert m["coe_accepted"]["warning"].startswith("omni is the model that made the Chain-of-Emotion")
+    assert "eval: warning: omni is the model" in stream.getvalue() and "**Warning:** omni" in \
+        (res.out_dir / "report.md").read_text()
+    assert other.metrics["coe_accepted"] == {"accepted": 25, "warning": None}
+    (rows_corpus / "coe.jsonl").unlink()
+    with pytest.raises(FileNotFoundError, match="no coe.jsonl"):
+        evaluate(rows_corpus, server, coe_accepted=True)
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 
@@ -342,7 +386,7 @@ def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path,
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--subsets", "FM,XX"], "--subsets: unknown subset(s) XX"),
-    (["--condition", "coe"], "invalid choice: 'coe'"),
+    (["--condition", "cod"], "invalid choice: 'cod'"),
     (["--frame-quality", "1"], "--frame-quality must be 2..31"),
     (["--retries", "-1"], "--retries and --backoff must be >= 0"),
 ])

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
                    max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
-                   name=args.name, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
+                   name=args.name, coe_accepted=args.coe_accepted, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
     failed = sum(s["failed"] for s in res.metrics["subsets"].values())
     if not args.quiet:
         print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
@@ -61,7 +61,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     add_target_args(ap, model="the model evaluated")
     ap.add_argument("--condition", choices=CONDITIONS, default="direct",
                     help="prompt: direct (the label alone, default), cot (step by step), tom (HitEmotion's "
-                         "Theory-of-Mind scaffold); cot and tom end in {'emotion': 'label'}")
+                         "Theory-of-Mind scaffold; cot and tom end in {'emotion': 'label'}), coe (a Chain of Emotion: "
+                         "scene understanding, emotional analysis, then predicted_emotion, as JSON)")
     add_selection_args(ap)
     ap.add_argument("--transport", choices=TRANSPORTS, default="video",
                     help="video: the subset's mp4 as a video_url data URL (default); frames: --frames JPEG images")
@@ -72,6 +73,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     help="longest side of a frame with --transport frames (default 448)")
     ap.add_argument("--frame-quality", type=int, default=DEFAULT_QSCALE, metavar="Q",
                     help=f"JPEG quantiser of the frames, 2 (best) .. 31 (default {DEFAULT_QSCALE})")
+    ap.add_argument("--coe-accepted", action="store_true",
+                    help="only the clips the Chain-of-Emotion accepted for each subset (DIR/coe.jsonl, status ok: "
+                         "MIME's final benchmark); a warning when --model is the CoE's own")
     ap.add_argument("--check-frames", type=int, default=3, metavar="N",
                     help="with --transport frames, before any request: compare FM's and FDM's face detail on the "
                          "pictures sent for N clips and warn when FDM's blur does not survive them (default 3; 0: off)")

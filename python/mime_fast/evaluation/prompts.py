@@ -5,7 +5,10 @@ for every subset (what differs between subsets is only the media sent).
 - ``cot``: "think step by step" (HitEmotion's CoT baseline), the answer last as ``{'emotion': 'label'}``;
 - ``tom``: HitEmotion's Theory-of-Mind scaffold for multimodal emotion recognition (its Figure 27:
   perceptual simulation, cognitive empathy, perspective-taking, conclude and map to label) with
-  MIME's seven categories, ending in ``{'emotion': 'label'}``.
+  MIME's seven categories, ending in ``{'emotion': 'label'}``;
+- ``coe``: answer after a Chain-of-Emotion, as MIME's stage IV writes one (scene understanding,
+  emotional analysis, predicted emotion) -- but from the clip alone, with no cue or label given --
+  as one JSON object whose ``predicted_emotion`` is the answer.
 
 The texts are part of every request's cache key: editing one asks its requests again.
 """
@@ -16,13 +19,14 @@ from ..manifest import EMOTIONS
 
 __all__ = ["CONDITIONS", "render"]
 
-CONDITIONS = ("direct", "cot", "tom")
+CONDITIONS = ("direct", "cot", "tom", "coe")
 
 _LABELS = ", ".join(EMOTIONS)
 
 _SYSTEM = {
     "direct": "You are an expert in multimodal emotion recognition.",
     "cot": "You are an expert in multimodal emotion recognition.",
+    "coe": "You are an expert in multimodal emotion recognition who reasons in a Chain of Emotion.",
     "tom": ("You are a multimodal affective computing expert grounded in theory of mind. Your task is to infer "
             "the speaker's current emotional state by reasoning about their mental world from multimodal evidence."),
 }
@@ -31,6 +35,11 @@ _TASK = {
     "direct": f"Which emotion does the person express? Answer with exactly one word from: {_LABELS}.",
     "cot": (f"Which emotion does the person express? Please think step-by-step, then choose exactly one label "
             f"from: {_LABELS}, and output exactly {{'emotion': 'label'}} on the last line."),
+    "coe": ("Reason in a Chain of Emotion: first describe the scene and what the person does (scene understanding), "
+            "then analyse the cues of their emotion -- facial expression, voice, posture and gesture, as far as "
+            "they can be perceived -- and how they combine (emotional analysis), then name the emotion. Reply "
+            'with one JSON object: {"scene_understanding": "...", "emotional_analysis": "...", '
+            f'"predicted_emotion": "one of {_LABELS}"}}.'),
     "tom": f"""Complete the multimodal emotion recognition task as follows:
 
 (1) Decode Affective Signals (Perceptual Simulation): Systematically decode observable cues in each available \

@@ -16,6 +16,8 @@
   gone than when it is clear (> 0: the audio compensates for the face);
 - ``confusion``: per subset, true label x answer (``unparseable`` a column of its own);
 - ``datasets``: per manifest ``dataset``, per subset ``n``, ``accuracy``, ``uar``, ``waf``;
+- ``coe_accepted``: with only the samples the CoE kept, how many and a warning when the model
+  evaluated made the CoE, else ``None``;
 - ``transport_check``: with frames sent, whether they keep FDM's blur (:mod:`.transport`), else ``None``.
 """
 
@@ -66,7 +68,7 @@ def _accuracy_difference(right: dict[str, dict[str, bool]], plus: tuple[str, ...
 
 
 def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], unlabelled: int = 0,
-            transport_check: dict[str, Any] | None = None) -> dict[str, Any]:
+            transport_check: dict[str, Any] | None = None, coe_accepted: dict[str, Any] | None = None) -> dict[str, Any]:
     """The metrics of the predictions ``preds`` (see the module's docstring)."""
     codes = [c for c in CODES if any(r["subset"] == c for r in preds)]
     by_subset = {c: [r for r in preds if r["subset"] == c] for c in codes}
@@ -94,6 +96,7 @@ def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], un
         "model": model,
         "sent": sent,
         "transport_check": transport_check,
+        "coe_accepted": coe_accepted,
         "clips": len({r["clip_id"] for r in preds}),
         "unlabelled_clips": unlabelled,
         "subsets": {c: _subset(by_subset[c]) for c in codes},
@@ -132,6 +135,10 @@ def report_markdown(m: dict[str, Any]) -> str:
                   f"{check['removed_sent']:.0%} on the frames sent ({check['frames']} frames compared).", ""]
     if check and check["warning"]:
         lines += [f"**Warning:** {check['warning']}.", ""]
+    coe = m["coe_accepted"]
+    if coe:
+        lines += [f"Only the {coe['accepted']} clip x subset samples the Chain-of-Emotion accepted (MIME's final "
+                  "benchmark).", ""] + ([f"**Warning:** {coe['warning']}.", ""] if coe["warning"] else [])
     lines += ["| subset | picture | audio sent | n | accuracy | 95% CI | UAR | WAF | unparseable | failed |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for code, s in m["subsets"].items():

@@ -30,7 +30,7 @@ from typing import IO, Any, Iterable
 
 from ..coe.cache import ReplyCache, request_key
 from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
-from ..coe.runner import _describe, _drive, _os_error, _scrub  # the CoE run's error wording and driver
+from ..coe.runner import COE_JSONL, _describe, _drive, _os_error, _scrub, read_coe  # (its error wording, driver)
 from ..corpus import RunStopped, sha256_file
 from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows
 from ..spec import CODES, spec as subset_spec
@@ -166,6 +166,7 @@ def evaluate(
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
     name: str | None = None,
+    coe_accepted: bool = False,
     check_transport: int = 3,
     progress: IO[str] | None = sys.stderr,
 ) -> EvalResult:
@@ -176,7 +177,9 @@ def evaluate(
     ``condition``: the prompt (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as
     a data URL) or ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
     ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
-    ``"none"``. With ``"frames"``, before any request, the face detail of FM and FDM is compared on
+    ``"none"``. ``coe_accepted``: only the clip x subset samples the Chain-of-Emotion kept (status
+    ``ok`` in ``coe.jsonl``: MIME's final benchmark), with a warning when ``model`` is the CoE's own
+    (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM is compared on
     the pictures that would be sent for the first ``check_transport`` clips that have both
     (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked): ``metrics["transport_check"]``,
     and a warning on ``progress`` when the pictures lose FDM's blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
@@ -195,6 +198,19 @@ def evaluate(
         raise ValueError(f"audio must be one of {AUDIO_MODES}, not {audio!r}")
     system, user = render(condition, transport)
     samples, unlabelled = _samples(corpus, subsets, clips, limit)
+    coe = None
+    if coe_accepted:
+        coe_rows = read_coe(corpus)
+        if not coe_rows:
+            raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: run mime-fast coe first (or drop --coe-accepted)")
+        kept = {(r["clip_id"], r["subset"]) for r in coe_rows if r["status"] == "ok"}
+        samples = [s for s in samples if (s[0]["clip_id"], s[0]["subset"]) in kept]
+        own = model in {r["model"] for r in coe_rows} | {r["text_model"] for r in coe_rows}
+        coe = {"accepted": len(samples), "warning": f"{model} is the model that made the Chain-of-Emotion: it chose "
+                                                    "the accepted clips, so its scores on them are biased upward"
+               if own else None}
+        if own and progress is not None:
+            print(f"eval: warning: {coe['warning']}", file=progress, flush=True)
     opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
     secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
     stop = threading.Event()
@@ -279,7 +295,7 @@ def evaluate(
     sent = {"transport": transport, "audio": audio, "condition": condition, "system": system, "user": user,
             **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
-    m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check)
+    m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

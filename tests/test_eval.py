@@ -98,7 +98,7 @@ def test_unreadable_answers_say_why(reply: str, why: str) -> None:
 
 def _row(clip: str, subset: str, label: str, dataset: str, path: str, sha: str, has_audio: bool = False) -> dict:
     return {"clip_id": clip, "subset": subset, "path": path, "label": label, "dataset": dataset, "status": "ok",
-            "has_audio": has_audio, "sha256": sha, "blur_level": "none"}
+            "has_audio": has_audio, "sha256": sha, "blur_level": "none", "duration_s": 1.0}
 
 
 SUBSETS3 = ("FM", "FDM", "FSM")
@@ -354,6 +354,38 @@ def test_coe_accepted_asks_only_what_the_chain_of_emotion_kept_and_warns_on_its_
         evaluate(rows_corpus, server, coe_accepted=True)
 
 
+def test_cost_the_spending_limit_and_the_dry_run_estimate(rows_corpus: Path, capsys) -> None:
+    # every reply: 100 prompt and 10 completion tokens; at 2 / 10 per million that is 0.0003 a request
+    prices = {"price_in": 2.0, "price_out": 10.0}
+    with FakeChatServer(media_index(rows_corpus), scripted(truth_answers())) as server:
+        plan = evaluate(rows_corpus, server, dry_run=True, **prices).dry_run
+        assert plan == {"requests": 30, "media_s": 30.0, "answered": 0, "prompt_tokens": None,
+                        "completion_tokens": None, "money": None}
+        assert server.requests == [] and not (rows_corpus / "eval").exists()  # nothing sent, nothing written
+        # the limit: 5 requests fit in 0.0016, the 6th would pass it; none is sent after
+        res = evaluate(rows_corpus, server, max_cost=0.0016, **prices)
+        assert len(server.requests) == 5 and len(res.predictions) == 5 and res.metrics["not_sent"] == 25
+        assert res.metrics["cost"]["money"] == pytest.approx(0.0015)
+        assert "Stopped at the spending limit" in (res.out_dir / "report.md").read_text()
+        # the dry run now scales from the 5 answers: 100 prompt tokens per second of clip, 10 per answer
+        plan = evaluate(rows_corpus, server, dry_run=True, **prices).dry_run
+        assert plan == {"requests": 25, "media_s": 25.0, "answered": 5, "prompt_tokens": 2500,
+                        "completion_tokens": 250, "money": pytest.approx(0.0075)}
+        assert main(["eval", str(rows_corpus), "--endpoint", server.url, "--model", "omni", "--dry-run",
+                     "--price-in", "2", "--price-out", "10"]) == 0
+        assert json.loads(capsys.readouterr().out)["requests"] == 25 and len(server.requests) == 5
+        code = main(["eval", str(rows_corpus), "--endpoint", server.url, "--model", "omni", "-q", "--concurrency", "1",
+                     "--price-in", "2", "--price-out", "10", "--max-cost", "0.0031"])
+        # the limit is on what this run spends (the cached answers were paid before): 10 more, 0.0030
+        assert code == 1 and len(server.requests) == 15
+        assert "stopped at --max-cost 0.0031: 15 requests not sent" in capsys.readouterr().err
+        res = evaluate(rows_corpus, server, max_cost=1.0, **prices)  # a higher limit resumes
+    assert len(server.requests) == 30 and res.cached == 15 and res.metrics["not_sent"] == 0
+    cost = res.metrics["cost"]
+    assert cost["money"] == pytest.approx(0.009) and cost["subsets"]["FM"] == pytest.approx(0.003)
+    assert res.metrics["subsets"]["FM"]["prompt_tokens"] == 1000 and res.metrics["subsets"]["FM"]["completion_tokens"] == 100
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 
@@ -389,6 +421,8 @@ def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path,
     (["--condition", "cod"], "invalid choice: 'cod'"),
     (["--frame-quality", "1"], "--frame-quality must be 2..31"),
     (["--retries", "-1"], "--retries and --backoff must be >= 0"),
+    (["--max-cost", "5"], "--max-cost needs --price-in"),
+    (["--price-in", "-1"], "--price-in must be a number >= 0"),
 ])
 def test_cli_usage_errors(rows_corpus: Path, capsys, args: list[str], needle: str) -> None:
     assert main(["eval", str(rows_corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *args]) == 2

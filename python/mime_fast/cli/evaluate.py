@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 
 from ..coe.client import DEFAULT_QSCALE
@@ -21,14 +23,25 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--check-frames must be >= 0")
     if not 2 <= args.frame_quality <= 31:
         raise UsageError("--frame-quality must be 2..31 (FFmpeg's JPEG qscale: 2 best)")
+    for flag in ("price_in", "price_out", "max_cost"):
+        value = getattr(args, flag)
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0")
+    if args.max_cost is not None and args.price_in is None and args.price_out is None:
+        raise UsageError("--max-cost needs --price-in and/or --price-out (per million tokens)")
     res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
                    frames=args.frames, frame_size=args.frame_size, frame_quality=args.frame_quality,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
                    max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
-                   name=args.name, coe_accepted=args.coe_accepted, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
+                   name=args.name, coe_accepted=args.coe_accepted, price_in=args.price_in,
+                   price_out=args.price_out, max_cost=args.max_cost, dry_run=args.dry_run, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
+    if res.dry_run is not None:
+        print(json.dumps(res.dry_run, indent=2))
+        return 0
     failed = sum(s["failed"] for s in res.metrics["subsets"].values())
+    not_sent = res.metrics.get("not_sent", 0)
     if not args.quiet:
         print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
         for code, s in res.metrics["subsets"].items():
@@ -39,9 +52,14 @@ def run(args: argparse.Namespace) -> int:
             p = "-" if st["p_holm"] is None else f"{st['p_holm']:.4f}"
             d = "-" if st["delta"] is None else f"{st['delta']:+.3f}"
             print(f"{st['from']}->{st['to']}: n {st['n']}, delta {d}, b {st['b']}, c {st['c']}, p (Holm) {p}")
+        cost = res.metrics.get("cost")
         print(f"{res.requests} requests, {res.cached} answers from the cache, tokens {res.prompt_tokens} in, "
-              f"{res.completion_tokens} out, {res.elapsed_s:.1f} s; output: {res.out_dir}")
-    return 0 if failed == 0 else 1
+              f"{res.completion_tokens} out" + (f", all answers {cost['money']:.4f}" if cost else "")
+              + f", {res.elapsed_s:.1f} s; output: {res.out_dir}")
+    if not_sent:
+        print(f"mime-fast eval: stopped at --max-cost {args.max_cost:g}: {not_sent} requests not sent (rerun with a "
+              "higher limit to resume)", file=sys.stderr)
+    return 0 if failed == 0 and not not_sent else 1
 
 
 def add(sub, common: argparse.ArgumentParser) -> None:
@@ -56,7 +74,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "resumed after Ctrl-C or a kill, repeats no answered request.",
         epilog="FDAM, FSAM and AMM are never sent audio; VMM is sent its black picture and its audio. The API key "
                "is read from the variable named by --api-key-env and never written. Exit status: 0 every request "
-               "answered, 1 a request still failed after its retries (left out of n) or the run could not go on, "
+               "answered, 1 a request still failed after its retries (left out of n), --max-cost kept requests back "
+               "or the run could not go on, "
                "2 usage error, 130 interrupted (rerun to resume).")
     add_target_args(ap, model="the model evaluated")
     ap.add_argument("--condition", choices=CONDITIONS, default="direct",
@@ -79,6 +98,15 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--check-frames", type=int, default=3, metavar="N",
                     help="with --transport frames, before any request: compare FM's and FDM's face detail on the "
                          "pictures sent for N clips and warn when FDM's blur does not survive them (default 3; 0: off)")
+    ap.add_argument("--price-in", type=float, default=None, metavar="P",
+                    help="money per million prompt tokens: the run's cost in metrics.json and report.md")
+    ap.add_argument("--price-out", type=float, default=None, metavar="P", help="money per million completion tokens")
+    ap.add_argument("--max-cost", type=float, default=None, metavar="M",
+                    help="send no request that would take the money spent past M (the run ends cleanly, exit 1; "
+                         "rerun with a higher limit to resume)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="send nothing, write nothing: print the requests to make, those the cache answers, and "
+                         "an estimate of their tokens and money scaled from the answers cached")
     add_client_args(ap, cache="eval/cache")
     ap.add_argument("--name", default=None, metavar="RUN", help="the run's folder in DIR/eval (default: from the "
                                                                   "model and the condition)")

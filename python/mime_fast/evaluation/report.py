@@ -5,7 +5,7 @@
 - ``subsets.<CODE>``: ``n`` (answered clips: a request that still failed after its retries is left
   out and counted in ``failed``), ``accuracy`` (WAR), ``uar``, ``waf``, ``ci95`` (bootstrap over
   clips, fixed seed), ``parse_failures`` (unparseable answers: in ``n``, wrong), ``failed``,
-  ``with_audio`` (requests that carried the 16 kHz wav);
+  ``with_audio`` (requests that carried the 16 kHz wav), ``prompt_tokens``, ``completion_tokens``;
 - ``steps``: per degradation step (:data:`STEPS`) on the clips both subsets answered: ``n``,
   ``delta`` = accuracy(to) - accuracy(from), ``b`` (right in ``from``, wrong in ``to``), ``c`` (the
   reverse), ``p_mcnemar`` (exact, two-sided), ``p_holm`` (Holm over the steps tested);
@@ -18,6 +18,8 @@
 - ``datasets``: per manifest ``dataset``, per subset ``n``, ``accuracy``, ``uar``, ``waf``;
 - ``coe_accepted``: with only the samples the CoE kept, how many and a warning when the model
   evaluated made the CoE, else ``None``;
+- ``cost`` (with prices): ``money`` in all and per subset, the prices; ``not_sent`` (with
+  ``max_cost``): the requests the spending limit kept back;
 - ``transport_check``: with frames sent, whether they keep FDM's blur (:mod:`.transport`), else ``None``.
 """
 
@@ -43,6 +45,8 @@ def _subset(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["parse_failures"] = sum(r["answer"] is None for r in ok)
     out["failed"] = len(rows) - len(ok)
     out["with_audio"] = sum(r["audio"] is not None for r in rows)
+    out["prompt_tokens"] = sum(r["prompt_tokens"] for r in ok)
+    out["completion_tokens"] = sum(r["completion_tokens"] for r in ok)
     return out
 
 
@@ -139,6 +143,15 @@ def report_markdown(m: dict[str, Any]) -> str:
     if coe:
         lines += [f"Only the {coe['accepted']} clip x subset samples the Chain-of-Emotion accepted (MIME's final "
                   "benchmark).", ""] + ([f"**Warning:** {coe['warning']}.", ""] if coe["warning"] else [])
+    tokens = f"Tokens: {m['tokens']['prompt']} in, {m['tokens']['completion']} out"
+    cost = m.get("cost")
+    if cost:
+        tokens += (f"; at {cost['price_in'] or 0:g} in / {cost['price_out'] or 0:g} out per million: "
+                   f"{cost['money']:.4f}")
+    lines += [tokens + ".", ""]
+    if m.get("not_sent"):
+        lines += [f"**Stopped at the spending limit** ({cost and cost['max_cost']}): {m['not_sent']} requests were "
+                  "not sent; the tables cover the answers received (rerun with a higher limit to resume).", ""]
     lines += ["| subset | picture | audio sent | n | accuracy | 95% CI | UAR | WAF | unparseable | failed |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for code, s in m["subsets"].items():

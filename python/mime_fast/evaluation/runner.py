@@ -35,6 +35,7 @@ from ..corpus import RunStopped, sha256_file
 from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows
 from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
+from .cost import Budget, estimate, money
 from .prompts import render
 from .report import metrics, report_markdown
 from .transport import check_frames_keep_blur
@@ -61,6 +62,7 @@ class EvalResult:
     prompt_tokens: int
     completion_tokens: int
     elapsed_s: float
+    dry_run: dict[str, Any] | None = None
 
 
 def run_name(model: str, condition: str, transport: str = "video") -> str:
@@ -168,6 +170,10 @@ def evaluate(
     name: str | None = None,
     coe_accepted: bool = False,
     check_transport: int = 3,
+    price_in: float | None = None,
+    price_out: float | None = None,
+    max_cost: float | None = None,
+    dry_run: bool = False,
     progress: IO[str] | None = sys.stderr,
 ) -> EvalResult:
     """Ask ``model`` at ``endpoint`` for the emotion of every ``ok`` clip x subset of the corpus in
@@ -184,6 +190,12 @@ def evaluate(
     (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked): ``metrics["transport_check"]``,
     and a warning on ``progress`` when the pictures lose FDM's blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
     are cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
+
+    ``price_in``/``price_out``: money per million prompt/completion tokens (``metrics["cost"]``);
+    ``max_cost``: no request is sent that would take the money past it (:class:`~.cost.Budget`; the
+    run ends cleanly, ``metrics["not_sent"]`` says how many were left: rerun with a higher limit).
+    ``dry_run``: nothing is sent or written; ``EvalResult.dry_run`` holds the requests to make, those
+    the cache answers, and an estimate of their tokens and money (:func:`~.cost.estimate`).
 
     A request that still fails after ``retries`` is a ``failed`` prediction (left out of ``n``); an
     answer no rule reads is unparseable (wrong, counted). An endpoint that cannot be reached before
@@ -216,13 +228,16 @@ def evaluate(
     stop = threading.Event()
     client = ChatClient(endpoint, secret, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout,
                         temperature=temperature, max_tokens=max_tokens, extra_body=extra_body, stop=stop)
+    if max_cost is not None and price_in is None and price_out is None:
+        raise ValueError("max_cost needs a price (price_in and/or price_out, per million tokens)")
     run_dir = corpus / "eval" / (name or run_name(model, condition, transport))
     cache = ReplyCache(None if not use_cache else (cache_dir or corpus / "eval" / "cache"))
-    try:
-        cache.check_writable()
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RunStopped(f"{exc.filename or cache.root} cannot be written ({_os_error(exc)}): no request was sent")
+    if not dry_run:
+        try:
+            cache.check_writable()
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunStopped(f"{exc.filename or cache.root} cannot be written ({_os_error(exc)}): no request was sent")
     check = None
     if transport == "frames" and check_transport > 0:
         rows: dict[str, dict[str, dict[str, Any]]] = {}
@@ -233,13 +248,14 @@ def evaluate(
             check = check_frames_keep_blur(corpus, pairs, opts)
             if check["warning"] and progress is not None:
                 print(f"eval: warning: {check['warning']}", file=progress, flush=True)
+    budget = Budget(max_cost, price_in, price_out) if max_cost is not None else None
     prog = _Progress(len(samples), progress)
     preds: list[dict[str, Any]] = []
     lock = threading.Lock()
     t0 = time.monotonic()
 
-    def one(sample: tuple[dict[str, Any], dict[str, Any] | None]) -> None:
-        row, audio_row = sample
+    def prepare(row: dict[str, Any], audio_row: dict[str, Any] | None) -> tuple[dict[str, Any], list[Media]]:
+        """The sample's prediction record (its cache key set) and its media ([]: failed, the reason set)."""
         rec: dict[str, Any] = {
             "clip_id": row["clip_id"], "subset": row["subset"], "dataset": row.get("dataset"), "label": row["label"],
             "answer": None, "correct": False, "status": "ok", "reason": None, "reply": None, "video": row["path"],
@@ -249,46 +265,73 @@ def evaluate(
             media = media_of(corpus, row, audio_row, audio)
         except _SampleError as exc:
             rec.update(status="failed", reason=str(exc))
-            media = []
-        if media:
-            rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
-            rec["key"] = key = request_key(
-                task="recognize", condition=condition, system=system, user=user, model=model,
-                media=[[m.kind, m.sha256] for m in media], media_options=opts.key(), params=client.params())
-            entry = cache.get(key)
-            if entry is None:
-                content = [*media_parts(media, opts), {"type": "text", "text": user}]
-                messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
-                t = time.perf_counter()
-                try:
-                    c = client.complete(model, messages, stage="recognize")
-                except (Stopped, KeyboardInterrupt):
-                    raise
-                except EndpointUnreachable as exc:  # (raised first, it is the error the run raises)
-                    raise RunStopped(f"{exc} and has answered no request: the run stops here (start the server or "
-                                     "fix the endpoint's URL, then rerun)") from exc
-                except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
-                    rec.update(status="failed", reason=_scrub(_describe(exc), secret))
-                else:
-                    entry = {"task": "recognize", "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
-                             "completion_tokens": c.completion_tokens, "latency_s": time.perf_counter() - t,
-                             "media": [m.ref for m in media], "created": time.time()}
-                    try:
-                        cache.put(key, entry)
-                    except OSError as exc:
-                        raise RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops here "
-                                         "(fix the cache folder or make room, then rerun: it resumes)") from exc
-            else:
-                rec["cached"] = True
-            if entry is not None:
-                answer, why = extract_emotion(entry["text"])
-                rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == row["label"],
-                           prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"],
-                           latency_s=entry.get("latency_s"))
+            return rec, []
+        rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
+        rec["key"] = request_key(task="recognize", condition=condition, system=system, user=user, model=model,
+                                 media=[[m.kind, m.sha256] for m in media], media_options=opts.key(),
+                                 params=client.params())
+        return rec, media
+
+    def ask(media: list[Media], key: str) -> dict[str, Any]:
+        """The reply as a cache entry (written to the cache)."""
+        content = [*media_parts(media, opts), {"type": "text", "text": user}]
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+        t = time.perf_counter()
+        try:
+            c = client.complete(model, messages, stage="recognize")
+        except EndpointUnreachable as exc:  # (raised first, it is the error the run raises)
+            raise RunStopped(f"{exc} and has answered no request: the run stops here (start the server or "
+                             "fix the endpoint's URL, then rerun)") from exc
+        entry = {"task": "recognize", "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
+                 "completion_tokens": c.completion_tokens, "latency_s": time.perf_counter() - t,
+                 "media": [m.ref for m in media], "created": time.time()}
+        try:
+            cache.put(key, entry)
+        except OSError as exc:
+            raise RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops here "
+                             "(fix the cache folder or make room, then rerun: it resumes)") from exc
+        return entry
+
+    def one(sample: tuple[dict[str, Any], dict[str, Any] | None]) -> None:
+        row, audio_row = sample
+        rec, media = prepare(row, audio_row)
+        entry = cache.get(rec["key"]) if media else None
+        rec["cached"] = entry is not None
+        if media and entry is None:
+            reserved = budget.reserve() if budget is not None else 0.0
+            if reserved is None:
+                return  # over the spending limit: not sent (counted by the budget)
+            try:
+                entry = ask(media, rec["key"])
+            except (Stopped, KeyboardInterrupt, RunStopped):
+                raise
+            except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
+                rec.update(status="failed", reason=_scrub(_describe(exc), secret))
+            finally:
+                if budget is not None:
+                    budget.settle(reserved, *((entry["prompt_tokens"], entry["completion_tokens"]) if entry else (0, 0)))
+        if entry is not None:
+            answer, why = extract_emotion(entry["text"])
+            rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == row["label"],
+                       prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"],
+                       latency_s=entry.get("latency_s"))
         with lock:
             preds.append(rec)
         prog(rec, client)
 
+    if dry_run:
+        pending: list[tuple[str, float]] = []
+        answered: list[tuple[str, float, int, int]] = []
+        for row, audio_row in samples:
+            rec, media = prepare(row, audio_row)
+            entry = cache.get(rec["key"]) if media else None
+            seconds = float(row.get("duration_s") or 0.0)
+            if entry is not None:
+                answered.append((row["subset"], seconds, entry["prompt_tokens"], entry["completion_tokens"]))
+            elif media:
+                pending.append((row["subset"], seconds))
+        plan = estimate(pending, answered, price_in, price_out)
+        return EvalResult([], {}, run_dir, 0, len(answered), 0, 0, time.monotonic() - t0, dry_run=plan)
     _drive(samples, concurrency, one, stop)
     order = {s: i for i, s in enumerate(CODES)}
     preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]]))
@@ -296,6 +339,13 @@ def evaluate(
             **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
     m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)
+    if price_in is not None or price_out is not None:
+        m["cost"] = {"price_in": price_in, "price_out": price_out, "max_cost": max_cost,
+                     "money": money(m["tokens"]["prompt"], m["tokens"]["completion"], price_in, price_out),
+                     "subsets": {c: money(s["prompt_tokens"], s["completion_tokens"], price_in, price_out)
+                                 for c, s in m["subsets"].items()}}
+    if budget is not None:
+        m["not_sent"] = budget.refused
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -23,6 +23,7 @@ import mime_fast  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
 from mime_fast.evaluation import extract_emotion, run_name  # noqa: E402
 from mime_fast.evaluation.metrics import bootstrap_ci, holm, mcnemar_exact, scores  # noqa: E402
+from mime_fast.evaluation.runner import PREDICTION_COLUMNS  # noqa: E402
 
 # Truth 4 Happy / 3 Sad / 3 Anger; answers HHHH | SHH | AAS
 TRUTH = ["Happy"] * 4 + ["Sad"] * 3 + ["Anger"] * 3
@@ -168,6 +169,11 @@ def test_hand_computed_tables_end_to_end(rows_corpus: Path) -> None:
     k0 = next(p for p in preds if p["clip_id"] == "k0" and p["subset"] == "FM")
     assert k0["answer"] == "Happy" and k0["reply"] == "**happy**" and k0["correct"] is True and len(k0["key"]) == 64
     assert k0["prompt_tokens"] == 100 and k0["latency_s"] > 0 and k0["cached"] is False
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(res.out_dir / "predictions.parquet")
+    assert table.column_names == list(PREDICTION_COLUMNS) and table.to_pylist() == preds
+    assert str(table.schema.field("correct").type) == "bool" and str(table.schema.field("prompt_tokens").type) == "int64"
     report = (res.out_dir / "report.md").read_text()
     assert "| FDM → FSM | 10 | -0.600 | 8 | 2 | 0.1094 | 0.3281 |" in report
     # an unreadable reply: counted wrong, in parse_failures, never left out
@@ -411,7 +417,8 @@ def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path,
     assert code == 0 and capsys.readouterr().err == ""
     run = rows_corpus / "eval" / run_name("Qwen/Qwen3-Omni", "tom")
     assert run.name == "Qwen_Qwen3-Omni__tom"
-    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "predictions.jsonl", "report.md"]
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "predictions.jsonl", "predictions.parquet",
+                                                     "report.md"]
     for p in rows_corpus.joinpath("eval").rglob("*"):
         assert not p.is_file() or secret.encode() not in p.read_bytes()
 

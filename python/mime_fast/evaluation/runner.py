@@ -12,8 +12,8 @@ or ``frames`` JPEG frames (``"frames"``), plus the clip's 16 kHz wav as ``input_
 subset has audio (:attr:`mime_fast.spec.SubsetSpec.has_audio`) and ``audio="auto"``: FDAM, FSAM and
 AMM never carry audio; VMM carries its black picture and its audio.
 
-Outputs in ``DIR/eval/<run>/``: ``predictions.jsonl``, ``metrics.json`` (:mod:`.report`) and
-``report.md``.
+Outputs in ``DIR/eval/<run>/``: ``predictions.jsonl`` and ``predictions.parquet``
+(:data:`PREDICTION_COLUMNS`), ``metrics.json`` (:mod:`.report`) and ``report.md``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..coe.cache import ReplyCache, request_key
 from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
 from ..coe.runner import COE_JSONL, _describe, _drive, _os_error, _scrub, read_coe  # (its error wording, driver)
 from ..corpus import RunStopped, sha256_file
-from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows
+from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
 from .cost import Budget, estimate, money
@@ -40,11 +40,17 @@ from .prompts import render
 from .report import metrics, report_markdown
 from .transport import check_frames_keep_blur
 
-__all__ = ["AUDIO_MODES", "EvalResult", "TRANSPORTS", "evaluate", "media_of", "run_name"]
+__all__ = ["AUDIO_MODES", "EvalResult", "PREDICTION_COLUMNS", "TRANSPORTS", "evaluate", "media_of", "run_name"]
 
 TRANSPORTS = ("video", "frames")
 AUDIO_MODES = ("auto", "none")
 PREDICTIONS = "predictions.jsonl"
+PREDICTIONS_PARQUET = "predictions.parquet"
+#: The columns of predictions.jsonl / .parquet, one row per clip x subset asked about.
+PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "answer", "correct", "status", "reason", "reply", "video",
+                      "audio", "prompt_tokens", "completion_tokens", "latency_s", "cached", "key")
+_TYPES = {"correct": "bool_", "cached": "bool_", "prompt_tokens": "int64", "completion_tokens": "int64",
+          "latency_s": "float64"}
 METRICS = "metrics.json"
 REPORT = "report.md"
 
@@ -256,11 +262,9 @@ def evaluate(
 
     def prepare(row: dict[str, Any], audio_row: dict[str, Any] | None) -> tuple[dict[str, Any], list[Media]]:
         """The sample's prediction record (its cache key set) and its media ([]: failed, the reason set)."""
-        rec: dict[str, Any] = {
-            "clip_id": row["clip_id"], "subset": row["subset"], "dataset": row.get("dataset"), "label": row["label"],
-            "answer": None, "correct": False, "status": "ok", "reason": None, "reply": None, "video": row["path"],
-            "audio": None, "prompt_tokens": 0, "completion_tokens": 0, "latency_s": None, "cached": False,
-            "key": None}
+        rec: dict[str, Any] = dict.fromkeys(PREDICTION_COLUMNS)
+        rec.update(clip_id=row["clip_id"], subset=row["subset"], dataset=row.get("dataset"), label=row["label"],
+                   correct=False, status="ok", video=row["path"], prompt_tokens=0, completion_tokens=0, cached=False)
         try:
             media = media_of(corpus, row, audio_row, audio)
         except _SampleError as exc:
@@ -352,7 +356,14 @@ def evaluate(
             for r in preds:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
+    def parquet(tmp: Path) -> None:
+        import pyarrow as pa
+
+        schema = pa.schema([(c, getattr(pa, _TYPES.get(c, "string"))()) for c in PREDICTION_COLUMNS])
+        write_parquet(pa.Table.from_pylist(preds, schema=schema), tmp)
+
     atomic_write(run_dir / PREDICTIONS, jsonl)
+    atomic_write(run_dir / PREDICTIONS_PARQUET, parquet)
     atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
                                                                encoding="utf-8"))
     atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report_markdown(m), encoding="utf-8"))

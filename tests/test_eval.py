@@ -1,6 +1,7 @@
 """mime-fast eval (mime_fast.evaluate) against the scripted OpenAI-compatible server on localhost
-(tests/coe_server.py): hand-computed metrics and tests, what each subset is sent, answer
-extraction, retries, the cache and resuming after Ctrl-C."""
+(tests/coe_server.py): hand-computed metrics and tests, what each subset is sent, the frames
+transport's check, answer extraction, prompt conditions, retries, the cache, resuming after Ctrl-C
+and kill -9, cost, the CLI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -236,6 +239,36 @@ def test_a_rerun_answers_from_the_cache_and_ctrl_c_repeats_no_answered_request(r
             assert again.metrics == res.metrics
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_12th(req: Request) -> Reply:
+        if req.n == 12:
+            held.set()
+            release.wait(30)
+        return Reply(content=answers[req.videos[0]])
+
+    with FakeChatServer(media_index(rows_corpus), hold_the_12th) as server:
+        env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+        proc = subprocess.Popen([sys.executable, "-m", "mime_fast.cli", "eval", str(rows_corpus), "--endpoint",
+                                 server.url, "--model", "omni", "--concurrency", "1", "-q"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            assert held.wait(60)
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(30) == -signal.SIGKILL
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+        answered = [r.videos[0] for r in server.requests[:11]]
+        res = evaluate(rows_corpus, server)
+        again = [r.videos[0] for r in server.requests[12:]]
+    assert len(again) == 30 - 11 and not set(again) & set(answered) and res.cached == 11
+    assert res.metrics["subsets"]["FM"]["accuracy"] == pytest.approx(0.7)
 
 
 # ----------------------------------------------------------------- what each subset is sent (real corpus)

@@ -425,6 +425,35 @@ def test_cost_the_spending_limit_and_the_dry_run_estimate(rows_corpus: Path, cap
     assert res.metrics["subsets"]["FM"]["prompt_tokens"] == 1000 and res.metrics["subsets"]["FM"]["completion_tokens"] == 100
 
 
+def test_facial_cue_hallucination_rate_on_the_clips_the_audit_shows_masked(rows_corpus: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def script(req: Request) -> Reply:
+        subset, clip = req.videos[0].split("/")[0], int(req.videos[0].split("/k")[1].split(".")[0])
+        if subset == "FM" or clip < 5:
+            return Reply(content="Her lips are pressed and her brows furrowed.\n{'emotion': 'anger'}")
+        return Reply(content="The face is blurred, so her facial expression cannot be seen; the voice is tense. "
+                             "{'emotion': 'anger'}")
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        direct = evaluate(rows_corpus, server, subsets=["FSM"])
+        plain = evaluate(rows_corpus, server, condition="cot", subsets=["FM", "FSM"])
+        # the audit: k0 and k1 of FSM have unmasked frames, k2 failed; the others are masked throughout
+        rows = [{"clip_id": f"k{i}", "subset": "FSM", "unmasked_frames": 3 if i < 2 else 0,
+                 "status": "failed" if i == 2 else "ok"} for i in range(10)]
+        pq.write_table(pa.Table.from_pylist(rows), rows_corpus / "audit.parquet")
+        audited = evaluate(rows_corpus, server, condition="cot", subsets=["FM", "FSM"])
+    assert direct.metrics["facial_cue_rate"] is None  # no rationale to read
+    rates = plain.metrics["facial_cue_rate"]
+    assert rates["FM"] == {"n": 10, "describing": 10, "audited": False, "rate": 1.0}
+    assert rates["FSM"] == {"n": 10, "describing": 5, "audited": False, "rate": 0.5}
+    rates = audited.metrics["facial_cue_rate"]
+    assert rates["FSM"] == {"n": 7, "describing": 2, "audited": True, "rate": pytest.approx(2 / 7)}  # k3, k4 of k3-k9
+    assert rates["FM"]["n"] == 10  # FM is not filtered: the face is there to describe
+    assert "| FSM | 7 | 2 | 0.286 |" in (audited.out_dir / "report.md").read_text()
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 

@@ -20,6 +20,9 @@
   evaluated made the CoE, else ``None``;
 - ``cost`` (with prices): ``money`` in all and per subset, the prices; ``not_sent`` (with
   ``max_cost``): the requests the spending limit kept back;
+- ``facial_cue_rate`` (conditions with a rationale): per subset the share of replies describing
+  facial movements; FSM/FSAM on the clips the audit shows masked throughout
+  (:mod:`.hallucination`); ``None`` for ``direct``;
 - ``transport_check``: with frames sent, whether they keep FDM's blur (:mod:`.transport`), else ``None``.
 """
 
@@ -168,6 +171,18 @@ def report_markdown(m: dict[str, Any]) -> str:
     for k, v in m["indices"].items():
         lines.append(f"| {k.replace('_', ' ')} | {_f(v and v['value'])} | {v['n'] if v else 0} |")
     lines += ["", "audio reliance = FM − AMM; face reliance = FM − FSM; compensation = (FSM − FSAM) − (FM − AMM)."]
+    rates = m.get("facial_cue_rate")
+    if rates:
+        audited = any(r["audited"] for r in rates.values())
+        lines += ["", "## Facial-cue descriptions in the rationales", "",
+                  "Replies that describe facial movements (smile, frown, brows, ...) without saying the face cannot "
+                  "be seen; on FSM and FSAM " + ("only the clips the audit shows masked in every frame: there they "
+                                                 "are hallucinated." if audited else
+                                                 "all clips (no audit.parquet: run mime-fast audit to keep only the "
+                                                 "clips masked throughout)."), "",
+                  "| subset | n | describing the face | rate |", "|---|---|---|---|"]
+        for code, r in rates.items():
+            lines.append(f"| {code} | {r['n']} | {r['describing']} | {_f(r['rate'])} |")
     if len(m["datasets"]) > 1:
         codes = list(m["subsets"])
         lines += ["", "## Accuracy per dataset", "", "| dataset | " + " | ".join(codes) + " |",

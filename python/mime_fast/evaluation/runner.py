@@ -36,6 +36,7 @@ from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_row
 from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
 from .cost import Budget, estimate, money
+from .hallucination import facial_cue_rates
 from .prompts import render
 from .report import metrics, report_markdown
 from .transport import check_frames_keep_blur
@@ -350,6 +351,7 @@ def evaluate(
                                  for c, s in m["subsets"].items()}}
     if budget is not None:
         m["not_sent"] = budget.refused
+    m["facial_cue_rate"] = None if condition == "direct" else facial_cue_rates(preds, corpus)
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -454,6 +454,64 @@ def test_facial_cue_hallucination_rate_on_the_clips_the_audit_shows_masked(rows_
     assert "| FSM | 7 | 2 | 0.286 |" in (audited.out_dir / "report.md").read_text()
 
 
+# ------------------------------------------------------------------------ task pairs (EmotionHallucer)
+
+
+def test_pair_metrics_by_hand() -> None:
+    from mime_fast.evaluation.pairs import pair_metrics
+
+    answers = [("yes", "no"), ("yes", "yes"), ("no", "no"), ("no", "yes")]  # (basic, hallucinated) per clip
+    preds = [{"clip_id": f"k{i}", "subset": "FM", "kind": kind, "status": "ok", "answer": a, "expected": truth,
+              "correct": a == truth}
+             for i, pair in enumerate(answers) for kind, a, truth in zip(("basic", "hallucinated"), pair, ("yes", "no"))]
+    m = pair_metrics(preds)["FM"]
+    assert (m["pairs"], m["basic"], m["hallucinated"], m["overall"]) == (4, 50.0, 50.0, 25.0)
+    assert m["d_y"] == 0.0 and m["r_fp"] == 0.5 and m["parse_failures"] == 0
+
+
+@pytest.mark.parametrize(("reply", "answer"), [
+    ("Yes.", ("yes", None)), ("no", ("no", None)), ("**No**, the face is blurred.", ("no", None)),
+    ('{"answer": "yes"}', ("yes", None)), ("Yes and no.", (None, "says both yes and no")),
+    ("I cannot tell.", (None, "refusal")), ("Perhaps.", (None, "says neither yes nor no")),
+])
+def test_yes_no_answers(reply: str, answer: tuple) -> None:
+    from mime_fast.evaluation.pairs import extract_yes_no
+
+    assert extract_yes_no(reply) == answer
+
+
+def test_task_pairs_asks_a_basic_and_a_hallucinated_question(rows_corpus: Path) -> None:
+    # FSM k0's stage II kept a body cue and deleted a facial one: its pair asks about them
+    stage2 = ("**[REMAINED] (Identity)** A woman in a red coat\n**[REMAINED] (Body)** Shoulders hunched forward\n"
+              "**[DELETED] (Face)** Eyebrows drawn together and lowered\n[DELETED] (Audio) none")
+    (rows_corpus / "coe.jsonl").write_text(json.dumps({"clip_id": "k0", "subset": "FSM", "status": "ok",
+                                                       "stage2_output": stage2}) + "\n")
+    patterns = [("Yes", "No"), ("Yes", "Yes"), ("No", "No"), ("No", "Yes")]
+
+    def script(req: Request) -> Reply:
+        subset, i = req.videos[0].split("/")[0], int(req.videos[0].split("/k")[1].split(".")[0])
+        question = req.user_text.split("Question: ")[1]
+        basic = TRUTH[i] in question or "Shoulders" in question
+        return Reply(content=patterns[i % 4][0 if basic else 1] if subset == "FM" else "yes" if basic else "no")
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        res = evaluate(rows_corpus, server, task="pairs", subsets=["FM", "FSM"], limit=8)
+        questions = {(r.videos[0], r.user_text.split("Question: ")[1]) for r in server.requests}
+    assert len(server.requests) == 32 and res.out_dir.name == "omni__pairs"
+    assert ("FSM/k0.mp4", "Does the clip show the following? Shoulders hunched forward") in questions
+    assert ("FSM/k0.mp4", "Does the clip show the following? Eyebrows drawn together and lowered") in questions
+    assert ("FM/k0.mp4", "Does the person express Happy?") in questions
+    other = [q for v, q in questions if v == "FM/k0.mp4" and q != "Does the person express Happy?"]
+    assert len(other) == 1 and other[0].startswith("Does the person express ") and "Happy" not in other[0]
+    fm, fsm = res.metrics["subsets"]["FM"], res.metrics["subsets"]["FSM"]
+    assert (fm["pairs"], fm["basic"], fm["hallucinated"], fm["overall"], fm["d_y"], fm["r_fp"]) == \
+        (8, 50.0, 50.0, 25.0, 0.0, 0.5)
+    assert (fsm["basic"], fsm["hallucinated"], fsm["overall"], fsm["r_fp"]) == (100.0, 100.0, 100.0, None)
+    kinds = [(p["kind"], p["expected"]) for p in res.predictions if p["clip_id"] == "k0" and p["subset"] == "FM"]
+    assert kinds == [("basic", "yes"), ("hallucinated", "no")]
+    assert "| FM | 8 | 50.0 | 50.0 | 25.0 | 0.000 | 0.500 | 0 | 0 |" in (res.out_dir / "report.md").read_text()
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 

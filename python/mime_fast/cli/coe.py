@@ -19,7 +19,8 @@ from .errors import RunError, UsageError
 __all__ = ["add", "add_client_args", "add_selection_args", "add_target_args", "check_client_args", "run"]
 
 
-def check_client_args(args: argparse.Namespace, codes: tuple[str, ...]) -> tuple[dict | None, list[str], list[str] | None]:
+def check_client_args(args: argparse.Namespace,
+                      codes: tuple[str, ...]) -> tuple[dict | None, list[str], list[str] | None]:
     """The checks of the flags :func:`add_client_args` adds (and ``--subsets``, ``--clips``,
     ``--limit``), shared by ``coe`` and ``eval``: one :class:`UsageError` for the first wrong one;
     else the parsed ``--extra-body``, the subsets and the clips (``None``: all)."""

@@ -9,7 +9,7 @@ import math
 import sys
 
 from ..coe.client import DEFAULT_QSCALE
-from ..evaluation import AUDIO_MODES, CONDITIONS, TRANSPORTS, evaluate
+from ..evaluation import AUDIO_MODES, CONDITIONS, TASKS, TRANSPORTS, evaluate
 from ..spec import CODES
 from .coe import add_client_args, add_selection_args, add_target_args, check_client_args
 from .errors import UsageError
@@ -29,20 +29,26 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0")
     if args.max_cost is not None and args.price_in is None and args.price_out is None:
         raise UsageError("--max-cost needs --price-in and/or --price-out (per million tokens)")
-    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, condition=args.condition,
+    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
                    frames=args.frames, frame_size=args.frame_size, frame_quality=args.frame_quality,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
                    max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
                    name=args.name, coe_accepted=args.coe_accepted, price_in=args.price_in,
-                   price_out=args.price_out, max_cost=args.max_cost, dry_run=args.dry_run, check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
+                   price_out=args.price_out, max_cost=args.max_cost, dry_run=args.dry_run,
+                   check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
     if res.dry_run is not None:
         print(json.dumps(res.dry_run, indent=2))
         return 0
     failed = sum(s["failed"] for s in res.metrics["subsets"].values())
     not_sent = res.metrics.get("not_sent", 0)
-    if not args.quiet:
+    if not args.quiet and args.task == "pairs":
+        for code, s in res.metrics["subsets"].items():
+            f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+            print(f"{code:<6} pairs {s['pairs']}, basic {f(s['basic'])}, hallucinated {f(s['hallucinated'])}, "
+                  f"overall {f(s['overall'])}, d_y {s['d_y']}, r_fp {s['r_fp']}")
+    elif not args.quiet:
         print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
         for code, s in res.metrics["subsets"].items():
             f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
@@ -52,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
             p = "-" if st["p_holm"] is None else f"{st['p_holm']:.4f}"
             d = "-" if st["delta"] is None else f"{st['delta']:+.3f}"
             print(f"{st['from']}->{st['to']}: n {st['n']}, delta {d}, b {st['b']}, c {st['c']}, p (Holm) {p}")
+    if not args.quiet:
         cost = res.metrics.get("cost")
         print(f"{res.requests} requests, {res.cached} answers from the cache, tokens {res.prompt_tokens} in, "
               f"{res.completion_tokens} out" + (f", all answers {cost['money']:.4f}" if cost else "")
@@ -78,6 +85,10 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                "or the run could not go on, "
                "2 usage error, 130 interrupted (rerun to resume).")
     add_target_args(ap, model="the model evaluated")
+    ap.add_argument("--task", choices=TASKS, default="recognize",
+                    help="recognize: one of the seven emotions (default); pairs: EmotionHallucer's basic and "
+                         "hallucinated yes/no questions (a facial cue stage II of coe.jsonl deleted on FSM/FSAM, "
+                         "else the wrong emotion)")
     ap.add_argument("--condition", choices=CONDITIONS, default="direct",
                     help="prompt: direct (the label alone, default), cot (step by step), tom (HitEmotion's "
                          "Theory-of-Mind scaffold; cot and tom end in {'emotion': 'label'}), coe (a Chain of Emotion: "

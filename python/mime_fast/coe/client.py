@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media", "MediaOptions",
+__all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media",
+           "MediaOptions",
            "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "media_parts", "sample_frames"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .answers import extract_emotion
 from .prompts import CONDITIONS
 from .report import STEPS
-from .runner import AUDIO_MODES, TRANSPORTS, EvalResult, evaluate, run_name
+from .runner import AUDIO_MODES, TASKS, TRANSPORTS, EvalResult, evaluate, run_name
 
-__all__ = ["AUDIO_MODES", "CONDITIONS", "STEPS", "TRANSPORTS", "EvalResult", "evaluate", "extract_emotion", "run_name"]
+__all__ = ["AUDIO_MODES", "CONDITIONS", "STEPS", "TASKS", "TRANSPORTS", "EvalResult", "evaluate", "extract_emotion",
+           "run_name"]

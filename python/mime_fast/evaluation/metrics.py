@@ -61,7 +61,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 def holm(ps: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjustment of ``ps`` (``None`` entries are not tests: kept ``None``)."""
-    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])  # type: ignore[arg-type,return-value]
+    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])  # type: ignore[arg-type]
     m = len(idx)
     out: list[float | None] = [None] * len(ps)
     running = 0.0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..manifest import EMOTIONS
 
-__all__ = ["CONDITIONS", "render"]
+__all__ = ["CONDITIONS", "render", "render_question"]
 
 CONDITIONS = ("direct", "cot", "tom", "coe")
 
@@ -61,9 +61,19 @@ from: {_LABELS}, and output exactly {{'emotion': 'label'}}.""",
 }
 
 
+def _given(transport: str) -> str:
+    given = "a video clip" if transport == "video" else "frames sampled evenly from a video clip"
+    return f"You are given {given} (and its audio track, where it has one)."
+
+
+def render_question(question: str, transport: str) -> tuple[str, str]:
+    """Task ``pairs``: the (system prompt, user text) of one yes/no question."""
+    return (_SYSTEM["direct"].replace("recognition", "understanding"),
+            f"{_given(transport)} Answer the question with yes or no only.\nQuestion: {question}")
+
+
 def render(condition: str, transport: str) -> tuple[str, str]:
     """The (system prompt, user text) of ``condition``; the user text says how the clip is given."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown prompt condition {condition!r}; expected one of {CONDITIONS}")
-    given = "a video clip" if transport == "video" else "frames sampled evenly from a video clip"
-    return _SYSTEM[condition], f"You are given {given} (and its audio track, where it has one). {_TASK[condition]}"
+    return _SYSTEM[condition], f"{_given(transport)} {_TASK[condition]}"

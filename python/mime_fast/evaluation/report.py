@@ -34,7 +34,7 @@ from ..manifest import EMOTIONS
 from ..spec import CODES, spec as subset_spec
 from .metrics import bootstrap_ci, confusion, holm, mcnemar_exact, scores
 
-__all__ = ["STEPS", "metrics", "report_markdown"]
+__all__ = ["STEPS", "metrics", "pairs_markdown", "report_markdown"]
 
 #: The degradation steps tested, (from, to): face details, face structure, picture, audio.
 STEPS = (("FM", "FDM"), ("FDM", "FSM"), ("FM", "FSM"), ("FM", "VMM"), ("FM", "AMM"), ("FDM", "FDAM"),
@@ -75,7 +75,8 @@ def _accuracy_difference(right: dict[str, dict[str, bool]], plus: tuple[str, ...
 
 
 def metrics(preds: list[dict[str, Any]], *, model: str, sent: dict[str, Any], unlabelled: int = 0,
-            transport_check: dict[str, Any] | None = None, coe_accepted: dict[str, Any] | None = None) -> dict[str, Any]:
+            transport_check: dict[str, Any] | None = None,
+            coe_accepted: dict[str, Any] | None = None) -> dict[str, Any]:
     """The metrics of the predictions ``preds`` (see the module's docstring)."""
     codes = [c for c in CODES if any(r["subset"] == c for r in preds)]
     by_subset = {c: [r for r in preds if r["subset"] == c] for c in codes}
@@ -170,7 +171,8 @@ def report_markdown(m: dict[str, Any]) -> str:
     lines += ["", "## Indices", "", "| index | value | n |", "|---|---|---|"]
     for k, v in m["indices"].items():
         lines.append(f"| {k.replace('_', ' ')} | {_f(v and v['value'])} | {v['n'] if v else 0} |")
-    lines += ["", "audio reliance = FM − AMM; face reliance = FM − FSM; compensation = (FSM − FSAM) − (FM − AMM)."]
+    lines += ["", "audio reliance = FM − AMM; face reliance = FM − FSM; "
+                  "compensation = (FSM − FSAM) − (FM − AMM)."]
     rates = m.get("facial_cue_rate")
     if rates:
         audited = any(r["audited"] for r in rates.values())
@@ -191,4 +193,21 @@ def report_markdown(m: dict[str, Any]) -> str:
             lines.append(f"| {d} | " + " | ".join(f"{_f(per[c]['accuracy'])} (n={per[c]['n']})" for c in codes) + " |")
     lines += ["", "## Prompt", "", "System:", "", "> " + sent["system"], "", "User:", ""]
     lines += ["> " + line if line else ">" for line in sent["user"].splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+def pairs_markdown(m: dict[str, Any]) -> str:
+    """``report.md`` of task ``pairs`` (EmotionHallucer's table per subset)."""
+    sent = m["sent"]
+    lines = [f"# Evaluation: {m['model']}, task pairs (basic and hallucinated yes/no questions)", "",
+             f"Sent: {'the mp4' if sent['transport'] == 'video' else 'JPEG frames'}, audio {sent['audio']}; "
+             f"{m['clips']} clips.", "",
+             "| subset | pairs | basic % | hallucinated % | overall % | d_y (~0) | r_fp (~0.5) | unparseable "
+             "| failed |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for code, s in m["subsets"].items():
+        lines.append(f"| {code} | {s['pairs']} | {_f(s['basic'], 1)} | {_f(s['hallucinated'], 1)} | "
+                     f"{_f(s['overall'], 1)} | {_f(s['d_y'])} | {_f(s['r_fp'])} | {s['parse_failures']} | "
+                     f"{s['failed']} |")
+    lines += ["", "## Prompt", "", "> " + sent["user"].replace("\n", "\n> ")]
     return "\n".join(lines) + "\n"

@@ -37,18 +37,21 @@ from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
 from .cost import Budget, estimate, money
 from .hallucination import facial_cue_rates
-from .prompts import render
-from .report import metrics, report_markdown
+from .pairs import extract_yes_no, make_pair, pair_metrics
+from .prompts import render, render_question
+from .report import metrics, pairs_markdown, report_markdown
 from .transport import check_frames_keep_blur
 
-__all__ = ["AUDIO_MODES", "EvalResult", "PREDICTION_COLUMNS", "TRANSPORTS", "evaluate", "media_of", "run_name"]
+__all__ = ["AUDIO_MODES", "EvalResult", "PREDICTION_COLUMNS", "TASKS", "TRANSPORTS", "evaluate", "media_of", "run_name"]
 
 TRANSPORTS = ("video", "frames")
+TASKS = ("recognize", "pairs")
 AUDIO_MODES = ("auto", "none")
 PREDICTIONS = "predictions.jsonl"
 PREDICTIONS_PARQUET = "predictions.parquet"
 #: The columns of predictions.jsonl / .parquet, one row per clip x subset asked about.
-PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "answer", "correct", "status", "reason", "reply", "video",
+PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "task", "kind", "question", "expected", "answer",
+                      "correct", "status", "reason", "reply", "video",
                       "audio", "prompt_tokens", "completion_tokens", "latency_s", "cached", "key")
 _TYPES = {"correct": "bool_", "cached": "bool_", "prompt_tokens": "int64", "completion_tokens": "int64",
           "latency_s": "float64"}
@@ -154,6 +157,7 @@ def evaluate(
     *,
     endpoint: str,
     model: str,
+    task: str = "recognize",
     condition: str = "direct",
     transport: str = "video",
     subsets: Iterable[str] | None = None,
@@ -187,16 +191,19 @@ def evaluate(
     ``out_dir`` (the subsets ``subsets``, the clips ``clips``, the first ``limit`` labelled clips)
     and write ``out_dir/eval/<run>/`` (``<run>``: ``name``, default :func:`run_name`).
 
-    ``condition``: the prompt (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as
-    a data URL) or ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
+    ``task``: ``"recognize"`` (one of the seven emotions) or ``"pairs"`` (two yes/no questions per
+    sample, :mod:`.pairs`; ``condition`` does not apply). ``condition``: the prompt
+    (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as a data URL) or
+    ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
     ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
     ``"none"``. ``coe_accepted``: only the clip x subset samples the Chain-of-Emotion kept (status
     ``ok`` in ``coe.jsonl``: MIME's final benchmark), with a warning when ``model`` is the CoE's own
-    (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM is compared on
-    the pictures that would be sent for the first ``check_transport`` clips that have both
-    (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked): ``metrics["transport_check"]``,
-    and a warning on ``progress`` when the pictures lose FDM's blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies
-    are cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
+    (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM
+    is compared on the pictures that would be sent for the first ``check_transport`` clips that
+    have both (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked):
+    ``metrics["transport_check"]``, and a warning on ``progress`` when the pictures lose FDM's
+    blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies are
+    cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
 
     ``price_in``/``price_out``: money per million prompt/completion tokens (``metrics["cost"]``);
     ``max_cost``: no request is sent that would take the money past it (:class:`~.cost.Budget`; the
@@ -215,7 +222,9 @@ def evaluate(
         raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
     if audio not in AUDIO_MODES:
         raise ValueError(f"audio must be one of {AUDIO_MODES}, not {audio!r}")
-    system, user = render(condition, transport)
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {TASKS}, not {task!r}")
+    sys_user = system, user = render(condition, transport)
     samples, unlabelled = _samples(corpus, subsets, clips, limit)
     coe = None
     if coe_accepted:
@@ -230,6 +239,12 @@ def evaluate(
                if own else None}
         if own and progress is not None:
             print(f"eval: warning: {coe['warning']}", file=progress, flush=True)
+    if task == "pairs":
+        coe_of = {(r["clip_id"], r["subset"]): r for r in read_coe(corpus)}
+        questions = [(row, audio_row, kind, q, truth) for row, audio_row in samples
+                     for kind, q, truth in make_pair(row, coe_of.get((row["clip_id"], row["subset"])))]
+    else:
+        questions = [(row, audio_row, None, None, row["label"]) for row, audio_row in samples]
     opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
     secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
     stop = threading.Event()
@@ -237,7 +252,7 @@ def evaluate(
                         temperature=temperature, max_tokens=max_tokens, extra_body=extra_body, stop=stop)
     if max_cost is not None and price_in is None and price_out is None:
         raise ValueError("max_cost needs a price (price_in and/or price_out, per million tokens)")
-    run_dir = corpus / "eval" / (name or run_name(model, condition, transport))
+    run_dir = corpus / "eval" / (name or run_name(model, condition if task == "recognize" else task, transport))
     cache = ReplyCache(None if not use_cache else (cache_dir or corpus / "eval" / "cache"))
     if not dry_run:
         try:
@@ -256,28 +271,34 @@ def evaluate(
             if check["warning"] and progress is not None:
                 print(f"eval: warning: {check['warning']}", file=progress, flush=True)
     budget = Budget(max_cost, price_in, price_out) if max_cost is not None else None
-    prog = _Progress(len(samples), progress)
+    prog = _Progress(len(questions), progress)
     preds: list[dict[str, Any]] = []
     lock = threading.Lock()
     t0 = time.monotonic()
 
-    def prepare(row: dict[str, Any], audio_row: dict[str, Any] | None) -> tuple[dict[str, Any], list[Media]]:
-        """The sample's prediction record (its cache key set) and its media ([]: failed, the reason set)."""
+    def prepare(question: tuple[Any, ...]) -> tuple[dict[str, Any], list[Media], str, str]:
+        """The question's prediction record (its cache key set), its media ([]: failed, the reason
+        set) and its prompt."""
+        row, audio_row, kind, text, expected = question
+        system, user = (sys_user if text is None else render_question(text, transport))
         rec: dict[str, Any] = dict.fromkeys(PREDICTION_COLUMNS)
         rec.update(clip_id=row["clip_id"], subset=row["subset"], dataset=row.get("dataset"), label=row["label"],
-                   correct=False, status="ok", video=row["path"], prompt_tokens=0, completion_tokens=0, cached=False)
+                   task=task, kind=kind, question=text, expected=expected, correct=False, status="ok",
+                   video=row["path"], prompt_tokens=0, completion_tokens=0, cached=False)
         try:
             media = media_of(corpus, row, audio_row, audio)
         except _SampleError as exc:
             rec.update(status="failed", reason=str(exc))
-            return rec, []
+            return rec, [], system, user
         rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
         rec["key"] = request_key(task="recognize", condition=condition, system=system, user=user, model=model,
                                  media=[[m.kind, m.sha256] for m in media], media_options=opts.key(),
-                                 params=client.params())
-        return rec, media
+                                 params=client.params()) if text is None else request_key(
+            task=task, system=system, user=user, model=model, media=[[m.kind, m.sha256] for m in media],
+            media_options=opts.key(), params=client.params())
+        return rec, media, system, user
 
-    def ask(media: list[Media], key: str) -> dict[str, Any]:
+    def ask(media: list[Media], key: str, system: str, user: str) -> dict[str, Any]:
         """The reply as a cache entry (written to the cache)."""
         content = [*media_parts(media, opts), {"type": "text", "text": user}]
         messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
@@ -287,7 +308,7 @@ def evaluate(
         except EndpointUnreachable as exc:  # (raised first, it is the error the run raises)
             raise RunStopped(f"{exc} and has answered no request: the run stops here (start the server or "
                              "fix the endpoint's URL, then rerun)") from exc
-        entry = {"task": "recognize", "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
+        entry = {"task": task, "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
                  "completion_tokens": c.completion_tokens, "latency_s": time.perf_counter() - t,
                  "media": [m.ref for m in media], "created": time.time()}
         try:
@@ -297,9 +318,8 @@ def evaluate(
                              "(fix the cache folder or make room, then rerun: it resumes)") from exc
         return entry
 
-    def one(sample: tuple[dict[str, Any], dict[str, Any] | None]) -> None:
-        row, audio_row = sample
-        rec, media = prepare(row, audio_row)
+    def one(question: tuple[Any, ...]) -> None:
+        rec, media, system, user = prepare(question)
         entry = cache.get(rec["key"]) if media else None
         rec["cached"] = entry is not None
         if media and entry is None:
@@ -307,17 +327,18 @@ def evaluate(
             if reserved is None:
                 return  # over the spending limit: not sent (counted by the budget)
             try:
-                entry = ask(media, rec["key"])
+                entry = ask(media, rec["key"], system, user)
             except (Stopped, KeyboardInterrupt, RunStopped):
                 raise
             except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
                 rec.update(status="failed", reason=_scrub(_describe(exc), secret))
             finally:
                 if budget is not None:
-                    budget.settle(reserved, *((entry["prompt_tokens"], entry["completion_tokens"]) if entry else (0, 0)))
+                    tokens = (entry["prompt_tokens"], entry["completion_tokens"]) if entry else (0, 0)
+                    budget.settle(reserved, *tokens)
         if entry is not None:
-            answer, why = extract_emotion(entry["text"])
-            rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == row["label"],
+            answer, why = (extract_emotion if task == "recognize" else extract_yes_no)(entry["text"])
+            rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == rec["expected"],
                        prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"],
                        latency_s=entry.get("latency_s"))
         with lock:
@@ -327,8 +348,9 @@ def evaluate(
     if dry_run:
         pending: list[tuple[str, float]] = []
         answered: list[tuple[str, float, int, int]] = []
-        for row, audio_row in samples:
-            rec, media = prepare(row, audio_row)
+        for question in questions:
+            rec, media, _, _ = prepare(question)
+            row = question[0]
             entry = cache.get(rec["key"]) if media else None
             seconds = float(row.get("duration_s") or 0.0)
             if entry is not None:
@@ -337,13 +359,17 @@ def evaluate(
                 pending.append((row["subset"], seconds))
         plan = estimate(pending, answered, price_in, price_out)
         return EvalResult([], {}, run_dir, 0, len(answered), 0, 0, time.monotonic() - t0, dry_run=plan)
-    _drive(samples, concurrency, one, stop)
+    _drive(questions, concurrency, one, stop)
     order = {s: i for i, s in enumerate(CODES)}
-    preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]]))
-    sent = {"transport": transport, "audio": audio, "condition": condition, "system": system, "user": user,
+    preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]], r["kind"] != "basic"))
+    sent = {"transport": transport, "audio": audio, "condition": condition if task == "recognize" else None,
+            "system": system if task == "recognize" else render_question("<question>", transport)[0],
+            "user": user if task == "recognize" else render_question("<question>", transport)[1],
             **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
     m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)
+    if task == "pairs":
+        m.update(task="pairs", subsets=pair_metrics(preds), steps=[], indices={}, confusion={}, datasets={})
     if price_in is not None or price_out is not None:
         m["cost"] = {"price_in": price_in, "price_out": price_out, "max_cost": max_cost,
                      "money": money(m["tokens"]["prompt"], m["tokens"]["completion"], price_in, price_out),
@@ -351,7 +377,7 @@ def evaluate(
                                  for c, s in m["subsets"].items()}}
     if budget is not None:
         m["not_sent"] = budget.refused
-    m["facial_cue_rate"] = None if condition == "direct" else facial_cue_rates(preds, corpus)
+    m["facial_cue_rate"] = None if condition == "direct" or task != "recognize" else facial_cue_rates(preds, corpus)
 
     def jsonl(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -368,6 +394,7 @@ def evaluate(
     atomic_write(run_dir / PREDICTIONS_PARQUET, parquet)
     atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
                                                                encoding="utf-8"))
-    atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report_markdown(m), encoding="utf-8"))
+    report = report_markdown if task == "recognize" else pairs_markdown
+    atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report(m), encoding="utf-8"))
     return EvalResult(preds, m, run_dir, client.requests, prog.cached, client.prompt_tokens, client.completion_tokens,
                       time.monotonic() - t0)

@@ -512,6 +512,35 @@ def test_task_pairs_asks_a_basic_and_a_hallucinated_question(rows_corpus: Path) 
     assert "| FM | 8 | 50.0 | 50.0 | 25.0 | 0.000 | 0.500 | 0 | 0 |" in (res.out_dir / "report.md").read_text()
 
 
+def test_task_statements_judges_true_and_false_statements_made_from_the_coe(rows_corpus: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no coe.jsonl"):
+        mime_fast.evaluate(rows_corpus, endpoint="http://127.0.0.1:9/v1", model="m", task="statements")
+    with open(rows_corpus / "coe.jsonl", "w") as f:
+        for i, label in enumerate(TRUTH):
+            f.write(json.dumps({"clip_id": f"k{i}", "subset": "FM", "label": label, "status": "ok",
+                                "scene_understanding": f"Clip k{i}: a person at a desk. The light is dim.",
+                                "emotional_analysis": f"The voice rises. The person looks {label.lower()} now."}) + "\n")
+
+    def script(req: Request) -> Reply:  # right on k0-k4; k5-k9 say yes to everything
+        i = int(req.videos[0].split("/k")[1].split(".")[0])
+        statement = req.user_text.split("Statement: ")[1]
+        true = f"Clip k{i}:" in statement or f"looks {TRUTH[i].lower()}" in statement
+        return Reply(content="Yes" if true or i >= 5 else "No")
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        res = evaluate(rows_corpus, server, task="statements", subsets=["FM", "FDM"])
+        asked = [r.user_text.split("Statement: ")[1] for r in server.requests if r.videos[0] == "FM/k0.mp4"]
+    assert len(server.requests) == 40  # 4 statements per FM clip; FDM has no CoE: not asked
+    assert sorted(asked) == sorted(["Clip k0: a person at a desk.", "The person looks happy now.",
+                                    "The person looks sad now.", asked[-1]])
+    assert asked[-1].startswith("Clip k") and not asked[-1].startswith("Clip k0:")  # another clip's scene
+    m = res.metrics["subsets"]["FM"]
+    assert (m["n"], m["accuracy"], m["parse_failures"]) == (40, 0.75, 0)
+    assert {k: v["accuracy"] for k, v in m["by_kind"].items()} == {"true_scene": 1.0, "true_emotion": 1.0,
+                                                                    "reversed": 0.5, "other_clip": 0.5}
+    assert "| FM | 40 | 0.750 |" in (res.out_dir / "report.md").read_text()
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 

@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
             f = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
             print(f"{code:<6} pairs {s['pairs']}, basic {f(s['basic'])}, hallucinated {f(s['hallucinated'])}, "
                   f"overall {f(s['overall'])}, d_y {s['d_y']}, r_fp {s['r_fp']}")
+    elif not args.quiet and args.task == "statements":
+        for code, s in res.metrics["subsets"].items():
+            acc = "-" if s["accuracy"] is None else f"{s['accuracy']:.3f}"
+            print(f"{code:<6} statements {s['n']}, accuracy {acc}, unparseable {s['parse_failures']}")
     elif not args.quiet:
         print(f"{'subset':<6} {'n':>6} {'acc':>6} {'UAR':>6} {'WAF':>6} {'unparseable':>11} {'failed':>6}")
         for code, s in res.metrics["subsets"].items():
@@ -88,7 +92,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--task", choices=TASKS, default="recognize",
                     help="recognize: one of the seven emotions (default); pairs: EmotionHallucer's basic and "
                          "hallucinated yes/no questions (a facial cue stage II of coe.jsonl deleted on FSM/FSAM, "
-                         "else the wrong emotion)")
+                         "else the wrong emotion); statements: ESJ's true and false statements made from "
+                         "coe.jsonl's analyses (needs a CoE)")
     ap.add_argument("--condition", choices=CONDITIONS, default="direct",
                     help="prompt: direct (the label alone, default), cot (step by step), tom (HitEmotion's "
                          "Theory-of-Mind scaffold; cot and tom end in {'emotion': 'label'}), coe (a Chain of Emotion: "

@@ -34,7 +34,7 @@ from ..manifest import EMOTIONS
 from ..spec import CODES, spec as subset_spec
 from .metrics import bootstrap_ci, confusion, holm, mcnemar_exact, scores
 
-__all__ = ["STEPS", "metrics", "pairs_markdown", "report_markdown"]
+__all__ = ["STEPS", "metrics", "pairs_markdown", "report_markdown", "statements_markdown"]
 
 #: The degradation steps tested, (from, to): face details, face structure, picture, audio.
 STEPS = (("FM", "FDM"), ("FDM", "FSM"), ("FM", "FSM"), ("FM", "VMM"), ("FM", "AMM"), ("FDM", "FDAM"),
@@ -210,4 +210,19 @@ def pairs_markdown(m: dict[str, Any]) -> str:
                      f"{_f(s['overall'], 1)} | {_f(s['d_y'])} | {_f(s['r_fp'])} | {s['parse_failures']} | "
                      f"{s['failed']} |")
     lines += ["", "## Prompt", "", "> " + sent["user"].replace("\n", "\n> ")]
+    return "\n".join(lines) + "\n"
+
+
+def statements_markdown(m: dict[str, Any]) -> str:
+    """``report.md`` of task ``statements`` (ESJ: accuracy per subset and kind of statement)."""
+    sent = m["sent"]
+    kinds = ("true_scene", "true_emotion", "reversed", "other_clip")
+    lines = [f"# Evaluation: {m['model']}, task statements (is this statement from the CoE right?)", "",
+             f"Sent: {'the mp4' if sent['transport'] == 'video' else 'JPEG frames'}, audio {sent['audio']}; "
+             f"{m['clips']} clips.", "",
+             "| subset | n | accuracy | " + " | ".join(kinds) + " | unparseable | failed |",
+             "|---|---|---|" + "---|" * len(kinds) + "---|---|"]
+    for code, s in m["subsets"].items():
+        per = " | ".join(f"{_f(s['by_kind'][k]['accuracy'])} (n={s['by_kind'][k]['n']})" for k in kinds)
+        lines.append(f"| {code} | {s['n']} | {_f(s['accuracy'])} | {per} | {s['parse_failures']} | {s['failed']} |")
     return "\n".join(lines) + "\n"

@@ -39,13 +39,14 @@ from .cost import Budget, estimate, money
 from .hallucination import facial_cue_rates
 from .pairs import extract_yes_no, make_pair, pair_metrics
 from .prompts import render, render_question
-from .report import metrics, pairs_markdown, report_markdown
+from .report import metrics, pairs_markdown, report_markdown, statements_markdown
+from .statements import make_statements, statement_metrics
 from .transport import check_frames_keep_blur
 
 __all__ = ["AUDIO_MODES", "EvalResult", "PREDICTION_COLUMNS", "TASKS", "TRANSPORTS", "evaluate", "media_of", "run_name"]
 
 TRANSPORTS = ("video", "frames")
-TASKS = ("recognize", "pairs")
+TASKS = ("recognize", "pairs", "statements")
 AUDIO_MODES = ("auto", "none")
 PREDICTIONS = "predictions.jsonl"
 PREDICTIONS_PARQUET = "predictions.parquet"
@@ -191,8 +192,9 @@ def evaluate(
     ``out_dir`` (the subsets ``subsets``, the clips ``clips``, the first ``limit`` labelled clips)
     and write ``out_dir/eval/<run>/`` (``<run>``: ``name``, default :func:`run_name`).
 
-    ``task``: ``"recognize"`` (one of the seven emotions) or ``"pairs"`` (two yes/no questions per
-    sample, :mod:`.pairs`; ``condition`` does not apply). ``condition``: the prompt
+    ``task``: ``"recognize"`` (one of the seven emotions), ``"pairs"`` (two yes/no questions per
+    sample, :mod:`.pairs`) or ``"statements"`` (is this statement from the CoE right? yes/no,
+    :mod:`.statements`); ``condition`` applies to ``recognize`` only. ``condition``: the prompt
     (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as a data URL) or
     ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
     ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
@@ -239,10 +241,23 @@ def evaluate(
                if own else None}
         if own and progress is not None:
             print(f"eval: warning: {coe['warning']}", file=progress, flush=True)
-    if task == "pairs":
-        coe_of = {(r["clip_id"], r["subset"]): r for r in read_coe(corpus)}
-        questions = [(row, audio_row, kind, q, truth) for row, audio_row in samples
-                     for kind, q, truth in make_pair(row, coe_of.get((row["clip_id"], row["subset"])))]
+    if task != "recognize":
+        coe_rows = read_coe(corpus)
+        coe_of = {(r["clip_id"], r["subset"]): r for r in coe_rows}
+        if task == "statements" and not coe_rows:
+            raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: task statements is made from the CoE (mime-fast coe)")
+        accepted: dict[str, list[dict[str, Any]]] = {}
+        for r in coe_rows:
+            if r["status"] == "ok":
+                accepted.setdefault(r["subset"], []).append(r)
+
+        def asked(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+            coe_row = coe_of.get((row["clip_id"], row["subset"]))
+            if task == "pairs":
+                return make_pair(row, coe_row)
+            return make_statements(row, coe_row, accepted.get(row["subset"], []))
+
+        questions = [(row, audio_row, kind, q, truth) for row, audio_row in samples for kind, q, truth in asked(row)]
     else:
         questions = [(row, audio_row, None, None, row["label"]) for row, audio_row in samples]
     opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
@@ -368,8 +383,9 @@ def evaluate(
             **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
     m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)
-    if task == "pairs":
-        m.update(task="pairs", subsets=pair_metrics(preds), steps=[], indices={}, confusion={}, datasets={})
+    if task != "recognize":
+        m.update(task=task, subsets=(pair_metrics if task == "pairs" else statement_metrics)(preds), steps=[],
+                 indices={}, confusion={}, datasets={})
     if price_in is not None or price_out is not None:
         m["cost"] = {"price_in": price_in, "price_out": price_out, "max_cost": max_cost,
                      "money": money(m["tokens"]["prompt"], m["tokens"]["completion"], price_in, price_out),
@@ -394,7 +410,7 @@ def evaluate(
     atomic_write(run_dir / PREDICTIONS_PARQUET, parquet)
     atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
                                                                encoding="utf-8"))
-    report = report_markdown if task == "recognize" else pairs_markdown
+    report = {"recognize": report_markdown, "pairs": pairs_markdown, "statements": statements_markdown}[task]
     atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report(m), encoding="utf-8"))
     return EvalResult(preds, m, run_dir, client.requests, prog.cached, client.prompt_tokens, client.completion_tokens,
                       time.monotonic() - t0)

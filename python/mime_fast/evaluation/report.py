@@ -1,4 +1,5 @@
-"""``metrics.json`` and ``report.md`` of an evaluation run, from its predictions.
+"""The outputs of an evaluation run, from its predictions: ``predictions.jsonl`` and ``.parquet``,
+``metrics.json`` and ``report.md`` (:func:`write_outputs`).
 
 ``metrics.json``:
 
@@ -28,13 +29,27 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from ..manifest import EMOTIONS
+from ..manifest import EMOTIONS, atomic_write, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .metrics import bootstrap_ci, confusion, holm, mcnemar_exact, scores
 
-__all__ = ["STEPS", "metrics", "pairs_markdown", "report_markdown", "statements_markdown"]
+__all__ = ["PREDICTION_COLUMNS", "STEPS", "metrics", "pairs_markdown", "report_markdown", "statements_markdown",
+           "write_outputs"]
+
+PREDICTIONS = "predictions.jsonl"
+PREDICTIONS_PARQUET = "predictions.parquet"
+METRICS = "metrics.json"
+REPORT = "report.md"
+#: The columns of predictions.jsonl / .parquet, one row per request (clip x subset, and question).
+PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "task", "kind", "question", "expected", "answer",
+                      "correct", "status", "reason", "reply", "video", "audio", "prompt_tokens", "completion_tokens",
+                      "latency_s", "cached", "key")
+_TYPES = {"correct": "bool_", "cached": "bool_", "prompt_tokens": "int64", "completion_tokens": "int64",
+          "latency_s": "float64"}
 
 #: The degradation steps tested, (from, to): face details, face structure, picture, audio.
 STEPS = (("FM", "FDM"), ("FDM", "FSM"), ("FM", "FSM"), ("FM", "VMM"), ("FM", "AMM"), ("FDM", "FDAM"),
@@ -226,3 +241,23 @@ def statements_markdown(m: dict[str, Any]) -> str:
         per = " | ".join(f"{_f(s['by_kind'][k]['accuracy'])} (n={s['by_kind'][k]['n']})" for k in kinds)
         lines.append(f"| {code} | {s['n']} | {_f(s['accuracy'])} | {per} | {s['parse_failures']} | {s['failed']} |")
     return "\n".join(lines) + "\n"
+
+
+def write_outputs(run_dir: Path, preds: list[dict[str, Any]], m: dict[str, Any]) -> None:
+    """``predictions.jsonl``, ``predictions.parquet``, ``metrics.json`` and ``report.md`` in
+    ``run_dir``, each written atomically."""
+    import pyarrow as pa
+
+    def jsonl(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in preds:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+    schema = pa.schema([(c, getattr(pa, _TYPES.get(c, "string"))()) for c in PREDICTION_COLUMNS])
+    report = {"recognize": report_markdown, "pairs": pairs_markdown, "statements": statements_markdown}[m["task"]]
+    atomic_write(run_dir / PREDICTIONS, jsonl)
+    table = pa.Table.from_pylist(preds, schema=schema)
+    atomic_write(run_dir / PREDICTIONS_PARQUET, lambda tmp: write_parquet(table, tmp))
+    atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
+                                                               encoding="utf-8"))
+    atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report(m), encoding="utf-8"))

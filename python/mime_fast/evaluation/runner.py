@@ -1,5 +1,9 @@
 """``mime_fast.evaluate``: a multimodal model's emotion recognition on a built corpus, subset by subset.
 
+Around 400 lines on purpose: :func:`evaluate` is one run -- questions, pre-run checks, requests
+through the cache, the dry run, metrics -- whose closures share its settings; the prompts,
+answer rules, statistics, tasks, cost and outputs are apart in :mod:`mime_fast.evaluation`.
+
 Reads only the manifest. Each ``ok`` clip x subset with a ground-truth label is one request (task
 ``recognize``, prompt condition ``direct``, ``cot`` or ``tom``: :mod:`.prompts`) to an
 OpenAI-compatible endpoint through the CoE client (:class:`mime_fast.coe.client.ChatClient`:
@@ -12,13 +16,12 @@ or ``frames`` JPEG frames (``"frames"``), plus the clip's 16 kHz wav as ``input_
 subset has audio (:attr:`mime_fast.spec.SubsetSpec.has_audio`) and ``audio="auto"``: FDAM, FSAM and
 AMM never carry audio; VMM carries its black picture and its audio.
 
-Outputs in ``DIR/eval/<run>/``: ``predictions.jsonl`` and ``predictions.parquet``
-(:data:`PREDICTION_COLUMNS`), ``metrics.json`` (:mod:`.report`) and ``report.md``.
+Outputs in ``DIR/eval/<run>/`` (:func:`~.report.write_outputs`): ``predictions.jsonl`` and
+``predictions.parquet`` (:data:`~.report.PREDICTION_COLUMNS`), ``metrics.json`` and ``report.md``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -32,14 +35,14 @@ from ..coe.cache import ReplyCache, request_key
 from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
 from ..coe.runner import COE_JSONL, _describe, _drive, _os_error, _scrub, read_coe  # (its error wording, driver)
 from ..corpus import RunStopped, sha256_file
-from ..manifest import EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
+from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
 from .cost import Budget, estimate, money
 from .hallucination import facial_cue_rates
 from .pairs import extract_yes_no, make_pair, pair_metrics
 from .prompts import render, render_question
-from .report import metrics, pairs_markdown, report_markdown, statements_markdown
+from .report import PREDICTION_COLUMNS, metrics, write_outputs
 from .statements import make_statements, statement_metrics
 from .transport import check_frames_keep_blur
 
@@ -48,16 +51,6 @@ __all__ = ["AUDIO_MODES", "EvalResult", "PREDICTION_COLUMNS", "TASKS", "TRANSPOR
 TRANSPORTS = ("video", "frames")
 TASKS = ("recognize", "pairs", "statements")
 AUDIO_MODES = ("auto", "none")
-PREDICTIONS = "predictions.jsonl"
-PREDICTIONS_PARQUET = "predictions.parquet"
-#: The columns of predictions.jsonl / .parquet, one row per clip x subset asked about.
-PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "task", "kind", "question", "expected", "answer",
-                      "correct", "status", "reason", "reply", "video",
-                      "audio", "prompt_tokens", "completion_tokens", "latency_s", "cached", "key")
-_TYPES = {"correct": "bool_", "cached": "bool_", "prompt_tokens": "int64", "completion_tokens": "int64",
-          "latency_s": "float64"}
-METRICS = "metrics.json"
-REPORT = "report.md"
 
 
 @dataclass
@@ -105,8 +98,12 @@ def media_of(corpus: Path, row: dict[str, Any], audio_row: dict[str, Any] | None
     return out
 
 
+#: A manifest row and its clip's audio row.
+Sample = tuple[dict[str, Any], dict[str, Any] | None]
+
+
 def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] | None,
-             limit: int | None) -> tuple[list[tuple[dict[str, Any], dict[str, Any] | None]], int]:
+             limit: int | None) -> tuple[list[Sample], int]:
     """(manifest row, its clip's audio row) per clip x subset to ask about, and the clips left out
     for want of a ground-truth label."""
     if not (corpus / MANIFEST_JSONL).is_file():
@@ -126,6 +123,42 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
     ids = [c for c in by_clip if c not in unlabelled][:limit]
     return [(by_clip[c][s], by_clip[c].get("audio")) for c in ids for s in CODES
             if s in wanted and s in by_clip[c]], len(unlabelled)
+
+
+def _coe_accepted(corpus: Path, samples: list[Sample], model: str) -> tuple[list[Sample], dict[str, Any]]:
+    """The samples the Chain-of-Emotion accepted (``coe.jsonl``), and how many with a warning
+    when ``model`` made the CoE."""
+    coe_rows = read_coe(corpus)
+    if not coe_rows:
+        raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: run mime-fast coe first (or drop --coe-accepted)")
+    kept = {(r["clip_id"], r["subset"]) for r in coe_rows if r["status"] == "ok"}
+    samples = [s for s in samples if (s[0]["clip_id"], s[0]["subset"]) in kept]
+    own = model in {r["model"] for r in coe_rows} | {r["text_model"] for r in coe_rows}
+    return samples, {"accepted": len(samples), "warning": f"{model} is the model that made the Chain-of-Emotion: it "
+                     "chose the accepted clips, so its scores on them are biased upward" if own else None}
+
+
+def _questions(corpus: Path, task: str, samples: list[Sample]) -> list[tuple[Any, ...]]:
+    """(manifest row, audio row, kind, question, the right answer) per request: ``recognize`` one
+    per sample (no question text: the condition's prompt), ``pairs`` and ``statements`` theirs."""
+    if task == "recognize":
+        return [(row, audio_row, None, None, row["label"]) for row, audio_row in samples]
+    coe_rows = read_coe(corpus)
+    if task == "statements" and not coe_rows:
+        raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: task statements is made from the CoE (mime-fast coe)")
+    coe_of = {(r["clip_id"], r["subset"]): r for r in coe_rows}
+    accepted: dict[str, list[dict[str, Any]]] = {}
+    for r in coe_rows:
+        if r["status"] == "ok":
+            accepted.setdefault(r["subset"], []).append(r)
+
+    def asked(row: dict[str, Any]) -> list[tuple[str, str, str]]:
+        coe_row = coe_of.get((row["clip_id"], row["subset"]))
+        if task == "pairs":
+            return make_pair(row, coe_row)
+        return make_statements(row, coe_row, accepted.get(row["subset"], []))
+
+    return [(row, audio_row, kind, q, truth) for row, audio_row in samples for kind, q, truth in asked(row)]
 
 
 class _Progress:
@@ -230,36 +263,10 @@ def evaluate(
     samples, unlabelled = _samples(corpus, subsets, clips, limit)
     coe = None
     if coe_accepted:
-        coe_rows = read_coe(corpus)
-        if not coe_rows:
-            raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: run mime-fast coe first (or drop --coe-accepted)")
-        kept = {(r["clip_id"], r["subset"]) for r in coe_rows if r["status"] == "ok"}
-        samples = [s for s in samples if (s[0]["clip_id"], s[0]["subset"]) in kept]
-        own = model in {r["model"] for r in coe_rows} | {r["text_model"] for r in coe_rows}
-        coe = {"accepted": len(samples), "warning": f"{model} is the model that made the Chain-of-Emotion: it chose "
-                                                    "the accepted clips, so its scores on them are biased upward"
-               if own else None}
-        if own and progress is not None:
+        samples, coe = _coe_accepted(corpus, samples, model)
+        if coe["warning"] and progress is not None:
             print(f"eval: warning: {coe['warning']}", file=progress, flush=True)
-    if task != "recognize":
-        coe_rows = read_coe(corpus)
-        coe_of = {(r["clip_id"], r["subset"]): r for r in coe_rows}
-        if task == "statements" and not coe_rows:
-            raise FileNotFoundError(f"no {COE_JSONL} in {corpus}: task statements is made from the CoE (mime-fast coe)")
-        accepted: dict[str, list[dict[str, Any]]] = {}
-        for r in coe_rows:
-            if r["status"] == "ok":
-                accepted.setdefault(r["subset"], []).append(r)
-
-        def asked(row: dict[str, Any]) -> list[tuple[str, str, str]]:
-            coe_row = coe_of.get((row["clip_id"], row["subset"]))
-            if task == "pairs":
-                return make_pair(row, coe_row)
-            return make_statements(row, coe_row, accepted.get(row["subset"], []))
-
-        questions = [(row, audio_row, kind, q, truth) for row, audio_row in samples for kind, q, truth in asked(row)]
-    else:
-        questions = [(row, audio_row, None, None, row["label"]) for row, audio_row in samples]
+    questions = _questions(corpus, task, samples)
     opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
     secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
     stop = threading.Event()
@@ -394,23 +401,6 @@ def evaluate(
     if budget is not None:
         m["not_sent"] = budget.refused
     m["facial_cue_rate"] = None if condition == "direct" or task != "recognize" else facial_cue_rates(preds, corpus)
-
-    def jsonl(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in preds:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-    def parquet(tmp: Path) -> None:
-        import pyarrow as pa
-
-        schema = pa.schema([(c, getattr(pa, _TYPES.get(c, "string"))()) for c in PREDICTION_COLUMNS])
-        write_parquet(pa.Table.from_pylist(preds, schema=schema), tmp)
-
-    atomic_write(run_dir / PREDICTIONS, jsonl)
-    atomic_write(run_dir / PREDICTIONS_PARQUET, parquet)
-    atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
-                                                               encoding="utf-8"))
-    report = {"recognize": report_markdown, "pairs": pairs_markdown, "statements": statements_markdown}[task]
-    atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report(m), encoding="utf-8"))
+    write_outputs(run_dir, preds, m)
     return EvalResult(preds, m, run_dir, client.requests, prog.cached, client.prompt_tokens, client.completion_tokens,
                       time.monotonic() - t0)

@@ -342,6 +342,20 @@ def test_the_frames_transport_is_checked_to_keep_fdms_blur(corpus: Path) -> None
     assert video.metrics["transport_check"] is None  # the mp4 as it is
 
 
+def test_fps_sends_frames_by_the_clips_duration(corpus: Path) -> None:  # noqa: F811
+    from mime_fast.manifest import read_rows
+
+    duration = {r["clip_id"]: r["duration_s"] for r in read_rows(corpus) if r["subset"] == "FM"}
+    with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
+        res = evaluate(corpus, server, transport="frames", fps=10, frame_size=32, subsets=["FM", "AMM"],
+                       check_transport=0)
+        sent = {(r.audios[0] if r.audios else "none", len(r.images)) for r in server.requests}
+    assert {round(duration[c] * 10) for c in ("c1", "c2")} == {5, 6}  # 0.5 s and 0.6 s
+    assert sent == {("audio/c1.wav", 5), ("audio/c2.wav", 6), ("none", 5), ("none", 6)}
+    assert res.metrics["sent"]["fps"] == 10 and "10 JPEG frames per second of clip" in \
+        (res.out_dir / "report.md").read_text()
+
+
 def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa: F811
     with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
         res = evaluate(corpus, server, audio="none", subsets=["FM", "VMM"])
@@ -579,6 +593,7 @@ def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path,
     (["--retries", "-1"], "--retries and --backoff must be >= 0"),
     (["--max-cost", "5"], "--max-cost needs --price-in"),
     (["--price-in", "-1"], "--price-in must be a number >= 0"),
+    (["--fps", "0"], "--fps must be > 0"),
 ])
 def test_cli_usage_errors(rows_corpus: Path, capsys, args: list[str], needle: str) -> None:
     assert main(["eval", str(rows_corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *args]) == 2

@@ -19,6 +19,8 @@ __all__ = ["add", "run"]
 
 def run(args: argparse.Namespace) -> int:
     extra, subsets, clips = check_client_args(args, CODES)
+    if args.fps is not None and not (args.fps > 0 and math.isfinite(args.fps)):
+        raise UsageError("--fps must be > 0")
     if args.check_frames < 0:
         raise UsageError("--check-frames must be >= 0")
     if not 2 <= args.frame_quality <= 31:
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-cost needs --price-in and/or --price-out (per million tokens)")
     res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
-                   frames=args.frames, frame_size=args.frame_size, frame_quality=args.frame_quality,
+                   frames=args.frames, fps=args.fps, frame_size=args.frame_size, frame_quality=args.frame_quality,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
                    max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
@@ -104,6 +106,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--audio", choices=AUDIO_MODES, default="auto",
                     help="auto: the 16 kHz wav as input_audio with the subsets that have audio (default); none: never")
     ap.add_argument("--frames", type=int, default=8, metavar="N", help="frames per clip with --transport frames (8)")
+    ap.add_argument("--fps", type=float, default=None, metavar="F",
+                    help="with --transport frames: F frames per second of each clip instead of --frames")
     ap.add_argument("--frame-size", type=int, default=448, metavar="PX",
                     help="longest side of a frame with --transport frames (default 448)")
     ap.add_argument("--frame-quality", type=int, default=DEFAULT_QSCALE, metavar="Q",

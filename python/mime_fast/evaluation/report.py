@@ -146,7 +146,8 @@ def report_markdown(m: dict[str, Any]) -> str:
     """``report.md``: what was sent, the per-subset table, the steps and indices, per dataset."""
     sent = m["sent"]
     media = ("the subset's mp4 as a video_url data URL" if sent["transport"] == "video" else
-             f"{sent['frames']} JPEG frames (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
+             (f"{sent['fps']:g} JPEG frames per second of clip" if sent.get("fps")
+              else f"{sent['frames']} JPEG frames") + f" (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
     audio = ("the clip's 16 kHz wav as input_audio with the subsets that have audio" if sent["audio"] == "auto"
              else "no audio with any subset")
     left_out = f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else ""

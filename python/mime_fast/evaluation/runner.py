@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Iterable
 
@@ -199,6 +199,7 @@ def evaluate(
     limit: int | None = None,
     audio: str = "auto",
     frames: int = 8,
+    fps: float | None = None,
     frame_size: int = 448,
     frame_quality: int = DEFAULT_QSCALE,
     api_key: str | None = None,
@@ -229,9 +230,9 @@ def evaluate(
     sample, :mod:`.pairs`) or ``"statements"`` (is this statement from the CoE right? yes/no,
     :mod:`.statements`); ``condition`` applies to ``recognize`` only. ``condition``: the prompt
     (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as a data URL) or
-    ``"frames"`` (``frames`` JPEG frames, longest side ``frame_size`` px, quantiser
-    ``frame_quality``); ``audio``: ``"auto"`` (the 16 kHz wav with the subsets that have audio) or
-    ``"none"``. ``coe_accepted``: only the clip x subset samples the Chain-of-Emotion kept (status
+    ``"frames"`` (``frames`` JPEG frames per clip -- or, with ``fps``, the clip's duration x ``fps``
+    -- longest side ``frame_size`` px, quantiser ``frame_quality``); ``audio``: ``"auto"`` (the
+    16 kHz wav with the subsets that have audio) or ``"none"``. ``coe_accepted``: only the clip x subset samples the Chain-of-Emotion kept (status
     ``ok`` in ``coe.jsonl``: MIME's final benchmark), with a warning when ``model`` is the CoE's own
     (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM
     is compared on the pictures that would be sent for the first ``check_transport`` clips that
@@ -253,6 +254,8 @@ def evaluate(
     ``KeyboardInterrupt``: a rerun resumes from the cache.
     """
     corpus = Path(out_dir)
+    if fps is not None and not fps > 0:
+        raise ValueError(f"fps must be > 0, not {fps}")
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
     if audio not in AUDIO_MODES:
@@ -298,31 +301,32 @@ def evaluate(
     lock = threading.Lock()
     t0 = time.monotonic()
 
-    def prepare(question: tuple[Any, ...]) -> tuple[dict[str, Any], list[Media], str, str]:
+    def prepare(question: tuple[Any, ...]) -> tuple[dict[str, Any], list[Media], str, str, MediaOptions]:
         """The question's prediction record (its cache key set), its media ([]: failed, the reason
-        set) and its prompt."""
+        set), its prompt and how its media are sent (``fps``: frames by the clip's duration)."""
         row, audio_row, kind, text, expected = question
         system, user = (sys_user if text is None else render_question(text, transport))
         rec: dict[str, Any] = dict.fromkeys(PREDICTION_COLUMNS)
         rec.update(clip_id=row["clip_id"], subset=row["subset"], dataset=row.get("dataset"), label=row["label"],
                    task=task, kind=kind, question=text, expected=expected, correct=False, status="ok",
                    video=row["path"], prompt_tokens=0, completion_tokens=0, cached=False)
+        sent = opts if fps is None or transport != "frames" else replace(
+            opts, frames=max(1, round(float(row.get("duration_s") or 0.0) * fps)))
         try:
             media = media_of(corpus, row, audio_row, audio)
         except _SampleError as exc:
             rec.update(status="failed", reason=str(exc))
-            return rec, [], system, user
+            return rec, [], system, user, sent
         rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
-        rec["key"] = request_key(task="recognize", condition=condition, system=system, user=user, model=model,
-                                 media=[[m.kind, m.sha256] for m in media], media_options=opts.key(),
-                                 params=client.params()) if text is None else request_key(
-            task=task, system=system, user=user, model=model, media=[[m.kind, m.sha256] for m in media],
-            media_options=opts.key(), params=client.params())
-        return rec, media, system, user
+        parts = dict(system=system, user=user, model=model, media=[[m.kind, m.sha256] for m in media],
+                     media_options=sent.key(), params=client.params())
+        rec["key"] = (request_key(task="recognize", condition=condition, **parts) if text is None
+                      else request_key(task=task, **parts))
+        return rec, media, system, user, sent
 
-    def ask(media: list[Media], key: str, system: str, user: str) -> dict[str, Any]:
+    def ask(media: list[Media], key: str, system: str, user: str, sent: MediaOptions) -> dict[str, Any]:
         """The reply as a cache entry (written to the cache)."""
-        content = [*media_parts(media, opts), {"type": "text", "text": user}]
+        content = [*media_parts(media, sent), {"type": "text", "text": user}]
         messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
         t = time.perf_counter()
         try:
@@ -341,7 +345,7 @@ def evaluate(
         return entry
 
     def one(question: tuple[Any, ...]) -> None:
-        rec, media, system, user = prepare(question)
+        rec, media, system, user, sent = prepare(question)
         entry = cache.get(rec["key"]) if media else None
         rec["cached"] = entry is not None
         if media and entry is None:
@@ -349,7 +353,7 @@ def evaluate(
             if reserved is None:
                 return  # over the spending limit: not sent (counted by the budget)
             try:
-                entry = ask(media, rec["key"], system, user)
+                entry = ask(media, rec["key"], system, user, sent)
             except (Stopped, KeyboardInterrupt, RunStopped):
                 raise
             except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
@@ -371,7 +375,7 @@ def evaluate(
         pending: list[tuple[str, float]] = []
         answered: list[tuple[str, float, int, int]] = []
         for question in questions:
-            rec, media, _, _ = prepare(question)
+            rec, media, *_ = prepare(question)
             row = question[0]
             entry = cache.get(rec["key"]) if media else None
             seconds = float(row.get("duration_s") or 0.0)
@@ -387,7 +391,7 @@ def evaluate(
     sent = {"transport": transport, "audio": audio, "condition": condition if task == "recognize" else None,
             "system": system if task == "recognize" else render_question("<question>", transport)[0],
             "user": user if task == "recognize" else render_question("<question>", transport)[1],
-            **({"frames": frames, "frame_size": frame_size, "frame_quality": frame_quality}
+            **({"frames": frames, "fps": fps, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
     m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)
     if task != "recognize":

@@ -187,6 +187,33 @@ def test_hand_computed_tables_end_to_end(rows_corpus: Path) -> None:
     assert m["subsets"]["FM"]["parse_failures"] == 1 and m["confusion"]["FM"]["Happy"] == {"Happy": 3, "unparseable": 1}
 
 
+def test_a_judge_model_reads_what_the_rules_cannot_and_the_rest_stays_unparseable(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    answers["FM/k0.mp4"] = "The raised cheeks suggest the speaker is in a good mood."  # no label: the judge: Happy
+    answers["FM/k1.mp4"] = "Maybe happy, maybe sad."  # hesitates: the judge says none
+
+    def script(req: Request) -> Reply:
+        if req.body["model"] == "judge":
+            return Reply(content="Happy" if "good mood" in req.user_text else "none")
+        return Reply(content=answers[req.videos[0]])
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        res = evaluate(rows_corpus, server, judge_model="judge", subsets=["FM"])
+        judge = [r for r in server.requests if r.body["model"] == "judge"]
+        again = evaluate(rows_corpus, server, judge_model="judge", subsets=["FM"])
+        assert len(server.requests) == 12  # the rerun asks neither the model nor the judge again
+    assert len(judge) == 2 and all(r.videos == [] and r.images == [] for r in judge)  # text only
+    assert "good mood" in judge[0].user_text and "none" in judge[0].user_text
+    k = {p["clip_id"]: p for p in res.predictions}
+    assert (k["k0"]["answer"], k["k0"]["judged"], k["k0"]["correct"], k["k0"]["prompt_tokens"]) == ("Happy", True,
+                                                                                                  True, 200)
+    assert (k["k1"]["answer"], k["k1"]["judged"]) == (None, False)
+    assert k["k1"]["reason"] == "names several emotions (Happy, Sad); the judge read no answer either"
+    fm = res.metrics["subsets"]["FM"]
+    assert (fm["judged"], fm["parse_failures"], fm["accuracy"]) == (1, 1, pytest.approx(0.6))
+    assert again.metrics == res.metrics
+
+
 def test_a_429_is_retried_after_retry_after_and_a_request_that_keeps_failing_is_left_out(rows_corpus: Path) -> None:
     answers = truth_answers()
     seen: dict[str, int] = {}

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0")
     if args.max_cost is not None and args.price_in is None and args.price_out is None:
         raise UsageError("--max-cost needs --price-in and/or --price-out (per million tokens)")
-    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, condition=args.condition,
+    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, judge_model=args.judge_model,
+                   condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
                    frames=args.frames, fps=args.fps, frame_size=args.frame_size, frame_quality=args.frame_quality,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
@@ -96,6 +97,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                          "hallucinated yes/no questions (a facial cue stage II of coe.jsonl deleted on FSM/FSAM, "
                          "else the wrong emotion); statements: ESJ's true and false statements made from "
                          "coe.jsonl's analyses (needs a CoE)")
+    ap.add_argument("--judge-model", default=None, metavar="NAME",
+                    help="a text model (same endpoint) that reads the answers no rule reads; what it cannot read "
+                         "either stays unparseable (default: none)")
     ap.add_argument("--condition", choices=CONDITIONS, default="direct",
                     help="prompt: direct (the label alone, default), cot (step by step), tom (HitEmotion's "
                          "Theory-of-Mind scaffold; cot and tom end in {'emotion': 'label'}), coe (a Chain of Emotion: "

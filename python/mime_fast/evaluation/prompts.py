@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..manifest import EMOTIONS
 
-__all__ = ["CONDITIONS", "render", "render_question"]
+__all__ = ["CONDITIONS", "render", "render_judge", "render_question"]
 
 CONDITIONS = ("direct", "cot", "tom", "coe")
 
@@ -77,3 +77,15 @@ def render(condition: str, transport: str) -> tuple[str, str]:
     if condition not in CONDITIONS:
         raise ValueError(f"unknown prompt condition {condition!r}; expected one of {CONDITIONS}")
     return _SYSTEM[condition], f"{_given(transport)} {_TASK[condition]}"
+
+
+def render_judge(task: str, reply: str) -> tuple[str, str]:
+    """The judge model's (system prompt, user text) for a reply the rules could not read: which
+    answer it gives, or none where it refuses, hesitates or gives none."""
+    if task == "recognize":
+        what, options = f"which of the emotions {_LABELS} a person in a video expresses", f"one of {_LABELS}"
+    else:
+        what, options = "a yes/no question about a video", "yes or no"
+    return ("You read another model's reply and report the final answer it gives, nothing else.",
+            f"The reply below answers {what}. Which answer does it give? Reply with exactly {options}, or none "
+            f"if it refuses, hesitates between several answers or gives none.\n\nReply:\n{reply}")

@@ -5,7 +5,8 @@
 
 - ``subsets.<CODE>``: ``n`` (answered clips: a request that still failed after its retries is left
   out and counted in ``failed``), ``accuracy`` (WAR), ``uar``, ``waf``, ``ci95`` (bootstrap over
-  clips, fixed seed), ``parse_failures`` (unparseable answers: in ``n``, wrong), ``failed``,
+  clips, fixed seed), ``parse_failures`` (unparseable answers: in ``n``, wrong), ``judged`` (answers
+  the judge model read where the rules could not), ``failed``,
   ``with_audio`` (requests that carried the 16 kHz wav), ``prompt_tokens``, ``completion_tokens``;
 - ``steps``: per degradation step (:data:`STEPS`) on the clips both subsets answered: ``n``,
   ``delta`` = accuracy(to) - accuracy(from), ``b`` (right in ``from``, wrong in ``to``), ``c`` (the
@@ -46,9 +47,10 @@ METRICS = "metrics.json"
 REPORT = "report.md"
 #: The columns of predictions.jsonl / .parquet, one row per request (clip x subset, and question).
 PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "task", "kind", "question", "expected", "answer",
-                      "correct", "status", "reason", "reply", "video", "audio", "prompt_tokens", "completion_tokens",
-                      "latency_s", "cached", "key")
-_TYPES = {"correct": "bool_", "cached": "bool_", "prompt_tokens": "int64", "completion_tokens": "int64",
+                      "judged", "correct", "status", "reason", "reply", "video", "audio", "prompt_tokens",
+                      "completion_tokens", "latency_s", "cached", "key")
+_TYPES = {"correct": "bool_", "cached": "bool_", "judged": "bool_", "prompt_tokens": "int64",
+          "completion_tokens": "int64",
           "latency_s": "float64"}
 
 #: The degradation steps tested, (from, to): face details, face structure, picture, audio.
@@ -61,6 +63,7 @@ def _subset(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out = scores([r["label"] for r in ok], [r["answer"] for r in ok])
     out["ci95"] = bootstrap_ci([r["correct"] for r in ok])
     out["parse_failures"] = sum(r["answer"] is None for r in ok)
+    out["judged"] = sum(bool(r["judged"]) for r in ok)
     out["failed"] = len(rows) - len(ok)
     out["with_audio"] = sum(r["audio"] is not None for r in rows)
     out["prompt_tokens"] = sum(r["prompt_tokens"] for r in ok)
@@ -147,7 +150,8 @@ def report_markdown(m: dict[str, Any]) -> str:
     sent = m["sent"]
     media = ("the subset's mp4 as a video_url data URL" if sent["transport"] == "video" else
              (f"{sent['fps']:g} JPEG frames per second of clip" if sent.get("fps")
-              else f"{sent['frames']} JPEG frames") + f" (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
+              else f"{sent['frames']} JPEG frames")
+             + f" (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
     audio = ("the clip's 16 kHz wav as input_audio with the subsets that have audio" if sent["audio"] == "auto"
              else "no audio with any subset")
     left_out = f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else ""

@@ -41,7 +41,7 @@ from .answers import extract_emotion
 from .cost import Budget, estimate, money
 from .hallucination import facial_cue_rates
 from .pairs import extract_yes_no, make_pair, pair_metrics
-from .prompts import render, render_question
+from .prompts import render, render_judge, render_question
 from .report import PREDICTION_COLUMNS, metrics, write_outputs
 from .statements import make_statements, statement_metrics
 from .transport import check_frames_keep_blur
@@ -74,6 +74,10 @@ def run_name(model: str, condition: str, transport: str = "video") -> str:
     filesystem-safe (``Qwen/Qwen3-Omni`` -> ``Qwen_Qwen3-Omni``)."""
     raw = f"{model}__{condition}" + ("" if transport == "video" else f"__{transport}")
     return re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._") or "run"
+
+
+class _NotSent(Exception):
+    """A request the spending limit keeps back."""
 
 
 class _SampleError(Exception):
@@ -192,6 +196,7 @@ def evaluate(
     endpoint: str,
     model: str,
     task: str = "recognize",
+    judge_model: str | None = None,
     condition: str = "direct",
     transport: str = "video",
     subsets: Iterable[str] | None = None,
@@ -228,12 +233,15 @@ def evaluate(
 
     ``task``: ``"recognize"`` (one of the seven emotions), ``"pairs"`` (two yes/no questions per
     sample, :mod:`.pairs`) or ``"statements"`` (is this statement from the CoE right? yes/no,
-    :mod:`.statements`); ``condition`` applies to ``recognize`` only. ``condition``: the prompt
+    :mod:`.statements`); ``condition`` applies to ``recognize`` only. ``judge_model``: a text model
+    asked to read the answers no rule reads (:func:`~.prompts.render_judge`; ``judged`` in the
+    predictions); what it cannot read either stays unparseable. ``condition``: the prompt
     (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as a data URL) or
     ``"frames"`` (``frames`` JPEG frames per clip -- or, with ``fps``, the clip's duration x ``fps``
     -- longest side ``frame_size`` px, quantiser ``frame_quality``); ``audio``: ``"auto"`` (the
-    16 kHz wav with the subsets that have audio) or ``"none"``. ``coe_accepted``: only the clip x subset samples the Chain-of-Emotion kept (status
-    ``ok`` in ``coe.jsonl``: MIME's final benchmark), with a warning when ``model`` is the CoE's own
+    16 kHz wav with the subsets that have audio) or ``"none"``. ``coe_accepted``: only the clip x
+    subset samples the Chain-of-Emotion kept (status ``ok`` in ``coe.jsonl``: MIME's final
+    benchmark), with a warning when ``model`` is the CoE's own
     (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM
     is compared on the pictures that would be sent for the first ``check_transport`` clips that
     have both (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked):
@@ -324,49 +332,78 @@ def evaluate(
                       else request_key(task=task, **parts))
         return rec, media, system, user, sent
 
-    def ask(media: list[Media], key: str, system: str, user: str, sent: MediaOptions) -> dict[str, Any]:
-        """The reply as a cache entry (written to the cache)."""
-        content = [*media_parts(media, sent), {"type": "text", "text": user}]
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+    def obtain(key: str, name: str, messages: list[dict[str, Any]],
+               refs: list[str]) -> tuple[dict[str, Any] | None, bool, str | None]:
+        """(the reply as a cache entry, whether from the cache, why it failed): from the cache,
+        else asked of ``name`` and written to the cache. :class:`_NotSent` over the spending limit."""
+        entry = cache.get(key)
+        if entry is not None:
+            return entry, True, None
+        reserved = budget.reserve() if budget is not None else 0.0
+        if reserved is None:
+            raise _NotSent()
         t = time.perf_counter()
+        c = failure = None
         try:
-            c = client.complete(model, messages, stage="recognize")
+            c = client.complete(name, messages, stage=task)
         except EndpointUnreachable as exc:  # (raised first, it is the error the run raises)
             raise RunStopped(f"{exc} and has answered no request: the run stops here (start the server or "
                              "fix the endpoint's URL, then rerun)") from exc
-        entry = {"task": task, "model": model, "text": c.text, "prompt_tokens": c.prompt_tokens,
+        except (Stopped, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
+            failure = _scrub(_describe(exc), secret)
+        finally:
+            if budget is not None:
+                budget.settle(reserved, *((c.prompt_tokens, c.completion_tokens) if c is not None else (0, 0)))
+        if c is None:
+            return None, False, failure
+        entry = {"task": task, "model": name, "text": c.text, "prompt_tokens": c.prompt_tokens,
                  "completion_tokens": c.completion_tokens, "latency_s": time.perf_counter() - t,
-                 "media": [m.ref for m in media], "created": time.time()}
+                 "media": refs, "created": time.time()}
         try:
             cache.put(key, entry)
         except OSError as exc:
             raise RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops here "
                              "(fix the cache folder or make room, then rerun: it resumes)") from exc
-        return entry
+        return entry, False, None
+
+    extract = extract_emotion if task == "recognize" else extract_yes_no
+
+    def judged(text: str, rec: dict[str, Any]) -> str | None:
+        """The judge model's reading of an answer the rules could not read (its tokens counted in ``rec``)."""
+        jsystem, juser = render_judge(task, text)
+        key = request_key(task="judge", of=task, system=jsystem, user=juser, model=judge_model, params=client.params())
+        messages = [{"role": "system", "content": jsystem}, {"role": "user", "content": juser}]
+        entry, _, _ = obtain(key, str(judge_model), messages, [])
+        if entry is None:
+            return None
+        rec["prompt_tokens"] += entry["prompt_tokens"]
+        rec["completion_tokens"] += entry["completion_tokens"]
+        return extract(entry["text"])[0]
 
     def one(question: tuple[Any, ...]) -> None:
         rec, media, system, user, sent = prepare(question)
-        entry = cache.get(rec["key"]) if media else None
-        rec["cached"] = entry is not None
-        if media and entry is None:
-            reserved = budget.reserve() if budget is not None else 0.0
-            if reserved is None:
-                return  # over the spending limit: not sent (counted by the budget)
-            try:
-                entry = ask(media, rec["key"], system, user, sent)
-            except (Stopped, KeyboardInterrupt, RunStopped):
-                raise
-            except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
-                rec.update(status="failed", reason=_scrub(_describe(exc), secret))
-            finally:
-                if budget is not None:
-                    tokens = (entry["prompt_tokens"], entry["completion_tokens"]) if entry else (0, 0)
-                    budget.settle(reserved, *tokens)
-        if entry is not None:
-            answer, why = (extract_emotion if task == "recognize" else extract_yes_no)(entry["text"])
-            rec.update(reply=entry["text"], answer=answer, reason=why, correct=answer == rec["expected"],
-                       prompt_tokens=entry["prompt_tokens"], completion_tokens=entry["completion_tokens"],
-                       latency_s=entry.get("latency_s"))
+        entry = None
+        try:
+            if media:
+                content = [*media_parts(media, sent), {"type": "text", "text": user}]
+                messages = [{"role": "system", "content": system}, {"role": "user", "content": content}]
+                entry, rec["cached"], failure = obtain(rec["key"], model, messages, [m.ref for m in media])
+                if failure:
+                    rec.update(status="failed", reason=failure)
+            if entry is not None:
+                answer, why = extract(entry["text"])
+                rec.update(reply=entry["text"], prompt_tokens=entry["prompt_tokens"],
+                           completion_tokens=entry["completion_tokens"], latency_s=entry.get("latency_s"),
+                           judged=False)
+                if answer is None and judge_model:
+                    answer = judged(entry["text"], rec)
+                    rec["judged"] = answer is not None
+                    why = None if answer is not None else f"{why}; the judge read no answer either"
+                rec.update(answer=answer, reason=why, correct=answer == rec["expected"])
+        except _NotSent:
+            return  # over the spending limit: not sent (counted by the budget)
         with lock:
             preds.append(rec)
         prog(rec, client)

@@ -15,6 +15,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("openai")
@@ -172,6 +173,16 @@ def test_hand_computed_tables_end_to_end(rows_corpus: Path) -> None:
     k0 = next(p for p in preds if p["clip_id"] == "k0" and p["subset"] == "FM")
     assert k0["answer"] == "Happy" and k0["reply"] == "**happy**" and k0["correct"] is True and len(k0["key"]) == 64
     assert k0["prompt_tokens"] == 100 and k0["latency_s"] > 0 and k0["cached"] is False
+    from mime_fast.evaluation.figure import BAR
+    from PIL import Image
+
+    img = np.asarray(Image.open(res.out_dir / "degradation.png").convert("RGB"))
+    bars = (img == BAR).all(axis=2)
+    columns = set(np.flatnonzero(bars.any(axis=0)).tolist())
+    firsts = sorted(x for x in columns if not columns & {x - 1, x - 2, x - 3})  # each bar's left edge (the
+    # whisker, 2 px in its middle, splits it in two)
+    tops = [int(np.flatnonzero(bars[:, x])[0]) for x in firsts]
+    assert [(310 - t) / 270 for t in tops] == pytest.approx([0.7, 0.8, 0.2], abs=0.005)  # FM, FDM, FSM
     import pyarrow.parquet as pq
 
     table = pq.read_table(res.out_dir / "predictions.parquet")
@@ -607,8 +618,8 @@ def test_cli_eval_writes_its_run_folder_and_never_the_api_key(rows_corpus: Path,
     assert code == 0 and capsys.readouterr().err == ""
     run = rows_corpus / "eval" / run_name("Qwen/Qwen3-Omni", "tom")
     assert run.name == "Qwen_Qwen3-Omni__tom"
-    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "predictions.jsonl", "predictions.parquet",
-                                                     "report.md"]
+    assert sorted(p.name for p in run.iterdir()) == ["degradation.png", "metrics.json", "predictions.jsonl",
+                                                     "predictions.parquet", "report.md"]
     for p in rows_corpus.joinpath("eval").rglob("*"):
         assert not p.is_file() or secret.encode() not in p.read_bytes()
 

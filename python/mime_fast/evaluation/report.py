@@ -1,5 +1,6 @@
 """The outputs of an evaluation run, from its predictions: ``predictions.jsonl`` and ``.parquet``,
-``metrics.json`` and ``report.md`` (:func:`write_outputs`).
+``metrics.json``, ``report.md`` and, for ``recognize``, ``degradation.png`` (:mod:`.figure`)
+(:func:`write_outputs`).
 
 ``metrics.json``:
 
@@ -45,6 +46,7 @@ PREDICTIONS = "predictions.jsonl"
 PREDICTIONS_PARQUET = "predictions.parquet"
 METRICS = "metrics.json"
 REPORT = "report.md"
+FIGURE = "degradation.png"
 #: The columns of predictions.jsonl / .parquet, one row per request (clip x subset, and question).
 PREDICTION_COLUMNS = ("clip_id", "subset", "dataset", "label", "task", "kind", "question", "expected", "answer",
                       "judged", "correct", "status", "reason", "reply", "video", "audio", "prompt_tokens",
@@ -249,8 +251,8 @@ def statements_markdown(m: dict[str, Any]) -> str:
 
 
 def write_outputs(run_dir: Path, preds: list[dict[str, Any]], m: dict[str, Any]) -> None:
-    """``predictions.jsonl``, ``predictions.parquet``, ``metrics.json`` and ``report.md`` in
-    ``run_dir``, each written atomically."""
+    """``predictions.jsonl``, ``predictions.parquet``, ``metrics.json``, ``report.md`` and (task
+    ``recognize``) ``degradation.png`` in ``run_dir``, each written atomically."""
     import pyarrow as pa
 
     def jsonl(tmp: Path) -> None:
@@ -266,3 +268,7 @@ def write_outputs(run_dir: Path, preds: list[dict[str, Any]], m: dict[str, Any])
     atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",
                                                                encoding="utf-8"))
     atomic_write(run_dir / REPORT, lambda tmp: tmp.write_text(report(m), encoding="utf-8"))
+    if m["task"] == "recognize":
+        from .figure import degradation_png
+
+        degradation_png(m, run_dir / FIGURE)

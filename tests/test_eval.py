@@ -394,6 +394,21 @@ def test_fps_sends_frames_by_the_clips_duration(corpus: Path) -> None:  # noqa: 
         (res.out_dir / "report.md").read_text()
 
 
+def test_vmm_without_its_picture_is_its_audio_alone(corpus: Path) -> None:  # noqa: F811
+    with FakeChatServer(media_index(corpus), lambda req: Reply(content="Sad")) as server:
+        res = evaluate(corpus, server, vmm_picture="none", subsets=["FM", "VMM"])
+        sent = sorted((r.videos[0] if r.videos else "-", r.audios[0]) for r in server.requests)
+    assert sent == [("-", "audio/c1.wav"), ("-", "audio/c2.wav"), ("FM/c1.mp4", "audio/c1.wav"),
+                    ("FM/c2.mp4", "audio/c2.wav")]
+    vmm = [p for p in res.predictions if p["subset"] == "VMM"]
+    assert all(p["video"] is None and p["audio"] for p in vmm) and res.metrics["sent"]["vmm_picture"] == "none"
+    assert "VMM without its black picture" in (res.out_dir / "report.md").read_text()
+    with FakeChatServer(media_index(corpus), lambda req: Reply(content="Sad")) as server:
+        res = evaluate(corpus, server, vmm_picture="none", audio="none", subsets=["VMM"])
+        assert server.requests == []  # nothing to send: failed, saying why
+    assert all(p["status"] == "failed" and "nothing to send" in p["reason"] for p in res.predictions)
+
+
 def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa: F811
     with FakeChatServer(media_index(corpus), lambda req: Reply(content="Anger")) as server:
         res = evaluate(corpus, server, audio="none", subsets=["FM", "VMM"])

@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, judge_model=args.judge_model,
                    condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
+                   vmm_picture=args.vmm_picture,
                    frames=args.frames, fps=args.fps, frame_size=args.frame_size, frame_quality=args.frame_quality,
                    api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
                    backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
@@ -109,6 +110,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     help="video: the subset's mp4 as a video_url data URL (default); frames: --frames JPEG images")
     ap.add_argument("--audio", choices=AUDIO_MODES, default="auto",
                     help="auto: the 16 kHz wav as input_audio with the subsets that have audio (default); none: never")
+    ap.add_argument("--vmm-picture", choices=("black", "none"), default="black",
+                    help="VMM: its black video with its audio (default), or none: the audio alone")
     ap.add_argument("--frames", type=int, default=8, metavar="N", help="frames per clip with --transport frames (8)")
     ap.add_argument("--fps", type=float, default=None, metavar="F",
                     help="with --transport frames: F frames per second of each clip instead of --frames")

@@ -155,7 +155,8 @@ def report_markdown(m: dict[str, Any]) -> str:
               else f"{sent['frames']} JPEG frames")
              + f" (longest side {sent['frame_size']} px, qscale {sent['frame_quality']})")
     audio = ("the clip's 16 kHz wav as input_audio with the subsets that have audio" if sent["audio"] == "auto"
-             else "no audio with any subset")
+             else "no audio with any subset") + ("; VMM without its black picture (its audio alone)"
+                                                 if sent.get("vmm_picture") == "none" else "")
     left_out = f" ({m['unlabelled_clips']} unlabelled clips left out)" if m["unlabelled_clips"] else ""
     lines = [f"# Evaluation: {m['model']}, task {m['task']}, prompt `{sent['condition']}`", "",
              f"Sent: {media}; {audio}. {m['clips']} clips{left_out}.", ""]

@@ -1,7 +1,7 @@
 """``mime_fast.evaluate``: a multimodal model's emotion recognition on a built corpus, subset by subset.
 
-Around 400 lines on purpose: :func:`evaluate` is one run -- questions, pre-run checks, requests
-through the cache, the dry run, metrics -- whose closures share its settings; the prompts,
+Over 400 lines on purpose: :func:`evaluate` is one run -- questions, pre-run checks, requests
+through the cache, the judge, the dry run, metrics -- whose closures share its settings; the prompts,
 answer rules, statistics, tasks, cost and outputs are apart in :mod:`mime_fast.evaluation`.
 
 Reads only the manifest. Each ``ok`` clip x subset with a ground-truth label is one request (task
@@ -84,21 +84,25 @@ class _SampleError(Exception):
     """No request can be made for a sample (the reason is the message)."""
 
 
-def media_of(corpus: Path, row: dict[str, Any], audio_row: dict[str, Any] | None, audio: str) -> list[Media]:
-    """The media one request about manifest ``row`` carries: its video, and the clip's 16 kHz wav
-    where the subset has audio (the subset table, :func:`mime_fast.spec.spec`) and the file does,
-    unless ``audio="none"``."""
+def media_of(corpus: Path, row: dict[str, Any], audio_row: dict[str, Any] | None, audio: str,
+             black_picture: bool = True) -> list[Media]:
+    """The media one request about manifest ``row`` carries: its video -- not a black one (VMM's)
+    with ``black_picture=False`` -- and the clip's 16 kHz wav where the subset has audio (the
+    subset table, :func:`mime_fast.spec.spec`) and the file does, unless ``audio="none"``."""
     def media(kind: str, r: dict[str, Any]) -> Media:
         path = corpus / r["path"]
         if not path.is_file():
             raise _SampleError(f"{r['path']} is missing from the corpus folder")
         return Media(kind, path, r["path"], r.get("sha256") or sha256_file(path), r.get("frames"))
 
-    out = [media("video", row)]
-    if audio == "auto" and subset_spec(row["subset"]).has_audio and row.get("has_audio"):
+    s = subset_spec(row["subset"])
+    out = [media("video", row)] if black_picture or s.video != "black" else []
+    if audio == "auto" and s.has_audio and row.get("has_audio"):
         if audio_row is None:
             raise _SampleError(f"{row['path']} has audio but the manifest has no 16 kHz audio row for its clip")
         out.append(media("audio", audio_row))
+    if not out:
+        raise _SampleError(f"{row['path']}: nothing to send (no picture asked, and no audio)")
     return out
 
 
@@ -203,6 +207,7 @@ def evaluate(
     clips: Iterable[str] | None = None,
     limit: int | None = None,
     audio: str = "auto",
+    vmm_picture: str = "black",
     frames: int = 8,
     fps: float | None = None,
     frame_size: int = 448,
@@ -239,7 +244,8 @@ def evaluate(
     (:data:`~.prompts.CONDITIONS`); ``transport``: ``"video"`` (the mp4 as a data URL) or
     ``"frames"`` (``frames`` JPEG frames per clip -- or, with ``fps``, the clip's duration x ``fps``
     -- longest side ``frame_size`` px, quantiser ``frame_quality``); ``audio``: ``"auto"`` (the
-    16 kHz wav with the subsets that have audio) or ``"none"``. ``coe_accepted``: only the clip x
+    16 kHz wav with the subsets that have audio) or ``"none"``; ``vmm_picture``: ``"black"`` (VMM's
+    black video, default) or ``"none"`` (its audio alone). ``coe_accepted``: only the clip x
     subset samples the Chain-of-Emotion kept (status ``ok`` in ``coe.jsonl``: MIME's final
     benchmark), with a warning when ``model`` is the CoE's own
     (it chose those clips). With ``"frames"``, before any request, the face detail of FM and FDM
@@ -264,6 +270,8 @@ def evaluate(
     corpus = Path(out_dir)
     if fps is not None and not fps > 0:
         raise ValueError(f"fps must be > 0, not {fps}")
+    if vmm_picture not in ("black", "none"):
+        raise ValueError(f"vmm_picture must be 'black' or 'none', not {vmm_picture!r}")
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
     if audio not in AUDIO_MODES:
@@ -321,11 +329,12 @@ def evaluate(
         sent = opts if fps is None or transport != "frames" else replace(
             opts, frames=max(1, round(float(row.get("duration_s") or 0.0) * fps)))
         try:
-            media = media_of(corpus, row, audio_row, audio)
+            media = media_of(corpus, row, audio_row, audio, black_picture=vmm_picture == "black")
         except _SampleError as exc:
             rec.update(status="failed", reason=str(exc))
             return rec, [], system, user, sent
         rec["audio"] = next((m.ref for m in media if m.kind == "audio"), None)
+        rec["video"] = next((m.ref for m in media if m.kind == "video"), None)
         parts = dict(system=system, user=user, model=model, media=[[m.kind, m.sha256] for m in media],
                      media_options=sent.key(), params=client.params())
         rec["key"] = (request_key(task="recognize", condition=condition, **parts) if text is None
@@ -425,9 +434,9 @@ def evaluate(
     _drive(questions, concurrency, one, stop)
     order = {s: i for i, s in enumerate(CODES)}
     preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]], r["kind"] != "basic"))
-    sent = {"transport": transport, "audio": audio, "condition": condition if task == "recognize" else None,
-            "system": system if task == "recognize" else render_question("<question>", transport)[0],
-            "user": user if task == "recognize" else render_question("<question>", transport)[1],
+    shown = (system, user) if task == "recognize" else render_question("<question>", transport)
+    sent = {"transport": transport, "audio": audio, "vmm_picture": vmm_picture,
+            "condition": condition if task == "recognize" else None, "system": shown[0], "user": shown[1],
             **({"frames": frames, "fps": fps, "frame_size": frame_size, "frame_quality": frame_quality}
                if transport == "frames" else {})}
     m = metrics(preds, model=model, sent=sent, unlabelled=unlabelled, transport_check=check, coe_accepted=coe)

@@ -225,6 +225,23 @@ def test_a_judge_model_reads_what_the_rules_cannot_and_the_rest_stays_unparseabl
     assert again.metrics == res.metrics
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("stream", [io.StringIO, Terminal])
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(rows_corpus: Path, stream) -> None:
+    out = stream()
+    with FakeChatServer(media_index(rows_corpus), scripted(truth_answers())) as server:
+        evaluate(rows_corpus, server, subsets=["FM"], progress=out)
+    text = out.getvalue()
+    if stream is Terminal:
+        assert "eval: 100%" in text and "10/10" in text and "unparseable=0" in text and "\r" in text
+    else:
+        assert text.splitlines()[-1].startswith("eval: 10/10 answers (0 cached, 0 unparseable, 0 failed)")
+
+
 def test_a_429_is_retried_after_retry_after_and_a_request_that_keeps_failing_is_left_out(rows_corpus: Path) -> None:
     answers = truth_answers()
     seen: dict[str, int] = {}

@@ -170,12 +170,24 @@ def _questions(corpus: Path, task: str, samples: list[Sample]) -> list[tuple[Any
 
 
 class _Progress:
+    """On a terminal, a progress bar (tqdm) of the requests with the counts; otherwise (a log, a
+    pipe) a line every ``every`` seconds and at the end; ``stream=None``: nothing."""
+
     def __init__(self, total: int, stream: IO[str] | None, every: float = 2.0):
         self.total, self.stream, self.every = total, stream, every
         self.done = self.cached = self.failed = self.unparseable = 0
         self.t0 = time.monotonic()
         self.last = 0.0
         self.lock = threading.Lock()
+        self.bar = None
+        if stream is not None and stream.isatty():
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=stream, desc="eval", unit="answer", dynamic_ncols=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
     def __call__(self, rec: dict[str, Any], client: ChatClient) -> None:
         with self.lock:
@@ -183,6 +195,11 @@ class _Progress:
             self.cached += bool(rec["cached"])
             self.failed += rec["status"] == "failed"
             self.unparseable += rec["status"] == "ok" and rec["answer"] is None
+            if self.bar is not None:
+                self.bar.set_postfix(cached=self.cached, unparseable=self.unparseable, failed=self.failed,
+                                     tokens_in=client.prompt_tokens, refresh=False)
+                self.bar.update(1)
+                return
             now = time.monotonic()
             if self.stream is None or (now - self.last < self.every and self.done < self.total):
                 return
@@ -431,7 +448,10 @@ def evaluate(
                 pending.append((row["subset"], seconds))
         plan = estimate(pending, answered, price_in, price_out)
         return EvalResult([], {}, run_dir, 0, len(answered), 0, 0, time.monotonic() - t0, dry_run=plan)
-    _drive(questions, concurrency, one, stop)
+    try:
+        _drive(questions, concurrency, one, stop)
+    finally:
+        prog.close()
     order = {s: i for i, s in enumerate(CODES)}
     preds.sort(key=lambda r: (str(r["clip_id"]), order[r["subset"]], r["kind"] != "basic"))
     shown = (system, user) if task == "recognize" else render_question("<question>", transport)

@@ -85,7 +85,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                     "by rules, and write DIR/eval/<run>/ (<run>: the model and the prompt condition): "
                     "predictions.jsonl, metrics.json (per subset accuracy, UAR, WAF, bootstrap CI; the degradation "
                     "steps FM->FDM ... FSM->FSAM with exact McNemar tests, Holm-corrected; audio and face "
-                    "reliance) and report.md. Replies are cached (default DIR/eval/cache): a rerun, or a run "
+                    "reliance), report.md and degradation.png; --task pairs and statements ask EmotionHallucer's "
+                    "and ESJ's yes/no questions instead. Replies are cached (default DIR/eval/cache): a rerun, or a run "
                     "resumed after Ctrl-C or a kill, repeats no answered request.",
         epilog="FDAM, FSAM and AMM are never sent audio; VMM is sent its black picture and its audio. The API key "
                "is read from the variable named by --api-key-env and never written. Exit status: 0 every request "

@@ -4,8 +4,10 @@ Over 400 lines on purpose: :func:`evaluate` is one run -- questions, pre-run che
 through the cache, the judge, the dry run, metrics -- whose closures share its settings; the prompts,
 answer rules, statistics, tasks, cost and outputs are apart in :mod:`mime_fast.evaluation`.
 
-Reads only the manifest. Each ``ok`` clip x subset with a ground-truth label is one request (task
-``recognize``, prompt condition ``direct``, ``cot`` or ``tom``: :mod:`.prompts`) to an
+Reads only the manifest (and ``coe.jsonl``, ``audit.parquet`` where a task or a measure needs
+them). Each ``ok`` clip x subset with a ground-truth label is one request (task ``recognize``,
+prompt condition ``direct``, ``cot``, ``tom`` or ``coe``: :mod:`.prompts`; ``pairs`` and
+``statements`` ask yes/no questions, :mod:`.pairs`, :mod:`.statements`) to an
 OpenAI-compatible endpoint through the CoE client (:class:`mime_fast.coe.client.ChatClient`:
 concurrency, retries with backoff, ``Retry-After``), each reply kept in the CoE reply cache
 (:class:`mime_fast.coe.cache.ReplyCache`) as it arrives, so a rerun -- or a run resumed after Ctrl-C
@@ -14,10 +16,11 @@ or a kill -- repeats no answered request.
 What is sent (:func:`media_of`): the subset's mp4 (``transport="video"``, a ``video_url`` data URL)
 or ``frames`` JPEG frames (``"frames"``), plus the clip's 16 kHz wav as ``input_audio`` where the
 subset has audio (:attr:`mime_fast.spec.SubsetSpec.has_audio`) and ``audio="auto"``: FDAM, FSAM and
-AMM never carry audio; VMM carries its black picture and its audio.
+AMM never carry audio; VMM carries its black picture (or none) and its audio.
 
 Outputs in ``DIR/eval/<run>/`` (:func:`~.report.write_outputs`): ``predictions.jsonl`` and
-``predictions.parquet`` (:data:`~.report.PREDICTION_COLUMNS`), ``metrics.json`` and ``report.md``.
+``predictions.parquet`` (:data:`~.report.PREDICTION_COLUMNS`), ``metrics.json``, ``report.md`` and
+``degradation.png``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("openai")
 
 from coe_server import FakeChatServer, Reply, Request, media_index  # noqa: E402
-from test_coe import LABELS, WITH_AUDIO, built, corpus  # noqa: E402,F401 - the CoE tests' two-clip corpus
+from test_coe import INTERRUPTED_RUN, LABELS, WITH_AUDIO, built, corpus  # noqa: E402,F401 - the CoE tests' corpus
 
 import mime_fast  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
@@ -324,6 +324,37 @@ def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(row
         again = [r.videos[0] for r in server.requests[12:]]
     assert len(again) == 30 - 11 and not set(again) & set(answered) and res.cached == 11
     assert res.metrics["subsets"]["FM"]["accuracy"] == pytest.approx(0.7)
+
+
+def test_ctrl_c_of_the_command_exits_130_and_the_rerun_resumes(rows_corpus: Path) -> None:
+    answers = truth_answers()
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_6th(req: Request) -> Reply:
+        if req.n == 6:
+            held.set()
+            release.wait(30)
+        return Reply(content=answers[req.videos[0]])
+
+    with FakeChatServer(media_index(rows_corpus), hold_the_6th) as server:
+        env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+        proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, "eval", str(rows_corpus), "--endpoint",
+                                 server.url, "--model", "omni", "--concurrency", "1"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            assert held.wait(60)
+            os.kill(proc.pid, signal.SIGINT)
+            assert proc.wait(60) == 130
+            err = proc.stderr.read().decode()
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+            proc.stderr.close()
+        assert err.strip().splitlines()[-1] == "interrupted, rerun to resume" and "Traceback" not in err
+        assert len(server.requests) == 6  # none after Ctrl-C
+        res = evaluate(rows_corpus, server)
+    assert res.cached == 5 and len(server.requests) == 6 + 25
 
 
 # ----------------------------------------------------------------- what each subset is sent (real corpus)

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..spec import BLUR_LEVEL
+
 __all__ = ["FACIAL", "MASKED_FACE", "UNSEEN", "describes_face", "facial_cue_rates", "unmasked_by_audit"]
 
 FACIAL = re.compile(
@@ -26,8 +28,9 @@ UNSEEN = re.compile(
     re.I)
 _SENTENCE = re.compile(r"(?<=[.!?;\n])\s+")
 
-#: The subsets whose facial-cue descriptions are hallucinations where the audit shows the face masked.
-MASKED_FACE = ("FSM", "FSAM")
+#: The subsets whose facial-cue descriptions are hallucinations where the audit shows the face masked:
+#: the heavily blurred ones (FSM, FSAM; :data:`mime_fast.spec.BLUR_LEVEL`).
+MASKED_FACE = tuple(c.value for c, level in BLUR_LEVEL.items() if level == "heavy")
 
 
 def describes_face(text: str | None) -> bool:

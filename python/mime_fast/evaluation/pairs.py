@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ..manifest import EMOTIONS
+from .hallucination import MASKED_FACE
 
 __all__ = ["extract_yes_no", "make_pair", "pair_metrics"]
 
@@ -29,8 +30,9 @@ _CUE = re.compile(r"\[(REMAINED|DELETED)\]\**\s*\(([^)]*)\)\**\s*(.+)", re.I)
 _YES_NO = re.compile(r"\b(yes|no)\b", re.I)
 _REFUSAL = re.compile(r"\b(?:can ?not|can't|cannot|unable to|I'?m sorry|not sure)\b", re.I)
 
-#: The subsets whose face the blur removes, where a deleted facial cue makes a hallucinated question.
-HEAVY = ("FSM", "FSAM")
+#: The subsets whose face the blur removes (FSM, FSAM: :data:`mime_fast.spec.BLUR_LEVEL` heavy), where a
+#: deleted facial cue makes a hallucinated question.
+HEAVY = MASKED_FACE
 
 
 def _cues(stage2: str | None) -> tuple[str | None, str | None]:

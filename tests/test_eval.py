@@ -656,6 +656,25 @@ def test_task_statements_judges_true_and_false_statements_made_from_the_coe(rows
     assert "| FM | 40 | 0.750 |" in (res.out_dir / "report.md").read_text()
 
 
+def test_a_missing_file_fails_its_sample_and_an_error_quoting_the_key_is_scrubbed(rows_corpus: Path) -> None:
+    secret = "sk-live-0123456789abcdef"
+    (rows_corpus / "FM" / "k3.mp4").unlink()
+
+    def script(req: Request) -> Reply:
+        if req.videos[0] == "FM/k4.mp4":  # a server that quotes the key it was given
+            return Reply(401, body={"error": {"message": f"invalid api key {secret}"}})
+        return Reply(content="Happy")
+
+    with FakeChatServer(media_index(rows_corpus), script) as server:
+        res = evaluate(rows_corpus, server, subsets=["FM"], api_key=secret)
+    failed = {p["clip_id"]: p["reason"] for p in res.predictions if p["status"] == "failed"}
+    assert failed["k3"] == "FM/k3.mp4 is missing from the corpus folder"
+    assert "invalid api key ***" in failed["k4"] and secret not in failed["k4"]
+    assert (res.metrics["subsets"]["FM"]["n"], res.metrics["subsets"]["FM"]["failed"]) == (8, 2)
+    for p in (rows_corpus / "eval").rglob("*"):
+        assert not p.is_file() or secret.encode() not in p.read_bytes()
+
+
 def test_an_endpoint_that_cannot_be_reached_stops_the_run_before_writing_results(rows_corpus: Path) -> None:
     from mime_fast.corpus import RunStopped
 

@@ -23,7 +23,7 @@ from mime_fast.manifest import read_rows
 from conftest import sitecustomize_path
 
 SMALL = ["--min-height", "0", "--min-duration", "0"]
-COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "audit", "info")
+COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "eval", "audit", "info")
 
 
 def one_line(text: str) -> str:

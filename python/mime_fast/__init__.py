@@ -4,6 +4,8 @@ subsets FM, FDM, FSM, VMM, FDAM, FSAM, AMM) on a compiled C++/CUDA core.
 - :func:`build_subsets` / :func:`degrade`: a clip in, the MIME subsets out (:mod:`mime_fast.subsets`),
   with :class:`Settings`, the option groups of :mod:`mime_fast.options` (:class:`EncodeOptions`, ...).
 - :mod:`mime_fast.ops`: the hot-path operators (OpenCV-exact blur, hull masks, fused masked blur).
+- :func:`evaluate` (:mod:`mime_fast.evaluation`): a multimodal model's emotion recognition on a
+  built corpus, subset by subset, with the degradation steps' paired tests.
 - :func:`audit` (:mod:`mime_fast.audit`): can an independent face recogniser still tell who the
   blurred face of a built corpus is?
 
@@ -34,6 +36,7 @@ __all__ = [
     "cuda_available",
     "cuda_status",
     "degrade",
+    "evaluate",
     "num_threads",
     "ops",
     "set_num_threads",
@@ -56,6 +59,10 @@ def __getattr__(name: str) -> Any:  # lazy: the package root sits above every mo
         from . import options
 
         return getattr(options, name)
+    if name == "evaluate":  # mime-fast eval (mime_fast.evaluation)
+        from .evaluation import evaluate
+
+        return evaluate
     if name == "audit":  # the module, callable: mime_fast.audit(out_dir, ...) is mime_fast.audit.audit
         import importlib
 

@@ -16,10 +16,14 @@ from ..manifest import MANIFEST_JSONL
 from ..spec import CODES
 from .errors import RunError, UsageError
 
-__all__ = ["add", "run"]
+__all__ = ["add", "add_client_args", "add_selection_args", "add_target_args", "check_client_args", "run"]
 
 
-def run(args: argparse.Namespace) -> int:
+def check_client_args(args: argparse.Namespace,
+                      codes: tuple[str, ...]) -> tuple[dict | None, list[str], list[str] | None]:
+    """The checks of the flags :func:`add_client_args` adds (and ``--subsets``, ``--clips``,
+    ``--limit``), shared by ``coe`` and ``eval``: one :class:`UsageError` for the first wrong one;
+    else the parsed ``--extra-body``, the subsets and the clips (``None``: all)."""
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}: build the corpus first (mime-fast build)")
     if not re.match(r"^https?://", args.endpoint) or not _has_host(args.endpoint):
@@ -32,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--frame-size must be >= {MIN_FRAME_SIZE} px")
     if not args.timeout > 0:  # also NaN
         raise UsageError("--timeout must be > 0 seconds")
-    if args.retries < 0 or args.schema_retries < 0 or args.backoff < 0:
-        raise UsageError("--retries, --schema-retries and --backoff must be >= 0")
+    if args.retries < 0 or args.backoff < 0 or getattr(args, "schema_retries", 0) < 0:
+        raise UsageError("--retries, --schema-retries and --backoff must be >= 0" if hasattr(args, "schema_retries")
+                         else "--retries and --backoff must be >= 0")
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be >= 1")
     extra = None
@@ -45,14 +50,19 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(extra, dict):
             raise UsageError("--extra-body: expected a JSON object")
     subsets = [s.strip().upper() for s in args.subsets.split(",") if s.strip()]
-    bad = [s for s in subsets if s not in COE_SUBSETS]
+    bad = [s for s in subsets if s not in codes]
     if bad or not subsets:
-        raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(COE_SUBSETS)}"
+        raise UsageError(f"--subsets: unknown subset(s) {', '.join(bad)}; expected some of {', '.join(codes)}"
                          if bad else "--subsets: no subset given")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
     unknown = unknown_clips(args.dir, clips or [])
     if unknown:
         raise UsageError(f"--clips: unknown clip id(s) {', '.join(unknown)}: not in {args.dir / MANIFEST_JSONL}")
+    return extra, subsets, clips
+
+
+def run(args: argparse.Namespace) -> int:
+    extra, subsets, clips = check_client_args(args, COE_SUBSETS)
     res = coe.run(args.dir, endpoint=args.endpoint, model=args.model, text_model=args.text_model,
                   api_key_env=args.api_key_env, subsets=subsets, clips=clips, limit=args.limit, media=args.media,
                   frames=args.frames, frame_size=args.frame_size, media_base_url=args.media_base_url,
@@ -122,15 +132,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                "another emotion; kept with its prediction) or failed (reason column). Exit status: 0 no sample "
                "failed, 1 a sample failed or the run could not go on, 2 usage error, 130 interrupted (rerun to "
                "resume).")
-    ap.add_argument("dir", type=Path, metavar="DIR", help="output folder of mime-fast build (with manifest.jsonl)")
-    ap.add_argument("--endpoint", required=True, metavar="URL",
-                    help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
-    ap.add_argument("--model", required=True, metavar="NAME", help="the multimodal model (stages I, II and IV)")
+    add_target_args(ap, model="the multimodal model (stages I, II and IV)")
     ap.add_argument("--text-model", default=None, metavar="NAME", help="stage III's text model (default: --model)")
-    ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
-                    help="comma-separated subset codes (default: all seven)")
-    ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: all)")
-    ap.add_argument("--limit", type=int, default=None, metavar="N", help="the first N clips only")
+    add_selection_args(ap)
     ap.add_argument("--media", choices=("video", "frames"), default="video",
                     help="video: the mp4 as a video_url part (default); frames: sampled frames as JPEG images, for "
                          "endpoints without video input. Either way the 16 kHz wav goes with a video that has audio")
@@ -140,24 +144,46 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--media-base-url", default=None, metavar="URL",
                     help="send media as URL + its path in DIR (e.g. file:///data/mime with vLLM's "
                          "--allowed-local-media-path) instead of base64 data URLs")
+    ap.add_argument("--schema-retries", type=int, default=1, metavar="N",
+                    help="times an invalid JSON reply (stages III, IV) is asked again with the error (default 1)")
+    add_client_args(ap, cache="coe_cache")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="print the requests of the first clip that makes any (media elided) as JSON, and on stderr "
+                         "why samples make none; send nothing, write nothing")
+    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    ap.set_defaults(run=run)
+
+
+def add_target_args(ap: argparse.ArgumentParser, *, model: str) -> None:
+    """DIR, ``--endpoint`` and ``--model`` (``coe`` and ``eval``; ``model``: the latter's help)."""
+    ap.add_argument("dir", type=Path, metavar="DIR", help="output folder of mime-fast build (with manifest.jsonl)")
+    ap.add_argument("--endpoint", required=True, metavar="URL",
+                    help="OpenAI-compatible base URL, e.g. http://localhost:8000/v1")
+    ap.add_argument("--model", required=True, metavar="NAME", help=model)
+
+
+def add_selection_args(ap: argparse.ArgumentParser) -> None:
+    """``--subsets``, ``--clips``, ``--limit`` (``coe`` and ``eval``)."""
+    ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
+                    help="comma-separated subset codes (default: all seven)")
+    ap.add_argument("--clips", default=None, metavar="IDS", help="comma-separated clip ids (default: all)")
+    ap.add_argument("--limit", type=int, default=None, metavar="N", help="the first N clips only")
+
+
+def add_client_args(ap: argparse.ArgumentParser, *, cache: str) -> None:
+    """The endpoint client's and the reply cache's flags (``coe`` and ``eval``; ``cache``: the
+    default cache folder inside DIR)."""
     ap.add_argument("--concurrency", type=int, default=4, metavar="N", help="requests in flight (default 4)")
     ap.add_argument("--retries", type=int, default=5, metavar="N",
                     help="retries of a request on 429, 5xx, timeouts and connection errors (default 5)")
     ap.add_argument("--backoff", type=float, default=1.0, metavar="S",
                     help="first retry's wait in seconds, doubled each retry (default 1; Retry-After wins)")
     ap.add_argument("--timeout", type=float, default=300.0, metavar="S", help="per-request timeout (default 300)")
-    ap.add_argument("--schema-retries", type=int, default=1, metavar="N",
-                    help="times an invalid JSON reply (stages III, IV) is asked again with the error (default 1)")
     ap.add_argument("--temperature", type=float, default=0.0, metavar="T", help="sampling temperature (default 0)")
     ap.add_argument("--max-tokens", type=int, default=2048, metavar="N", help="reply length limit (default 2048)")
     ap.add_argument("--extra-body", default=None, metavar="JSON",
                     help="extra request fields for the server, e.g. '{\"top_k\": 1}'")
     ap.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="VAR",
                     help="environment variable holding the API key (default OPENAI_API_KEY)")
-    ap.add_argument("--cache", type=Path, default=None, metavar="DIR", help="reply cache (default: DIR/coe_cache)")
+    ap.add_argument("--cache", type=Path, default=None, metavar="DIR", help=f"reply cache (default: DIR/{cache})")
     ap.add_argument("--no-cache", action="store_true", help="neither read nor write the reply cache")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="print the requests of the first clip that makes any (media elided) as JSON, and on stderr "
-                         "why samples make none; send nothing, write nothing")
-    ap.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
-    ap.set_defaults(run=run)

@@ -26,11 +26,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media", "MediaOptions",
-           "RETRYABLE_STATUS", "Stopped", "elide", "media_parts"]
+__all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media",
+           "MediaOptions",
+           "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "media_parts", "sample_frames"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
 MIN_FRAME_SIZE = 16
+
+#: The JPEG frames' default quantiser scale (``MediaOptions.quality``).
+DEFAULT_QSCALE = 3
 
 #: HTTP statuses retried with backoff (besides timeouts and connection errors).
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -54,17 +58,22 @@ class MediaOptions:
     frames: int = 8
     frame_size: int = 448
     base_url: str | None = None
+    quality: int = DEFAULT_QSCALE  # the JPEG frames' quantiser scale (FFmpeg's qscale: 2 best .. 31 worst)
 
     def __post_init__(self) -> None:
         if self.mode not in ("video", "frames"):
             raise ValueError(f"media mode must be 'video' or 'frames', not {self.mode!r}")
         if self.frames < 1 or self.frame_size < MIN_FRAME_SIZE:
             raise ValueError(f"frames must be >= 1 and frame_size >= {MIN_FRAME_SIZE}")
+        if not 2 <= self.quality <= 31:
+            raise ValueError(f"the JPEG quality (qscale) must be 2..31, not {self.quality}")
 
     def key(self) -> dict[str, Any]:
-        """What changes the bytes sent (part of the cache key)."""
+        """What changes the bytes sent (part of the cache key; the default quality is left out, so
+        the keys of caches written before it could be chosen stay the same)."""
         if self.mode == "frames":
-            return {"mode": "frames", "frames": self.frames, "frame_size": self.frame_size}
+            q = {} if self.quality == DEFAULT_QSCALE else {"quality": self.quality}
+            return {"mode": "frames", "frames": self.frames, "frame_size": self.frame_size, **q}
         return {"mode": "video", "by": "url" if self.base_url else "data"}
 
 
@@ -77,8 +86,9 @@ def _data_url(mime: str, data: bytes) -> str:
     return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
 
 
-def _jpeg_frames(path: Path, count: int, frame_size: int, total: int | None) -> list[bytes]:
-    """``count`` frames sampled evenly over the video (the centre of ``count`` equal spans), as JPEG."""
+def sample_frames(path: Path, count: int, total: int | None) -> list[Any]:
+    """``count`` frames (PyAV ``VideoFrame``) sampled evenly over the video: the centre of
+    ``count`` equal spans (``total``: the video's frame count, where known)."""
     import av
     from ..media import av_path
 
@@ -95,16 +105,27 @@ def _jpeg_frames(path: Path, count: int, frame_size: int, total: int | None) -> 
                 picked.append(frame)
                 if len(picked) == len(wanted):
                     break
-    out = []
-    for frame in picked:
-        scale = min(1.0, frame_size / max(frame.width, frame.height))
-        w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
-        enc = av.CodecContext.create("mjpeg", "w")
-        enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
-        enc.options = {"qscale": "3"}
-        packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
-        out.append(b"".join(bytes(p) for p in packets))
-    return out
+    return picked
+
+
+def encode_jpeg(frame: Any, frame_size: int, quality: int = DEFAULT_QSCALE) -> bytes:
+    """A PyAV ``VideoFrame`` as the JPEG sent: longest side at most ``frame_size`` px (even sides),
+    quantiser scale ``quality``."""
+    import av
+
+    scale = min(1.0, frame_size / max(frame.width, frame.height))
+    w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
+    enc = av.CodecContext.create("mjpeg", "w")
+    enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
+    enc.options = {"qscale": str(quality)}
+    packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
+    return b"".join(bytes(p) for p in packets)
+
+
+def jpeg_frames(path: Path, count: int, frame_size: int, total: int | None,
+                quality: int = DEFAULT_QSCALE) -> list[bytes]:
+    """``count`` frames sampled evenly over the video (:func:`sample_frames`), as JPEG (:func:`encode_jpeg`)."""
+    return [encode_jpeg(f, frame_size, quality) for f in sample_frames(path, count, total)]
 
 
 def media_parts(media: list[Media], opts: MediaOptions) -> list[dict[str, Any]]:
@@ -112,7 +133,7 @@ def media_parts(media: list[Media], opts: MediaOptions) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for m in sorted(media, key=lambda m: m.kind != "video"):
         if m.kind == "video" and opts.mode == "frames":
-            for jpeg in _jpeg_frames(m.path, opts.frames, opts.frame_size, m.frames):
+            for jpeg in jpeg_frames(m.path, opts.frames, opts.frame_size, m.frames, opts.quality):
                 parts.append({"type": "image_url", "image_url": {"url": _data_url("image/jpeg", jpeg)}})
         elif m.kind == "video":
             url = _url(opts, m.ref) if opts.base_url else _data_url("video/mp4", m.path.read_bytes())

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..manifest import EMOTIONS
 
-__all__ = ["normalise_emotion", "parse_reply", "stage3_schema", "stage4_schema"]
+__all__ = ["SPELLINGS", "normalise_emotion", "parse_reply", "stage3_schema", "stage4_schema"]
 
 # Spellings a model gives for the seven categories (case-insensitive); anything else is invalid.
 _SYNONYMS = {
@@ -16,6 +16,9 @@ _SYNONYMS = {
     "happiness": "Happy", "joy": "Happy", "sadness": "Sad", "surprised": "Surprise",
 }
 _BY_LOWER = {e.lower(): e for e in EMOTIONS} | _SYNONYMS
+
+#: Every spelling taken (lower case) -> its category (the evaluation's answer extraction reads it).
+SPELLINGS: dict[str, str] = dict(_BY_LOWER)
 
 
 def normalise_emotion(value: Any) -> Any:

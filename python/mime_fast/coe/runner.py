@@ -27,7 +27,7 @@ The target's manifest row decides the media: its video, and the clip's 16 kHz wa
 video the stage reads has audio. The manifest's own ``clear_path`` is not read: older manifests
 gave FM for FDAM/FSAM, and the rule above is the one every manifest written now states.
 
-The run (:func:`run`) drives the chains on daemon threads (:func:`_drive`) with one stop event,
+The run (:func:`run`) drives the chains on daemon threads (:func:`drive`) with one stop event,
 checked before every request, retry and stage: Ctrl-C sets it, and so does an error that every
 later request would meet too -- the reply cache not writable, the endpoint unreachable before it
 has answered once -- which the run then raises (:class:`~mime_fast.corpus.RunStopped`) instead
@@ -57,7 +57,9 @@ from .prompts import LEVEL, SUBSET_NAMES, TEMPLATE_DIR, render, render_retry, te
 from .schema import parse_reply, stage3_schema, stage4_schema
 
 __all__ = ["COE_JSONL", "COE_PARQUET", "COE_SUMMARY", "COLUMNS", "CoEResult", "SUBSETS", "read_coe", "run",
-           "summary_counts", "summary_table"]
+           "summary_counts", "summary_table",
+           # shared with mime_fast.evaluation, which drives its requests the same way
+           "describe_error", "drive", "os_error_text", "scrub_secret"]
 
 COE_JSONL = "coe.jsonl"
 COE_PARQUET = "coe.parquet"
@@ -174,7 +176,7 @@ class _Caller:
             except Stopped:
                 raise
             except Exception as exc:  # the sample that made the request counts it; here only the reason
-                raise _Failed(_describe(exc)) from exc
+                raise _Failed(describe_error(exc)) from exc
             return _Reply(got.text, key, got.prompt_tokens, got.completion_tokens, 0)
         try:
             entry = None if self.dry_run else self.cache.get(key)
@@ -201,7 +203,7 @@ class _Caller:
                                              "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                                              "media": [m.ref for m in media], "created": time.time()})
                     except OSError as exc:  # the disk full, the folder read-only: so would every reply be
-                        self.halt(RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops "
+                        self.halt(RunStopped(f"the reply cache cannot be written ({os_error_text(exc)}): the run stops "
                                              "here (fix the cache folder or make room, then rerun: it resumes)"))
         except BaseException as exc:
             with self._lock:
@@ -241,12 +243,15 @@ class _Settings:
     run_id: str
 
 
-def _os_error(exc: OSError) -> str:
+def os_error_text(exc: OSError) -> str:
+    """An ``OSError`` in a user's words: the file, then why (``strerror``), without errno noise."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
+    """A failed request's reason as a row records it: the HTTP status where the client gives one,
+    the exception's type and message."""
     status = getattr(exc, "status_code", None)
     return f"{'HTTP %s: ' % status if status else ''}{type(exc).__name__}: {exc}"
 
@@ -383,7 +388,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
     except _Failed as exc:
         rec.update(status="failed", reason=f"stage {stage}: {exc}")
     except Exception as exc:  # noqa: BLE001 - the endpoint's error, after retries: recorded, the run goes on
-        rec.update(status="failed", reason=f"stage {stage}: {_describe(exc)}")
+        rec.update(status="failed", reason=f"stage {stage}: {describe_error(exc)}")
     finally:
         rec["seconds"] = time.perf_counter() - started
     return rec
@@ -397,7 +402,7 @@ def _chain(sample: _Sample, s: _Settings, caller: _Caller) -> dict[str, Any]:
 MIN_SECRET = 8
 
 
-def _scrub(text: str | None, secret: str) -> str | None:
+def scrub_secret(text: str | None, secret: str) -> str | None:
     """``text`` -- an error message, where servers quote the key they were given -- with the API key
     ``secret`` replaced by ``***``. Only there: the model's replies and the row's own fields are
     written as they are (a key like ``none`` or ``FM`` is a word of theirs)."""
@@ -573,7 +578,7 @@ def _samples(corpus: Path, subsets: Iterable[str] | None, clips: Iterable[str] |
 STOP_GRACE_S = 2.0
 
 
-def _drive(samples: list[_Sample], workers: int, one: Callable[[_Sample], None], stop: threading.Event) -> None:
+def drive(samples: list[_Sample], workers: int, one: Callable[[_Sample], None], stop: threading.Event) -> None:
     """``one(sample)`` for each sample, in order, on ``workers`` daemon threads (a thread waiting on
     a slow request cannot hold the process at exit). Once ``stop`` is set -- by Ctrl-C here, an
     error raised by ``one``, or the caller -- no sample is started, the samples under way are given
@@ -691,7 +696,7 @@ def run(
     try:
         cache.check_writable()
     except OSError as exc:
-        raise RunStopped(f"the reply cache {cache.root} cannot be written ({_os_error(exc)}): no request was sent "
+        raise RunStopped(f"the reply cache {cache.root} cannot be written ({os_error_text(exc)}): no request was sent "
                          "(fix it, or give another cache folder)") from exc
     prog = _Progress(len(samples), client, caller, None if dry_run else progress)
     rows: list[dict[str, Any]] = []
@@ -716,7 +721,7 @@ def run(
                     del left[clip]
             if ended:
                 caller.release(clip)
-        rec["reason"] = _scrub(rec["reason"], secret)
+        rec["reason"] = scrub_secret(rec["reason"], secret)
         with lock:
             if closed:  # ended after the run stopped waiting for it: its replies are cached
                 return
@@ -734,11 +739,11 @@ def run(
     try:
         if dry_run:  # clip after clip, up to the first that makes a request
             for _, clip in groupby(samples, key=lambda s: s.row["clip_id"]):
-                _drive(list(clip), 1, one, stop)
+                drive(list(clip), 1, one, stop)
                 if client.requests:
                     break
         else:
-            _drive(samples, concurrency, one, stop)
+            drive(samples, concurrency, one, stop)
         if caller.fatal is not None:
             raise caller.fatal
     finally:

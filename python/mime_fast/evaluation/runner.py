@@ -36,7 +36,9 @@ from typing import IO, Any, Iterable
 
 from ..coe.cache import ReplyCache, request_key
 from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
-from ..coe.runner import COE_JSONL, _describe, _drive, _os_error, _scrub, read_coe  # (its error wording, driver)
+from ..coe.runner import (  # (its error wording, its driver)
+    COE_JSONL, describe_error, drive, os_error_text, read_coe, scrub_secret
+)
 from ..corpus import RunStopped, sha256_file
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..spec import CODES, spec as subset_spec
@@ -320,7 +322,8 @@ def evaluate(
             cache.check_writable()
             run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise RunStopped(f"{exc.filename or cache.root} cannot be written ({_os_error(exc)}): no request was sent")
+            raise RunStopped(f"{exc.filename or cache.root} cannot be written ({os_error_text(exc)}): "
+                             "no request was sent")
     check = None
     if transport == "frames" and check_transport > 0:
         rows: dict[str, dict[str, dict[str, Any]]] = {}
@@ -381,7 +384,7 @@ def evaluate(
         except (Stopped, KeyboardInterrupt):
             raise
         except Exception as exc:  # noqa: BLE001 - still failing after the retries: a failed prediction
-            failure = _scrub(_describe(exc), secret)
+            failure = scrub_secret(describe_error(exc), secret)
         finally:
             if budget is not None:
                 budget.settle(reserved, *((c.prompt_tokens, c.completion_tokens) if c is not None else (0, 0)))
@@ -393,7 +396,7 @@ def evaluate(
         try:
             cache.put(key, entry)
         except OSError as exc:
-            raise RunStopped(f"the reply cache cannot be written ({_os_error(exc)}): the run stops here "
+            raise RunStopped(f"the reply cache cannot be written ({os_error_text(exc)}): the run stops here "
                              "(fix the cache folder or make room, then rerun: it resumes)") from exc
         return entry, False, None
 
@@ -452,7 +455,7 @@ def evaluate(
         plan = estimate(pending, answered, price_in, price_out)
         return EvalResult([], {}, run_dir, 0, len(answered), 0, 0, time.monotonic() - t0, dry_run=plan)
     try:
-        _drive(questions, concurrency, one, stop)
+        drive(questions, concurrency, one, stop)
     finally:
         prog.close()
     order = {s: i for i, s in enumerate(CODES)}

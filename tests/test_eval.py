@@ -14,8 +14,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
+
 import pytest
 
 pytest.importorskip("openai")
@@ -296,21 +298,31 @@ def test_a_rerun_answers_from_the_cache_and_ctrl_c_repeats_no_answered_request(r
         signal.signal(signal.SIGINT, previous)
 
 
-def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(rows_corpus: Path) -> None:
+def _holding(n: int) -> tuple[Callable[[Request], Reply], threading.Event, threading.Event]:
+    """A server script answering the truth that holds request ``n`` until ``release`` (``held`` set then)."""
     answers = truth_answers()
     held, release = threading.Event(), threading.Event()
 
-    def hold_the_12th(req: Request) -> Reply:
-        if req.n == 12:
+    def script(req: Request) -> Reply:
+        if req.n == n:
             held.set()
             release.wait(30)
         return Reply(content=answers[req.videos[0]])
 
+    return script, held, release
+
+
+def _eval_process(code: list[str], corpus: Path, server, *extra: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """``mime-fast eval`` of ``corpus`` against ``server`` in a child process (``code``: how Python runs it)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
+    return subprocess.Popen([sys.executable, *code, "eval", str(corpus), "--endpoint", server.url, "--model", "omni",
+                             "--concurrency", "1", *extra], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(rows_corpus: Path) -> None:
+    hold_the_12th, held, release = _holding(12)
     with FakeChatServer(media_index(rows_corpus), hold_the_12th) as server:
-        env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
-        proc = subprocess.Popen([sys.executable, "-m", "mime_fast.cli", "eval", str(rows_corpus), "--endpoint",
-                                 server.url, "--model", "omni", "--concurrency", "1", "-q"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = _eval_process(["-m", "mime_fast.cli"], rows_corpus, server, "-q")
         try:
             assert held.wait(60)
             os.kill(proc.pid, signal.SIGKILL)
@@ -327,20 +339,9 @@ def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(row
 
 
 def test_ctrl_c_of_the_command_exits_130_and_the_rerun_resumes(rows_corpus: Path) -> None:
-    answers = truth_answers()
-    held, release = threading.Event(), threading.Event()
-
-    def hold_the_6th(req: Request) -> Reply:
-        if req.n == 6:
-            held.set()
-            release.wait(30)
-        return Reply(content=answers[req.videos[0]])
-
+    hold_the_6th, held, release = _holding(6)
     with FakeChatServer(media_index(rows_corpus), hold_the_6th) as server:
-        env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
-        proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED_RUN, "eval", str(rows_corpus), "--endpoint",
-                                 server.url, "--model", "omni", "--concurrency", "1"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = _eval_process(["-c", INTERRUPTED_RUN], rows_corpus, server, stderr=subprocess.PIPE)
         try:
             assert held.wait(60)
             os.kill(proc.pid, signal.SIGINT)

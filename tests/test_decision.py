@@ -141,6 +141,36 @@ def test_his_place_in_his_shot_keeps_a_face_that_reads_low():
     assert (d[2].decision, d[2].rule) == ("other", "identity: another")
 
 
+@pytest.mark.parametrize("him", ["there", "both sides", "one side", "too far apart", "this track", "reads unsure",
+                                 "dark"])
+def test_his_place_beside_him_masked_on_his_own_face(him):
+    """A face at his place that reads as another person is cleared when he is masked on a face
+    of his own in each frame it was undecided: taken for him there, or on both sides near enough
+    for his mask to be interpolated across (2 x hold); otherwise it could be him, lost."""
+    hold = 3
+    frames = {"there": [11, 12, 13], "both sides": [9, 14], "one side": [8, 9, 10],
+              "too far apart": [6, 16], "this track": [11, 12, 13], "reads unsure": [11, 12, 13],
+              "dark": [11, 12, 13]}[him]
+    ident = 1 if him == "this track" else 9
+    there = _track(1, [11, 12, 13], box=(610, 105, 670, 165), cos=0.45 if him == "reads unsure" else 0.1,
+                   contrast=MIN_CONTRAST - 1 if him == "dark" else 40.0)
+    records = {1: there}
+    d = decide_tracks(records, {1: [11, 12, 13]}, _him(frames, ident=ident, sure=False), VIEWS, min_cos=MIN_COS,
+                      strong_cos=STRONG_COS, shot_ends={0: 1000}, returning={}, weak_shots=set(), hold=hold)[1]
+    if him in ("there", "both sides"):
+        assert (d.decision, d.rule, d.at) == ("other", "his place, he is masked beside it", 11)
+        if him == "there":  # the same with his own track masked there, undecided
+            records[7] = _track(7, [11, 12, 13], box=(500, 105, 560, 165))
+            dd = decide_tracks(records, {1: [11, 12, 13], 7: [11, 12, 13]}, _him([5, 6], ident=7, sure=False), VIEWS,
+                               min_cos=MIN_COS, strong_cos=STRONG_COS, shot_ends={0: 1000}, returning={},
+                               weak_shots=set(), hold=hold)
+            assert dd[7].rule == "his own track" and dd[1].rule == "his place, he is masked beside it"
+    elif him == "this track":
+        assert (d.decision, d.rule) == ("subject", "his own track")
+    else:
+        assert (d.decision, d.rule) == ("undecided", "his place")
+
+
 def test_his_place_is_his_shot_only():
     """Where he stood in another shot says nothing: a face there in a shot of its own is decided
     by identity."""

@@ -910,6 +910,32 @@ def test_face_tracks_embed_each_face_about_once():
     assert tr.embedded == n + 3
 
 
+def test_face_tracks_read_a_face_again_once_it_comes_out_of_the_dark():
+    """A face embedded in the dark (the start of a fade in, a cross-fade) reads alike against
+    everybody; its track is embedded again on the first detector frame its face shows
+    MIN_CONTRAST, then kept as any track's, and the record keeps both readings with their contrasts."""
+    from mime_fast.subject import FaceTracks
+    from mime_fast.subject.face_tracks import MIN_CONTRAST, face_contrast
+
+    ft, tr = FaceTracks(max_gap=6, refresh=60, record=True), _CountingTracker()
+    rng = np.random.default_rng(0)
+    texture = rng.integers(0, 256, (200, 200, 3)).astype(np.float32)
+    box = [40, 40, 160, 160]
+    faces = _faces([box])
+    levels, shown = [], []
+    for i, gain in zip(range(0, 30, 3), [0.02, 0.05, 0.08, 0.2, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]):
+        frame = (128 + (texture - 128) * gain).astype(np.uint8)  # contrast rising: a fade in
+        tr._index = i
+        ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, i))
+        levels.append(tr.embedded)
+        shown.append(face_contrast(frame, box))
+    rec = ft.records[0]
+    contrasts = [c for _, _, _, c in rec.embeddings]
+    assert len(rec.embeddings) == 2 and contrasts[0] < MIN_CONTRAST <= contrasts[1], contrasts
+    first_clear = next(k for k, c in enumerate(shown) if c >= MIN_CONTRAST)
+    assert 0 < first_clear < 9 and levels == [1] * first_clear + [2] * (10 - first_clear), (levels, shown)
+
+
 def test_face_tracks_follow_a_face_faster_than_its_box():
     """A face moving 0.9 of its size between detector runs overlaps its last box by IoU 0: it is
     one track (expected at its velocity, or by distance on its second run), not one per run; two

@@ -197,8 +197,11 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: over the whole clip, face track by face track (:mod:`mime_fast.subject.decision`): a track seen
 #: beside him where he was found for sure, or whose face reads as another person's against his views
 #: of the whole clip, is no longer masked (before, every such face was masked wherever identity
-#: could not decide: whole shots of strangers).
-OUTPUT_REVISION = 8
+#: could not decide: whole shots of strangers).  9: a face at the subject's place that reads as
+#: another person is no longer masked where he is masked on a face of his own beside it, and a face
+#: track embedded in the dark (a fade, a cross-fade) is embedded again once its face can be told
+#: apart (before, both stayed masked as undecided).
+OUTPUT_REVISION = 9
 
 
 def spec(code: str) -> SubsetSpec:

@@ -31,7 +31,11 @@ The rules, in order (the first that applies decides):
    face size of where he was at the nearest frame he was found in (0.5 - 2x his size); or, in a
    shot that returns to one he was followed in (:attr:`~mime_fast.subject.shots.ShotDetector.returns_to`),
    within ``PLACE_NEAR`` of where the return puts him: it could be him, lost for a while:
-   ``"undecided"``.
+   ``"undecided"`` -- unless its identity reads as another person (7., faces that can tell) and in
+   each frame it was undecided he is masked on another face of his (taken for him there, or on
+   both sides near enough for his mask to be interpolated across, or a track of his masked there
+   by rule 1): ``"other"`` (on the real crowd, a face passing beside him while he was half hidden
+   and followed by his own track read 0.17 as him).
 5. **too small or too dark to tell** -- no embedding could be read (every detection under
    :data:`~mime_fast.subject.face_tracks.MIN_EMBED_SIZE` px), or none of its embeddings, or none of
    his views, is of a face with a contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`) of
@@ -69,7 +73,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .face_tracks import TrackRecord
+from .face_tracks import MIN_CONTRAST, TrackRecord
 from .geometry import _centre, _size
 
 __all__ = ["COHORT_MIN", "COHORT_Z", "MIN_CONTRAST", "PLACE_NEAR", "Evidence", "SubjectObservation", "TrackDecision",
@@ -84,11 +88,6 @@ COHORT_Z = 2.0
 COHORT_MIN = 3
 #: the least spread of the cohort's scores (a cohort of alike scores would make any difference large)
 COHORT_SPREAD = 0.05
-#: Rules 5 and 7: the least contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`, 0..255) of a
-#: face whose embedding can clear a track as another person's.  Measured on faces from 24 px: the
-#: real clips at 720p 26 - 44 (10th - 90th percentile), greyscale 29 - 42; graded to a night level
-#: (contrast 35 %, gamma 2.5) 6 - 22, the hug's two men 6 - 9; underexposed x 0.35 11 - 18.
-MIN_CONTRAST = 16.0
 
 
 @dataclass(frozen=True)
@@ -189,10 +188,27 @@ def _his_place(rec: TrackRecord, frames: list[int], his: dict[int, SubjectObserv
     return None
 
 
+def _masked_beside(f: int, ident: int, his: dict[int, SubjectObservation], own: dict[int, set[int]], shot: int,
+                   end: int, hold: int) -> bool:
+    """Whether, in frame ``f``, he is masked on a face of his own that is not track ``ident``'s: a
+    face taken for him there, a track of his masked there while undecided (``own``: frame -> those
+    tracks), or a face taken for him at each side within the shot close enough for
+    :func:`~mime_fast.subject.gaps.fill_gaps` to interpolate his mask across ``f`` (rule 4)."""
+    def his_face(g: int) -> bool:
+        o = his.get(g)
+        return o is not None and o.ident != ident and (o.ident is not None or o.how == "tracked")
+
+    if his_face(f) or own.get(f, set()) - {ident}:
+        return True
+    before = next((f - g for g in range(f - 1, max(shot, f - 2 * hold) - 1, -1) if his_face(g)), None)
+    after = next((g - f for g in range(f + 1, min(end, f + 2 * hold + 1)) if his_face(g)), None)
+    return before is not None and after is not None and before + after <= 2 * hold
+
+
 def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int]],
                   his: dict[int, SubjectObservation], views: tuple[np.ndarray, np.ndarray] | None, *, min_cos: float,
                   strong_cos: float, shot_ends: dict[int, int], returning: dict[int, np.ndarray],
-                  weak_shots: set[int]) -> dict[int, TrackDecision]:
+                  weak_shots: set[int], hold: int = 15) -> dict[int, TrackDecision]:
     """Decide each face track that was masked as undecided (module docstring).
 
     ``records``: every face track of pass 1 (stable id -> :class:`TrackRecord`); ``undecided``:
@@ -203,9 +219,14 @@ def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int
     ``min_cos`` / ``strong_cos``: the embedder's thresholds; ``shot_ends``: first frame of each
     shot -> its end (exclusive); ``returning``: first frame of a shot that returns to one he was
     followed in -> where the return puts him; ``weak_shots``: first frames of the shots where he was
-    re-acquired by a weak match only."""
+    re-acquired by a weak match only; ``hold``: the frames a gap between two of his detections is
+    bridged by (:func:`~mime_fast.subject.gaps.fill_gaps` interpolates across ``2 * hold``)."""
     his_tracks = {o.ident for o in his.values() if o.ident is not None}
     sure_at = {f: o.ident for f, o in his.items() if o.sure}
+    own: dict[int, set[int]] = {}  # frame -> his tracks masked there while undecided (rule 1)
+    for i in his_tracks & set(undecided):
+        for f in undecided[i]:
+            own.setdefault(f, set()).add(i)
     cohort_ids = [i for i, r in records.items() if i not in his_tracks and r.embeddings]
     every = {i: _embeddings(records[i], False) for i in cohort_ids}
     clear = {i: _embeddings(records[i], True) for i in cohort_ids}
@@ -243,9 +264,15 @@ def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int
         if clear.get(ident) is not None and clear_views is not None:  # another: the faces that can tell
             d.evidence = _identity(clear[ident], clear_views, [clear[i] for i in clear_ids if i != ident])
         ev = d.evidence
-        place = _his_place(rec, undecided[ident], his, shot_ends.get(rec.shot, 1 << 62), returning.get(rec.shot))
+        readable = clear.get(ident) is not None and clear_views is not None and rec.shot not in weak_shots
+        another = readable and (ev.cos < min_cos or (ev.z is not None and ev.cos < 0.5 * (min_cos + strong_cos)
+                                                      and ev.z < COHORT_Z))
+        end = shot_ends.get(rec.shot, 1 << 62)
+        place = _his_place(rec, undecided[ident], his, end, returning.get(rec.shot))
         if place is not None:
             d.rule, d.at = "his place", place
+            if another and all(_masked_beside(f, ident, his, own, rec.shot, end, hold) for f in undecided[ident]):
+                d.decision, d.rule = "other", "his place, he is masked beside it"
             continue
         if mine is None:
             d.rule = "too small to tell"
@@ -256,7 +283,7 @@ def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int
         if rec.shot in weak_shots:
             d.rule = "a shot taken weakly"
             continue
-        if ev.cos < min_cos or (ev.z is not None and ev.cos < 0.5 * (min_cos + strong_cos) and ev.z < COHORT_Z):
+        if another:
             d.decision, d.rule = "other", "identity: another"
     # once: beside a track decided his by identity, and two such tracks in one frame
     by_identity = {i for i, d in out.items() if d.rule == "identity: him"}

@@ -20,7 +20,7 @@ from ..detect.interface import Faces, _downscale
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
 
-__all__ = ["MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
+__all__ = ["MIN_CONTRAST", "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
            "TrackRecord", "face_contrast"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
@@ -40,6 +40,16 @@ ROI_GRID = 32
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
 MIN_EMBED_SIZE = 24.0
+#: The least contrast (:func:`face_contrast`, 0..255) of a face whose embedding can tell people apart
+#: (:mod:`mime_fast.subject.decision`, rules 5 and 7).  Measured on faces from 24 px: the real clips
+#: at 720p 26 - 44 (10th - 90th percentile), greyscale 29 - 42; graded to a night level (contrast
+#: 35 %, gamma 2.5) 6 - 22, the hug's two men 6 - 9; underexposed x 0.35 11 - 18.  A contrast stretch
+#: of the face chip before SFace does not bring identity back (the night-graded cut sequence: his
+#: own tracks read 0.40 - 0.42 against each other stretched, 0.46 as they are; the strangers 0.12 -
+#: 0.41 and 0.11 - 0.46): the grade and the encoder took it.  A track whose embedding was read at a
+#: lower contrast is embedded again once its face shows this much (the end of a fade, a light
+#: turned on): :meth:`FaceTracks.embeddings`.
+MIN_CONTRAST = 16.0
 
 
 @dataclass
@@ -122,8 +132,10 @@ class FaceTracks:
     instead of at every detector run (``predict=False`` / ``by_distance=False``: overlap with the last
     box only, the subject tracker's association):
     :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
-    that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view) or whose embedding is
-    older than ``refresh`` frames (a head that turned back), batched in one embedder call.
+    that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view), whose embedding is
+    older than ``refresh`` frames (a head that turned back) or was read on a face too dark to tell
+    people apart that now shows :data:`MIN_CONTRAST` (the end of a fade in or of a cross-fade),
+    batched in one embedder call.
     :meth:`new_shot` forgets every track.  ``record``: keep a :class:`TrackRecord` of every track
     (:attr:`records`, by stable id: frames, boxes, the embeddings read), for a decision over the
     whole clip."""
@@ -139,7 +151,7 @@ class FaceTracks:
         self._boxes = np.zeros((0, 4))
         self._last = np.zeros(0, np.int64)
         self._vel = np.zeros((0, 2))  # per track: centre motion per frame between its last two detections
-        self._emb: list = []  # per track: (embedding, face size, frame) or None
+        self._emb: list = []  # per track: (embedding, face size, frame, contrast) or None
         self._ids = np.zeros(0, np.int64)
         self.count = 0  # tracks started
 
@@ -221,7 +233,7 @@ class FaceTracks:
     def remember(self, track: int, embedding: np.ndarray, size: float, index: int, contrast: float = 0.0) -> None:
         """Keep an embedding computed elsewhere as track ``track``'s (``contrast``: its face's,
         :func:`face_contrast`)."""
-        self._emb[track] = (embedding, float(size), int(index))
+        self._emb[track] = (embedding, float(size), int(index), float(contrast))
         if self.records is not None and np.all(np.isfinite(embedding)):
             self.records[int(self._ids[track])].embeddings.append((int(index), float(size), embedding, float(contrast)))
 
@@ -236,20 +248,24 @@ class FaceTracks:
         # their identity is read again, never taken from a track
         every = self._boxes[np.flatnonzero(self._last == index)] if len(self._boxes) else np.zeros((0, 4))
         crowded = (_iou(faces.boxes, every) > 0).sum(axis=1) > 1 if len(every) else np.zeros(len(faces), bool)
-        need = []
+        need, contrast = [], {}
         for j, t in enumerate(tracks):
             if sizes[j] < MIN_EMBED_SIZE:
                 continue
             e = self._emb[t]
             if fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh:
                 need.append(j)
+            elif e[3] < MIN_CONTRAST:  # read in the dark: again once the face can be told apart
+                contrast[j] = face_contrast(frame, faces.boxes[j])
+                if contrast[j] >= MIN_CONTRAST:
+                    need.append(j)
         if need:
             new = tracker._embed(frame, faces[np.array(need)])
             for j, v in zip(need, new):
-                self._emb[tracks[j]] = (v, sizes[j], index)
+                c = contrast[j] if j in contrast else face_contrast(frame, faces.boxes[j])
+                self._emb[tracks[j]] = (v, sizes[j], index, c)
                 if self.records is not None and np.all(np.isfinite(v)):
-                    self.records[int(self._ids[tracks[j]])].embeddings.append(
-                        (int(index), float(sizes[j]), v, face_contrast(frame, faces.boxes[j])))
+                    self.records[int(self._ids[tracks[j]])].embeddings.append((int(index), float(sizes[j]), v, c))
         out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
         for j, t in enumerate(tracks):
             if self._emb[t] is not None:

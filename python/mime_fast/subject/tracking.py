@@ -756,7 +756,7 @@ class SubjectTracker:
             views = self._whole_clip_views()
         self.decisions = decide_tracks(records, undecided, self.his, views, min_cos=self._min_cos,
                                        strong_cos=self._strong_cos, shot_ends=ends, returning=self._returning_at,
-                                       weak_shots=self._weak_shots)
+                                       weak_shots=self._weak_shots, hold=self.hold_frames)
         for t, d in sorted(self.decisions.items()):
             if d.rule != "identity: him":
                 continue

@@ -89,3 +89,44 @@ def test_strangers_left_clear_are_not_the_subject_and_his_clear_shot_is(cut_buil
     assert rows["aba_clear", "FDM"]["identity_frames"] == 0  # masked there
     assert any(p.startswith("aba_clear FSM: a clear face re-identified as the subject (identity)")
                for p in report.problems), report.problems
+
+
+@pytest.fixture(scope="module")
+def abab_build(shared_media, tmp_path_factory):
+    """out/: 'cut_abab' built with default settings (FM, FDM, FSM): the real ``cut_abab`` variant of
+    bench/edited_variants.py (the hug and the crowd at 720p cut together every 12 frames, six times
+    each; libx264 CRF 18)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from edited_variants import var
+
+    try:
+        from mime_fast.audit import _load_models
+
+        _load_models(640)
+    except ImportError as exc:
+        models_unavailable(exc)
+    base = tmp_path_factory.mktemp("audit_abab")
+    src = var("cut_abab", base, shared_media)
+    out = base / "out"
+    mime_fast.build_subsets(src, out, clip_id="cut_abab", subsets=["FM", "FDM", "FSM"])
+    return out
+
+
+def test_a_stranger_one_recogniser_reads_as_him_is_not_him(abab_build, monkeypatch) -> None:
+    """On the hug clip dlib cannot re-identify the subject (it abstains) and SFace decides the
+    identity rule alone; SFace reads a stranger of the crowd as the hug's man, above its margins.
+    dlib, too weak to re-identify him, still ranks him far from the top for that face: the rule
+    needs the abstaining recogniser's support (IDENTITY_SUPPORT), and the correct build passes.
+    Without that support (the share set to 1) the same build fails on that stranger."""
+    import mime_fast.audit as audit
+
+    report = mime_fast.audit(abab_build, every=EVERY, write=False)
+    for r in report.rows:
+        if r["subset"] in ("FDM", "FSM"):
+            assert r["status"] == "ok" and r["identity_frames"] == 0 and r["unmasked_frames"] == 0, r
+    assert report.problems == [], report.problems
+    monkeypatch.setattr(audit, "IDENTITY_SUPPORT", 1.0)
+    unsupported = mime_fast.audit(abab_build, every=EVERY, write=False)
+    assert any("identity" in p for p in unsupported.problems), unsupported.rows

@@ -312,10 +312,10 @@ def _holding(n: int) -> tuple[Callable[[Request], Reply], threading.Event, threa
     return script, held, release
 
 
-def _eval_process(code: list[str], corpus: Path, server, *extra: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
-    """``mime-fast eval`` of ``corpus`` against ``server`` in a child process (``code``: how Python runs it)."""
+def _eval_process(code: list[str], folder: Path, server, *extra: str, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """``mime-fast eval`` of the corpus ``folder`` against ``server`` in a child process (``code``: how Python runs it)."""
     env = dict(os.environ, PYTHONPATH=str(Path(mime_fast.__file__).parents[1]))
-    return subprocess.Popen([sys.executable, *code, "eval", str(corpus), "--endpoint", server.url, "--model", "omni",
+    return subprocess.Popen([sys.executable, *code, "eval", str(folder), "--endpoint", server.url, "--model", "omni",
                              "--concurrency", "1", *extra], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 
 

@@ -8,6 +8,8 @@ of them with known boundaries (mime_fast.samples.make_cut_sequence).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -443,12 +445,12 @@ def test_a_weak_re_acquisition_is_followed_unconfirmed(he_reads):
         assert all(t.kind == "detected" and abs(t.box[0] - 200) < 0.01 for t in tracks[10:])
         assert all(any(covers(h, boxes[0]) for h in hulls[k]) for k in range(10, 25)), [len(h) for h in hulls]
         assert not any(covers(h, boxes[1]) for k in range(10, 25) for h in hulls[k])
-        assert tr.stats.undecided == 15 and tr._unconfirmed
+        assert tr.stats.undecided == 15 and tr.shot.unconfirmed
     else:  # read strongly: his from the first frame he is seen in, and nobody else masked
         assert all(t.kind == "detected" and abs(t.box[0] - 600) < 0.01 for t in tracks[10:]), "".join(t.kind[0] for t in tracks)
-        assert not tr._unconfirmed and tr.undecided == {}
+        assert not tr.shot.unconfirmed and tr.undecided == {}
     # the stranger's embedding (0.45) was never kept as his: the last one is the selection's own
-    assert tr._last_emb is None or float(tr._last_emb @ tr._ref_emb) > 0.99 or he_reads >= 0.55
+    assert tr.identity.last_emb is None or float(tr.identity.last_emb @ tr.identity.ref_emb) > 0.99 or he_reads >= 0.55
 
 
 class _TurningStack(_FacesStack):
@@ -515,8 +517,8 @@ def test_views_kept_are_not_read_while_he_is_followed_beside_another_face():
     now = np.zeros(128, np.float32)
     now[0], now[1] = np.cos(np.radians(75.0)), np.sin(np.radians(75.0))
     # the views were taken but never read (embedded only where a search needs them); they would decide
-    unread, embedded = len(tr._unread), tr.stats.embeddings
-    assert tr._gallery == [] and unread >= 3
+    unread, embedded = len(tr.identity.unread), tr.stats.embeddings
+    assert tr.identity.gallery == [] and unread >= 3
     assert max(float(v @ now) for v in tr.views()) >= 0.55 and tr.stats.embeddings == embedded + unread
     assert tr.stats.ambiguous == 0 and tr.stats.continued >= 3, tr.stats
     assert all(t.kind == "partial" for t in tracks[30:33]), "".join(t.kind[0] for t in tracks)
@@ -851,7 +853,7 @@ class _CountingTracker:
 
     def __init__(self):
         self._index = 0
-        self._ref_emb = np.ones(4, np.float32) / 2
+        self.identity = SimpleNamespace(ref_emb=np.ones(4, np.float32) / 2)
         self.embedded = 0
 
     def _embed(self, frame, faces):

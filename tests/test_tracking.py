@@ -637,7 +637,7 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
             near, whole = tr._detect(f, roi), tr._detect(f)
             counting[0] = True
             # the faces matching can look at: within NEAR (+ 0.75 while he is missed) + 0.25 of him
-            c, sz = _centre(tr._box) + tr._vel, _size(tr._box)
+            c, sz = _centre(tr.follow.box) + tr.follow.vel, _size(tr.follow.box)
             inside = [b for b in whole.boxes if np.linalg.norm(_centre(b) - c) <= 2.5 * sz]
             assert len(near) >= len(inside) >= 1, i
             for b in inside:
@@ -648,7 +648,7 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
     full = 384 * 216
     assert len(areas) == tr.stats.detector_runs
     assert sum(areas) < 0.8 * len(areas) * full, (sum(areas) / len(areas), full)  # measured 0.71
-    tr._last_seen = tr._index
+    tr.follow.last_seen = tr._index
     assert roi_next(frames[-1]) is not None
-    tr._last_seen = tr._index - 1  # he was missed on the last frame: the whole frame
+    tr.follow.last_seen = tr._index - 1  # he was missed on the last frame: the whole frame
     assert roi_next(frames[-1]) is None

@@ -14,6 +14,8 @@ module              step
                     quality 0.3, body area 0.2, face scale 0.1), :func:`select_primary_subject`
 ``tracking``        :class:`SubjectTracker`: his face followed by identity (face embedding and body
                     colours), position and continuity; what it could not tell is left to the decision
+``state``           what the tracker knows between frames, in four parts: where he is (``follow``), who
+                    he is (``identity``), the shot (``shot``) and what pass 1 keeps (``record``)
 ``face_tracks``     the faces followed as tracks between detector runs (one embedding per track)
 ``geometry``        boxes and hulls: :class:`FrameTrack` (one frame's mask of him), :func:`grow_hull`
 ``head``            his head followed by optical flow where his face is not detected

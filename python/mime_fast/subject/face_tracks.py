@@ -266,7 +266,7 @@ class FaceTracks:
                 self._emb[tracks[j]] = (v, sizes[j], index, c)
                 if self.records is not None and np.all(np.isfinite(v)):
                     self.records[int(self._ids[tracks[j]])].embeddings.append((int(index), float(sizes[j]), v, c))
-        out = np.full((len(faces), len(tracker._ref_emb)), np.nan, np.float32)
+        out = np.full((len(faces), len(tracker.identity.ref_emb)), np.nan, np.float32)
         for j, t in enumerate(tracks):
             if self._emb[t] is not None:
                 out[j] = self._emb[t][0]

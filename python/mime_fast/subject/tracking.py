@@ -176,6 +176,7 @@ from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _dete
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
+from .state import Follow, Identity, PassRecord, ShotState
 from ..detect.interface import Faces
 from .selection import select_primary_subject
 from .shots import RETURN_SHOTS, ShotDetector
@@ -415,6 +416,11 @@ class SubjectTracker:
     run the detector at least every this many frames (1: every frame, no tracking).  ``margin``: hull
     margin as a fraction of the face size.  ``hold_frames``: see :func:`fill_gaps`; used here to
     decide when a lost subject must be re-acquired by appearance.
+
+    What it knows between frames is four objects of :mod:`mime_fast.subject.state`: ``follow``
+    (where he is), ``identity`` (who he is), ``shot`` (the shot he is followed in and those a new
+    one may return to) and ``record`` (what pass 1 keeps for the decision over the whole clip;
+    :attr:`his`, :attr:`undecided` and :attr:`decisions` read it).
     """
 
     def __init__(self, stack, *, detect_size: int | None = _D.detect_size, margin: float = _D.hull_margin_frac,
@@ -430,71 +436,34 @@ class SubjectTracker:
         self.stats = TrackingStats(hold_frames=self.hold_frames)
         self.timers = timers if timers is not None else {}
         self._index = -1
-        self._box = None  # last matched face box
-        self._vel = np.zeros(2)
-        self._last_seen = None
-        self._ref_emb = None
-        self._last_emb = None
-        self._gallery: list[np.ndarray] = []  # views of him kept while followed, read (GALLERY_SIZE)
-        #: views taken since the last were read: the part of the frame an embedding reads, and the
-        #: face in it (:func:`_view_crop`); read only where a search needs them (:meth:`views`)
-        self._unread: deque[list] = deque(maxlen=GALLERY_SIZE - 1)  # [crop, face, embedding or None]
-        self._clip_views: list[list] = []  # the same views over the whole clip (CLIP_VIEWS)
-        self._his_embs: list[tuple] = []  # (embedding, contrast) of his strong matches (CLIP_VIEWS)
-        self._gallery_at = -(10**9)  # the frame of the last view taken
-        self._ref_hist = None
-        self._ref_contrast = 0.0  # the contrast of the selected face (face_contrast)
-        self._size_ref = None
-        self._crowded_at = -(10**9)
-        self._partial_run = 0
-        self._last_detect = -(10**9)  # index of the last frame the detector ran on
-        self._anchor = None  # (box, keypoints, landmarks) of the subject's last full detection
-        self._last_points = None  # the subject's landmarks in the previous frame (confident mesh)
-        # identity thresholds: the embedder's own (cosines depend on the model), else dlib's defaults
         emb = getattr(stack, "embedder", None)
-        self._min_cos = float(getattr(emb, "min_cos", MIN_COS))
-        self._strong_cos = float(getattr(emb, "strong_cos", STRONG_COS))
-        self._min_score = float(getattr(emb, "min_score", MIN_SCORE))
-        self._vel_known = False  # the velocity has been measured (two matches)
-        self._shot_start = 0  # first frame of the current camera shot
+        # (identity thresholds: the embedder's own -- cosines depend on the model --, else dlib's defaults)
+        self.identity = Identity(min_cos=float(getattr(emb, "min_cos", MIN_COS)),
+                                 strong_cos=float(getattr(emb, "strong_cos", STRONG_COS)),
+                                 min_score=float(getattr(emb, "min_score", MIN_SCORE)),
+                                 unread=deque(maxlen=GALLERY_SIZE - 1))
+        self.follow = Follow()
+        self.shot = ShotState()
+        self.record = PassRecord()
         self._faces = None  # FaceTracks, made on the first detection (needs the frame rate via hold_frames)
-        self._subject_track = None  # stable id of the face track of the subject's last detection
-        self._present_at, self._present_box = -(10**9), None  # his last detection, full or partial
-        self._frame_ids = None  # stable face-track ids of this frame's detections
         self.last_faces = None  # (frame index, Faces) of the last frame the detector ran on
         self.last_faces_full = True  # whether it ran on the whole frame (else on the square around him)
-        self._head = None  # HeadFlow following his head since his last match (module docstring, 5.)
-        self._seed = None  # (index, frame, box) of his last match: where a head estimate starts
-        #: frame -> the grown hulls of the faces that could be his where none could be told to be
-        #: (module docstring, 7.): masked beside him (:meth:`undecided_hulls`)
-        self.undecided: dict[int, list[np.ndarray]] = {}
-        #: frame -> (first frame of its shot, boxes): the first undecided frame of a shot where he was
-        #: not found before it, within ``hold_frames`` of the shot's start (held back to that start)
-        self._undecided_back: dict[int, tuple[int, np.ndarray]] = {}
-        self._undecided_shot = -1  # the shot (its first frame) of the last undecided frame
-        #: first frame of a shot he was followed in up to its end -> his box at his last detection
-        #: there (the last RETURN_SHOTS such shots)
-        self._shot_boxes: dict[int, np.ndarray] = {}
-        self._returning = None  # his box in the shot the current one returns to (module docstring, 6.)
-        self._reframed = False  # ... carried by the features of a re-framing (REFRAME_GATE)
-        self._return_from = 0  # the first frame the return is known at (a cut's, or after a dissolve)
-        #: he was re-acquired in this shot by a weak identity match, not yet confirmed by a strong
-        #: one (module docstring, 8.): every other face of the frame is masked beside him
-        self._unconfirmed = False
-        self._others_at = -(10**9)  # the last frame where, unconfirmed, other faces were seen
-        self._taken = (-1, -1)  # (frame, face index) of the last face accepted as his
-        #: frame -> the face taken for him there (:class:`~mime_fast.subject.decision.SubjectObservation`)
-        self.his: dict[int, SubjectObservation] = {}
-        #: whether the face followed now was found for sure (selected, read strongly as him, or
-        #: followed geometrically since): rule 2 of :mod:`mime_fast.subject.decision`
-        self._sure = False
-        self._undecided_ids: dict[int, list[int | None]] = {}  # frame -> the face tracks of undecided
-        self._shot_starts: list[int] = [0]  # the first frame of each shot, as new_shot was told
-        self._returning_at: dict[int, np.ndarray] = {}  # shot -> where a return to a shot puts him
-        self._weak_shots: set[int] = set()  # shots where he was re-acquired by a weak match
-        #: face track -> its decision over the whole clip (:meth:`decide`)
-        self.decisions: dict[int, TrackDecision] = {}
-        self._identified: set[tuple[int, int]] = set()  # (frame, face track) made his detection by decide
+
+    @property
+    def his(self) -> dict[int, SubjectObservation]:
+        """Frame -> the face taken for him there (:attr:`PassRecord.his <mime_fast.subject.state.PassRecord.his>`)."""
+        return self.record.his
+
+    @property
+    def undecided(self) -> dict[int, list[np.ndarray]]:
+        """Frame -> the grown hulls of the faces that could be his where none could be told to be
+        (module docstring, 7.): masked beside him (:meth:`undecided_hulls`)."""
+        return self.record.undecided
+
+    @property
+    def decisions(self) -> dict[int, TrackDecision]:
+        """Face track -> its decision over the whole clip (:meth:`decide`)."""
+        return self.record.decisions
 
     def new_shot(self, returns_to: int | None = None, return_map: np.ndarray | None = None,
                  return_support: np.ndarray | None = None) -> None:
@@ -508,29 +477,29 @@ class SubjectTracker:
         pixels; ``None``: the identity), ``return_support``: the points of that frame whose
         features support it (``None``: the whole pictures are alike), of which
         :data:`REFRAME_MIN_LOCAL` must lie around where he stood."""
-        if (self._present_box is not None and self._present_at >= self._shot_start
-                and self._index - self._present_at <= self.hold_frames):
+        if (self.follow.present_box is not None and self.follow.present_at >= self.shot.shot_start
+                and self._index - self.follow.present_at <= self.hold_frames):
             # his last full detection where it is that recent too (a partial one's box is a part of
             # his face: on the real crowd it was 0.7 x his size, so he stood 2 sizes from it)
-            full = (self._box is not None and self._last_seen >= self._shot_start
-                    and self._index - self._last_seen <= self.hold_frames)
-            self._shot_boxes[self._shot_start] = np.array(self._box if full else self._present_box, np.float64)
-            while len(self._shot_boxes) > RETURN_SHOTS:
-                del self._shot_boxes[next(iter(self._shot_boxes))]
-        self._shot_start = self._index + 1
-        self._shot_starts.append(self._shot_start)
-        self._sure = False
+            full = (self.follow.box is not None and self.follow.last_seen >= self.shot.shot_start
+                    and self._index - self.follow.last_seen <= self.hold_frames)
+            self.shot.shot_boxes[self.shot.shot_start] = np.array(self.follow.box if full else self.follow.present_box, np.float64)
+            while len(self.shot.shot_boxes) > RETURN_SHOTS:
+                del self.shot.shot_boxes[next(iter(self.shot.shot_boxes))]
+        self.shot.shot_start = self._index + 1
+        self.shot.shot_starts.append(self.shot.shot_start)
+        self.follow.sure = False
         self.returns(returns_to, return_map, return_support)
-        self._vel, self._vel_known = np.zeros(2), False
-        self._anchor = self._last_points = None
-        self._size_ref = None
-        self._partial_run = 0
-        self._crowded_at = -(10**9)
+        self.follow.vel, self.follow.vel_known = np.zeros(2), False
+        self.follow.anchor = self.follow.last_points = None
+        self.follow.size_ref = None
+        self.follow.partial_run = 0
+        self.follow.crowded_at = -(10**9)
         if self._faces is not None:
-            self._faces.new_shot(self._shot_start)
-        self._subject_track = None
-        self._head = self._seed = None
-        self._unconfirmed = False
+            self._faces.new_shot(self.shot.shot_start)
+        self.follow.subject_track = None
+        self.follow.head = self.follow.seed = None
+        self.shot.unconfirmed = False
 
     def returns(self, returns_to: int | None, return_map: np.ndarray | None = None,
                 return_support: np.ndarray | None = None) -> None:
@@ -540,17 +509,17 @@ class SubjectTracker:
         once its frames are no longer blends (:attr:`mime_fast.subject.shots.ShotDetector.returned_late`).
         Where he stood there may tell which face is his for ``hold_frames`` from then on, while he
         is not found in the shot otherwise (module docstring, 6.)."""
-        box = None if returns_to is None else self._shot_boxes.get(int(returns_to))
-        self._returning = None if box is None else _mapped_box(box, return_map, return_support)
+        box = None if returns_to is None else self.shot.shot_boxes.get(int(returns_to))
+        self.shot.returning = None if box is None else _mapped_box(box, return_map, return_support)
         # re-framed: found on features, and he moved with the framing (a change of scale or a shift
         # of half his size); the same framing found on features gets the alike return's gates (the
         # people in it may have moved since)
-        self._reframed = self._returning is not None and return_support is not None and (
-            abs(_size(self._returning) / _size(box) - 1.0) >= 0.1
-            or float(np.linalg.norm(_centre(self._returning) - _centre(box))) >= 0.5 * _size(box))
-        self._return_from = self._index + 1
-        if self._returning is not None:
-            self._returning_at[self._shot_start] = self._returning.copy()
+        self.shot.reframed = self.shot.returning is not None and return_support is not None and (
+            abs(_size(self.shot.returning) / _size(box) - 1.0) >= 0.1
+            or float(np.linalg.norm(_centre(self.shot.returning) - _centre(box))) >= 0.5 * _size(box))
+        self.shot.return_from = self._index + 1
+        if self.shot.returning is not None:
+            self.shot.returning_at[self.shot.shot_start] = self.shot.returning.copy()
 
     # -- timing helper (bench/bench_detect.py reads .timers)
     def _t(self, name, fn, *a):
@@ -567,13 +536,13 @@ class SubjectTracker:
         ``None`` for a stack whose ``crop_detection`` is false (:class:`~mime_fast.detect.batching.BrokeredStack`:
         crops of every size would each be a forward of their own, where whole frames of one size
         are batched across clips)."""
-        if (self._box is None or self._last_seen != self._index - 1 or self._last_seen < self._shot_start
-                or self._unconfirmed):  # (unconfirmed: every face of the frame is looked at)
+        if (self.follow.box is None or self.follow.last_seen != self._index - 1 or self.follow.last_seen < self.shot.shot_start
+                or self.shot.unconfirmed):  # (unconfirmed: every face of the frame is looked at)
             return None
         if not getattr(self.stack, "crop_detection", True):  # a stack batched across clips wants one input shape
             return None
         H, W = frame.shape[:2]
-        c, half = _centre(self._box) + self._vel, ROI_HALF * _size(self._box)
+        c, half = _centre(self.follow.box) + self.follow.vel, ROI_HALF * _size(self.follow.box)
         x0, y0 = max(0, int(np.floor(c[0] - half))), max(0, int(np.floor(c[1] - half)))
         x1, y1 = min(W, int(np.ceil(c[0] + half))), min(H, int(np.ceil(c[1] + half)))
         if x1 - x0 < 16 or y1 - y0 < 16 or (x1 - x0) * (y1 - y0) > ROI_MAX_AREA * H * W:
@@ -590,11 +559,11 @@ class SubjectTracker:
             pts, q = lmk.points[0], float(lmk.quality[0])
         else:
             pts, q = lmk.points[i], float(lmk.quality[i])
-        self._mesh_ok = q >= MIN_MESH_QUALITY
-        if not self._mesh_ok:
+        self.follow.mesh_ok = q >= MIN_MESH_QUALITY
+        if not self.follow.mesh_ok:
             self.stats.mesh_fallbacks += 1
             pts = _box_ellipse(faces.boxes[i])
-        self._height = float(pts[:, 1].max() - pts[:, 1].min())
+        self.follow.height = float(pts[:, 1].max() - pts[:, 1].min())
         return np.asarray(pts, np.float32)
 
     def _accept(self, frame, faces: Faces, i: int, emb=None, lmk=None, partial: bool = False,
@@ -604,90 +573,90 @@ class SubjectTracker:
         sure, ``"near"`` (the geometric match) keeps what he was, the others (``"weak"``,
         ``"ambiguous"``, ``"continued"``, ``"head"``, ``"returned"``) make him unsure."""
         box = faces.boxes[i].astype(np.float64)
-        self._taken = (self._index, i)
+        self.follow.taken = (self._index, i)
         ident = None
-        if self._frame_ids is not None and i < len(self._frame_ids):
-            self._subject_track = ident = self._frame_ids[i]
+        if self.follow.frame_ids is not None and i < len(self.follow.frame_ids):
+            self.follow.subject_track = ident = self.follow.frame_ids[i]
         if how in ("selected", "identity", "views", "confirmed"):
-            self._sure = True
+            self.follow.sure = True
         elif how != "near":
-            self._sure = False
-        self.his[self._index] = SubjectObservation(ident, self._sure and not self._unconfirmed, how, box)
-        self._present_at, self._present_box = self._index, box
+            self.follow.sure = False
+        self.his[self._index] = SubjectObservation(ident, self.follow.sure and not self.shot.unconfirmed, how, box)
+        self.follow.present_at, self.follow.present_box = self._index, box
         if emb is not None:
-            self._last_emb = emb
+            self.identity.last_emb = emb
             if how in ("identity", "views", "confirmed"):
-                _keep_spread(self._his_embs, (np.asarray(emb, np.float32), face_contrast(frame, box)))
+                _keep_spread(self.identity.his_embs, (np.asarray(emb, np.float32), face_contrast(frame, box)))
         wh = box[2:] - box[:2]
-        small = self._size_ref is not None and np.any(wh < PARTIAL * self._wh_ref)
-        if (partial or small) and self._size_ref is not None and self._partial_run < self.hold_frames:
-            self._partial_run += 1
+        small = self.follow.size_ref is not None and np.any(wh < PARTIAL * self.follow.wh_ref)
+        if (partial or small) and self.follow.size_ref is not None and self.follow.partial_run < self.hold_frames:
+            self.follow.partial_run += 1
             pts = self._hull(frame, faces, i, lmk)
-            self._last_points = None  # a partial face is not tracked: detect the next frame
+            self.follow.last_points = None  # a partial face is not tracked: detect the next frame
             self.stats.partial += 1
             self.stats.detected += 1
-            return FrameTrack(pts, box.astype(np.float32), "partial", None, self.margin * self._size_ref)
-        self._partial_run = 0
-        self._wh_ref = wh if self._size_ref is None else 0.8 * self._wh_ref + 0.2 * wh
-        self._size_ref = float(self._wh_ref.max())
-        if self._box is not None and self._last_seen is not None and self._last_seen >= self._shot_start:
+            return FrameTrack(pts, box.astype(np.float32), "partial", None, self.margin * self.follow.size_ref)
+        self.follow.partial_run = 0
+        self.follow.wh_ref = wh if self.follow.size_ref is None else 0.8 * self.follow.wh_ref + 0.2 * wh
+        self.follow.size_ref = float(self.follow.wh_ref.max())
+        if self.follow.box is not None and self.follow.last_seen is not None and self.follow.last_seen >= self.shot.shot_start:
             # (his velocity is measured inside the shot: where he stood before a cut says nothing)
-            gap = self._index - self._last_seen
-            v = (_centre(box) - _centre(self._box)) / max(gap, 1)
-            self._vel = 0.5 * self._vel + 0.5 * v if (gap == 1 and self._vel_known) else v
-            self._vel_known = True
-        self._box, self._last_seen = box, self._index
+            gap = self._index - self.follow.last_seen
+            v = (_centre(box) - _centre(self.follow.box)) / max(gap, 1)
+            self.follow.vel = 0.5 * self.follow.vel + 0.5 * v if (gap == 1 and self.follow.vel_known) else v
+            self.follow.vel_known = True
+        self.follow.box, self.follow.last_seen = box, self._index
         pts = self._hull(frame, faces, i, lmk)
         self.stats.detected += 1
-        if self._mesh_ok:
-            self._anchor = (box, faces.keypoints[i].astype(np.float64), pts.astype(np.float64))
-            self._last_points = pts
+        if self.follow.mesh_ok:
+            self.follow.anchor = (box, faces.keypoints[i].astype(np.float64), pts.astype(np.float64))
+            self.follow.last_points = pts
             self._keep_view(frame, faces, i)
         else:
-            self._anchor = self._last_points = None
-        return FrameTrack(pts, box.astype(np.float32), "detected", self._height, self.margin * _size(box))
+            self.follow.anchor = self.follow.last_points = None
+        return FrameTrack(pts, box.astype(np.float32), "detected", self.follow.height, self.margin * _size(box))
 
     def _keep_view(self, frame, faces: Faces, i: int) -> None:
         """Take a view of him on this full detection for the views kept of him (:data:`GALLERY_SIZE`):
         about twice a second, never near other faces (his track could have crossed to one).  Only
         the part of the frame his embedding reads is kept (:func:`_view_crop`); it is embedded when
         a search needs the views (:meth:`views`), which most clips never do."""
-        if (self._ref_emb is None or getattr(self.stack, "embedder", None) is None or self._unconfirmed
-                or self._index - self._gallery_at < self.hold_frames
-                or self._index - self._crowded_at <= self.hold_frames
+        if (self.identity.ref_emb is None or getattr(self.stack, "embedder", None) is None or self.shot.unconfirmed
+                or self._index - self.identity.gallery_at < self.hold_frames
+                or self._index - self.follow.crowded_at <= self.hold_frames
                 or _size(faces.boxes[i]) < MIN_EMBED_SIZE):
             return
-        self._gallery_at = self._index
+        self.identity.gallery_at = self._index
         # [crop, face, embedding, found for sure, contrast]
-        view = [*_view_crop(frame, faces, i), None, self._sure, face_contrast(frame, faces.boxes[i])]
-        self._unread.append(view)
-        _keep_spread(self._clip_views, view)
+        view = [*_view_crop(frame, faces, i), None, self.follow.sure, face_contrast(frame, faces.boxes[i])]
+        self.identity.unread.append(view)
+        _keep_spread(self.identity.clip_views, view)
 
     def views(self) -> list[np.ndarray]:
         """The views kept of him (:data:`GALLERY_SIZE` - 1 besides the selection's embedding), the
         views taken since the last call read first, in the order they were taken: each is kept only
         when it reads strongly as a view already kept (the selection's first), so the views follow
         his pose and size without drifting to another person."""
-        while self._unread:
-            view = self._unread.popleft()
+        while self.identity.unread:
+            view = self.identity.unread.popleft()
             e = view[2] = np.asarray(self._embed(view[0], view[1])[0], np.float32)
             if not np.all(np.isfinite(e)):
                 continue
-            if max(float(e @ g) for g in (self._ref_emb, *self._gallery)) >= self._strong_cos:
-                self._gallery.append(e)
-                if len(self._gallery) > GALLERY_SIZE - 1:  # (the selection's embedding is the first view)
-                    self._gallery.pop(0)
-        return self._gallery
+            if max(float(e @ g) for g in (self.identity.ref_emb, *self.identity.gallery)) >= self.identity.strong_cos:
+                self.identity.gallery.append(e)
+                if len(self.identity.gallery) > GALLERY_SIZE - 1:  # (the selection's embedding is the first view)
+                    self.identity.gallery.pop(0)
+        return self.identity.gallery
 
     def _undecided(self, faces: Faces, idents: list) -> FrameTrack:
         """No face of ``faces`` (the candidates: every face that could be his; of face tracks
         ``idents``) can be told to be his: each is masked by its box ellipse, grown by the margin
         (module docstring, 7.); the subject himself is not matched in this frame."""
         self._mask_undecided(faces.boxes, idents)
-        if (self._undecided_shot != self._shot_start and self._index - self._shot_start <= self.hold_frames
-                and max(self._last_seen, self._present_at) < self._shot_start):
-            self._undecided_back[self._index] = (self._shot_start, faces.boxes.copy(), list(idents))
-        self._undecided_shot = self._shot_start
+        if (self.record.undecided_shot != self.shot.shot_start and self._index - self.shot.shot_start <= self.hold_frames
+                and max(self.follow.last_seen, self.follow.present_at) < self.shot.shot_start):
+            self.record.undecided_back[self._index] = (self.shot.shot_start, faces.boxes.copy(), list(idents))
+        self.record.undecided_shot = self.shot.shot_start
         return FrameTrack()
 
     def undecided_hulls(self, frames: int, shots=None) -> list[list[np.ndarray]]:
@@ -712,14 +681,14 @@ class SubjectTracker:
             # (a face track decided another's over the whole clip is not masked; nor, where it was
             # made his own mask there (:meth:`decide`), one decided his)
             d = self.decisions.get(ident) if ident is not None else None
-            return (d is None or d.decision != "other") and (i, ident) not in self._identified
+            return (d is None or d.decision != "other") and (i, ident) not in self.record.identified
 
         for i, hulls in sorted(self.undecided.items()):
-            hulls = [h for h, t in zip(hulls, self._undecided_ids.get(i, [None] * len(hulls))) if kept(t, i)]
+            hulls = [h for h, t in zip(hulls, self.record.undecided_ids.get(i, [None] * len(hulls))) if kept(t, i)]
             for k in (i - 1, i, i + 1):
                 if hulls and same_shot(i, k):
                     out[k].extend(hulls)
-        for i, (start, boxes, idents) in sorted(self._undecided_back.items()):
+        for i, (start, boxes, idents) in sorted(self.record.undecided_back.items()):
             boxes = [b for b, t in zip(boxes, idents) if kept(t)]
             for k in range(start, i - 1):
                 if same_shot(i, k):
@@ -740,23 +709,23 @@ class SubjectTracker:
         with its evidence).  :meth:`finish` calls it."""
         frames = len(tracks)
         undecided: dict[int, list[int]] = {}
-        for i, idents in sorted(self._undecided_ids.items()):
+        for i, idents in sorted(self.record.undecided_ids.items()):
             for t in idents:
                 if t is not None:
                     undecided.setdefault(t, []).append(i)
         self.stats.undecided_pass1 = len(self.undecided)
         records = self._faces.records if self._faces is not None else None
         if not undecided or not records:
-            self.decisions = {}
+            self.record.decisions = {}
             return self.decisions
-        starts = sorted(set(self._shot_starts))
+        starts = sorted(set(self.shot.shot_starts))
         ends = {a: (starts[k + 1] if k + 1 < len(starts) else frames) for k, a in enumerate(starts)}
         views = None
-        if self._ref_emb is not None and getattr(self.stack, "embedder", None) is not None:
+        if self.identity.ref_emb is not None and getattr(self.stack, "embedder", None) is not None:
             views = self._whole_clip_views()
-        self.decisions = decide_tracks(records, undecided, self.his, views, min_cos=self._min_cos,
-                                       strong_cos=self._strong_cos, shot_ends=ends, returning=self._returning_at,
-                                       weak_shots=self._weak_shots, hold=self.hold_frames)
+        self.record.decisions = decide_tracks(records, undecided, self.his, views, min_cos=self.identity.min_cos,
+                                       strong_cos=self.identity.strong_cos, shot_ends=ends, returning=self.shot.returning_at,
+                                       weak_shots=self.shot.weak_shots, hold=self.hold_frames)
         for t, d in sorted(self.decisions.items()):
             if d.rule != "identity: him":
                 continue
@@ -767,12 +736,12 @@ class SubjectTracker:
                 pts = _box_ellipse(box)
                 tracks[i] = FrameTrack(pts, box.astype(np.float32), "detected", float(np.ptp(pts[:, 1])),
                                        self.margin * _size(box))
-                self._identified.add((i, t))
+                self.record.identified.add((i, t))
                 self.stats.detected += 1
                 self.stats.identified += 1
         other = {t for t, d in self.decisions.items() if d.decision == "other"}
         self.stats.undecided = sum(
-            any((t is None or t not in other) and (i, t) not in self._identified for t in self._undecided_ids.get(i, [None]))
+            any((t is None or t not in other) and (i, t) not in self.record.identified for t in self.record.undecided_ids.get(i, [None]))
             for i in self.undecided)
         self.stats.tracks = [d.as_dict() for _, d in sorted(self.decisions.items())]
         return self.decisions
@@ -782,8 +751,8 @@ class SubjectTracker:
         (:func:`~mime_fast.subject.face_tracks.face_contrast`): the selection's, his strong matches'
         and the views taken of him while he was found for sure (:data:`CLIP_VIEWS`), those not read
         yet embedded now."""
-        out = [(np.asarray(self._ref_emb, np.float32), self._ref_contrast), *self._his_embs]
-        for view in self._clip_views:
+        out = [(np.asarray(self.identity.ref_emb, np.float32), self.identity.ref_contrast), *self.identity.his_embs]
+        for view in self.identity.clip_views:
             if not view[3]:
                 continue
             if view[2] is None:
@@ -795,18 +764,18 @@ class SubjectTracker:
         return np.stack([e for e, _ in out]), np.array([c for _, c in out], np.float64)
 
     def _can_track(self) -> bool:
-        return (self._last_points is not None and self._anchor is not None and self._last_seen == self._index - 1
-                and self._vel_known and float(np.linalg.norm(self._vel)) <= TRACK_MAX_SPEED * _size(self._box)
-                and self._index - self._last_detect < self.detect_every
-                and self._index - self._crowded_at > self.hold_frames
-                and not (self._unconfirmed and self._index - self._others_at <= self.hold_frames)
+        return (self.follow.last_points is not None and self.follow.anchor is not None and self.follow.last_seen == self._index - 1
+                and self.follow.vel_known and float(np.linalg.norm(self.follow.vel)) <= TRACK_MAX_SPEED * _size(self.follow.box)
+                and self._index - self.follow.last_detect < self.detect_every
+                and self._index - self.follow.crowded_at > self.hold_frames
+                and not (self.shot.unconfirmed and self._index - self.shot.others_at <= self.hold_frames)
                 and getattr(self.stack, "landmarks", None) is not None)
 
     def _region(self, points: np.ndarray, shift=(0.0, 0.0)) -> Faces:
         """Detector-like box and keypoints of the subject for landmarks ``points``: the last full
         detection's box and keypoints moved by the similarity taking its landmarks onto ``points``,
         then by ``shift`` px."""
-        box, kps, ref = self._anchor
+        box, kps, ref = self.follow.anchor
         k, m0, m1 = _similarity(ref, points)
         m1 = m1 + np.asarray(shift, np.float64)
 
@@ -826,7 +795,7 @@ class SubjectTracker:
         still off, or their shape differs from the last detection's by more than
         ``TRACK_MAX_SHAPE_CHANGE`` (:func:`_shape_change`), the frame is detected instead
         (``None``)."""
-        region = self._region(self._last_points, self._vel)
+        region = self._region(self.follow.last_points, self.follow.vel)
         for attempt in range(2):
             lmk = self._t("landmarks", self.stack.landmarks.landmarks, frame, region)
             if float(lmk.quality[0]) < MIN_MESH_QUALITY:
@@ -839,19 +808,19 @@ class SubjectTracker:
             region = found
         else:  # the landmarks do not settle on a crop centred on them: detect instead
             return None
-        if _shape_change(self._anchor[2], pts) > TRACK_MAX_SHAPE_CHANGE:
+        if _shape_change(self.follow.anchor[2], pts) > TRACK_MAX_SHAPE_CHANGE:
             return None  # not the face the detector last saw (or a mesh fitted to part of it)
-        if abs(_size(found.boxes[0]) / _size(self._box) - 1.0) > TRACK_MAX_SCALE_CHANGE:
+        if abs(_size(found.boxes[0]) / _size(self.follow.box) - 1.0) > TRACK_MAX_SCALE_CHANGE:
             return None  # faces do not grow or shrink this fast between two frames
         pbox = found.boxes[0].astype(np.float64)
-        v = _centre(pbox) - _centre(self._box)
-        self._vel = 0.5 * self._vel + 0.5 * v
-        self._box, self._last_seen, self._last_points = pbox, self._index, pts
-        self._height = float(pts[:, 1].max() - pts[:, 1].min())
-        self.his[self._index] = SubjectObservation(None, self._sure and not self._unconfirmed, "tracked", pbox)
+        v = _centre(pbox) - _centre(self.follow.box)
+        self.follow.vel = 0.5 * self.follow.vel + 0.5 * v
+        self.follow.box, self.follow.last_seen, self.follow.last_points = pbox, self._index, pts
+        self.follow.height = float(pts[:, 1].max() - pts[:, 1].min())
+        self.his[self._index] = SubjectObservation(None, self.follow.sure and not self.shot.unconfirmed, "tracked", pbox)
         self.stats.detected += 1
         self.stats.tracked += 1
-        return FrameTrack(pts, pbox.astype(np.float32), "detected", self._height, self.margin * _size(pbox))
+        return FrameTrack(pts, pbox.astype(np.float32), "detected", self.follow.height, self.margin * _size(pbox))
 
     def finish(self, tracks: list[FrameTrack], shots=None) -> tuple[list[FrameTrack], TrackingStats]:
         """Complete the clip: ``tracks`` are this tracker's :meth:`update` results, one per frame in
@@ -871,7 +840,7 @@ class SubjectTracker:
         """The subject in the next frame (``H x W x 3`` RGB, frames in order)."""
         found = self._match(frame)
         if found.kind in ("detected", "partial"):
-            self._head, self._seed = None, (self._index, frame, found.box)
+            self.follow.head, self.follow.seed = None, (self._index, frame, found.box)
             return found
         box = self._t("head", self._head_estimate, frame)
         if box is None:
@@ -883,17 +852,17 @@ class SubjectTracker:
         last match in this shot (:class:`~mime_fast.subject.head.HeadFlow`), ``None`` when there is
         none or the flow lost it, or when another face lies where it says his head is (someone
         stepped in front of him, or the estimate slid onto another person)."""
-        if self._head is None:
-            if self._seed is None or self._seed[0] != self._index - 1 or self._seed[0] < self._shot_start:
+        if self.follow.head is None:
+            if self.follow.seed is None or self.follow.seed[0] != self._index - 1 or self.follow.seed[0] < self.shot.shot_start:
                 return None
-            self._head = HeadFlow(self._seed[1], self._seed[2])
-            self._seed = None
-        box = self._head.step(frame)
+            self.follow.head = HeadFlow(self.follow.seed[1], self.follow.seed[2])
+            self.follow.seed = None
+        box = self.follow.head.step(frame)
         faces = self.last_faces[1] if self.last_faces is not None and self.last_faces[0] == self._index else None
         if box is not None and faces is not None and len(faces) and float(_iou(faces.boxes, box).max()) >= TRACK_IOU:
             box = None
         if box is None:
-            self._head = None
+            self.follow.head = None
         return box
 
     def _match(self, frame: np.ndarray) -> FrameTrack:
@@ -903,13 +872,13 @@ class SubjectTracker:
             tracked = self._track(frame)
             if tracked is not None:
                 return tracked
-        self._last_points = None
-        self._last_detect = self._index
+        self.follow.last_points = None
+        self.follow.last_detect = self._index
         self.stats.detector_runs += 1
         roi = self._roi(frame)
         # searched for (lost, as matching below says, and not even partly detected within the hold)
-        searching = self._box is not None and all(
-            at < self._shot_start or self._index - at - 1 >= self.hold_frames for at in (self._last_seen, self._present_at))
+        searching = self.follow.box is not None and all(
+            at < self.shot.shot_start or self._index - at - 1 >= self.hold_frames for at in (self.follow.last_seen, self.follow.present_at))
         if searching and self.detect_size is not None and self.detect_size < SEARCH_DETECT_SIZE:
             faces = self._t("detect", _detect_at, self.stack.detector, frame, SEARCH_DETECT_SIZE, None)
         else:
@@ -922,16 +891,16 @@ class SubjectTracker:
             # real crowd (a half-hidden box's shifted centre is a false velocity): 83 frames lost
             self._faces = FaceTracks(max_gap=2 * self.detect_every, refresh=max(1, round(2 * REEMBED_S * self.hold_frames)),
                                      predict=False, by_distance=False, record=True)
-            self._faces.shot = self._shot_start
+            self._faces.shot = self.shot.shot_start
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
-        self._frame_ids = [self._faces.ident(t) for t in face_tracks]
-        if self._unconfirmed and not searching and len(faces) >= 2:
-            self._others_at = self._index
+        self.follow.frame_ids = [self._faces.ident(t) for t in face_tracks]
+        if self.shot.unconfirmed and not searching and len(faces) >= 2:
+            self.shot.others_at = self._index
             found = self._confirming(frame, faces, face_tracks)
             if found is not None:
                 return found
         found = self._decide(frame, faces, face_tracks, searching)
-        if self._unconfirmed and len(faces):
+        if self.shot.unconfirmed and len(faces):
             self._beside(faces)
         return found
 
@@ -940,7 +909,7 @@ class SubjectTracker:
         selection, the geometric match, identity, and the rules where identity cannot decide (module
         docstring, 1. - 7.).  ``searching``: he is searched for (lost, and not even partly detected
         within the hold)."""
-        if self._box is None:  # no subject selected yet
+        if self.follow.box is None:  # no subject selected yet
             if not len(faces):
                 return FrameTrack()
             lmk = self._t("landmarks", self.stack.landmarks.landmarks, frame, faces)
@@ -953,22 +922,22 @@ class SubjectTracker:
             self.stats.selected_frame = self._index
             self.stats.selection = sel.breakdown()
             if self.stack.embedder is not None:
-                self._ref_emb = self._embed(frame, faces[i])[0]
-                self._ref_contrast = face_contrast(frame, faces.boxes[i])
-                self._faces.remember(face_tracks[i], self._ref_emb, _size(faces.boxes[i]), self._index, self._ref_contrast)
-            self._ref_hist = body_histogram(frame, faces.boxes[i])
+                self.identity.ref_emb = self._embed(frame, faces[i])[0]
+                self.identity.ref_contrast = face_contrast(frame, faces.boxes[i])
+                self._faces.remember(face_tracks[i], self.identity.ref_emb, _size(faces.boxes[i]), self._index, self.identity.ref_contrast)
+            self.identity.ref_hist = body_histogram(frame, faces.boxes[i])
             return self._accept(frame, faces, i, lmk=lmk, how="selected")
         if not len(faces):
             return FrameTrack()
-        k = self._index - self._last_seen - 1  # frames missed since the last match
-        s = _size(self._box)
-        cp = _centre(self._box) + self._vel * (k + 1)
+        k = self._index - self.follow.last_seen - 1  # frames missed since the last match
+        s = _size(self.follow.box)
+        cp = _centre(self.follow.box) + self.follow.vel * (k + 1)
         # his head, followed by its motion through the frames his face was missed, says where he
         # is now: the gates need not widen for those frames
-        lost = k >= self.hold_frames or self._last_seen < self._shot_start  # lost, or a new shot
+        lost = k >= self.hold_frames or self.follow.last_seen < self.shot.shot_start  # lost, or a new shot
         gk = min(k, 3)  # (a face several sizes away is not his because he was missed a while)
-        if self._head is not None and self._head.box is not None:
-            cp, gk = _centre(self._head.box), 0
+        if self.follow.head is not None and self.follow.head.box is not None:
+            cp, gk = _centre(self.follow.head.box), 0
         d = np.array([np.linalg.norm(_centre(b) - cp) / s for b in faces.boxes])
         ratio = np.array([_size(b) / s for b in faces.boxes])
         near = np.flatnonzero(d <= NEAR + 0.25 * gk)
@@ -979,29 +948,29 @@ class SubjectTracker:
             strong = (faces.scores >= COMPETITOR_SCORE) & (ratio >= 0.5) & (ratio <= 2.0)
             near = np.array([i for i in near if i == j or strong[i]], np.int64)
             if len(near) >= 2:
-                self._crowded_at = self._index
-            crowded = self._index - self._crowded_at <= self.hold_frames
+                self.follow.crowded_at = self._index
+            crowded = self._index - self.follow.crowded_at <= self.hold_frames
             if not lost and not crowded and len(near) == 1 and d[j] <= GATE + 0.25 * gk and 0.67 <= ratio[j] <= 1.5:
                 return self._accept(frame, faces, j)
         cand = np.arange(len(faces)) if lost else near
         if not len(cand):
             return FrameTrack()
         sub = faces[cand]
-        if self._ref_emb is None:  # no identity to tell him by
-            return self._undecided(sub, [self._frame_ids[c] for c in cand])
+        if self.identity.ref_emb is None:  # no identity to tell him by
+            return self._undecided(sub, [self.follow.frame_ids[c] for c in cand])
         # re-acquiring (lost, or a new shot): each face's identity about once per face track;
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
-        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None]
+        refs = [e for e in (self.identity.ref_emb, self.identity.last_emb) if e is not None]
         cos = _best_cos(emb, refs)
-        corr = np.array([_hist_corr(body_histogram(frame, b), self._ref_hist) for b in sub.boxes])
+        corr = np.array([_hist_corr(body_histogram(frame, b), self.identity.ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))
         # re-acquiring among several faces: only a strong match is his (each stranger is one more
         # chance of a weak one: a bystander read 0.39 against the subject's 0.38 threshold)
         weak_ok = not (searching and len(cand) >= 2)
-        if not (cos[best] >= self._strong_cos
-                or (weak_ok and cos[best] >= self._min_cos and score[best] >= self._min_score)):
+        if not (cos[best] >= self.identity.strong_cos
+                or (weak_ok and cos[best] >= self.identity.min_cos and score[best] >= self.identity.min_score)):
             # identity cannot decide: its rules, in their order (module docstring, 3., the last bullet but one)
             candidates = _Candidates(faces, cand, sub, emb, cos, corr, score, searching)
             for rule in self.UNDECIDED_RULES:
@@ -1009,21 +978,21 @@ class SubjectTracker:
                 if pick is not None:
                     setattr(self.stats, pick.counter, getattr(self.stats, pick.counter) + 1)
                     if pick.how == "views":
-                        self._unconfirmed = False
+                        self.shot.unconfirmed = False
                     return self._accept(frame, faces, int(cand[pick.j]), emb=pick.emb, partial=pick.partial,
                                         how=pick.how)
-            return self._undecided(sub, [self._frame_ids[c] for c in cand])
+            return self._undecided(sub, [self.follow.frame_ids[c] for c in cand])
         if lost:
             self.stats.reacquired += 1
         else:
             self.stats.ambiguous += 1
-        strong = bool(cos[best] >= self._strong_cos)
+        strong = bool(cos[best] >= self.identity.strong_cos)
         if strong or lost:  # re-acquired by a weak match: he is followed unconfirmed (module docstring, 8.)
-            self._unconfirmed = not strong
+            self.shot.unconfirmed = not strong
         # (an unconfirmed face's embedding is not his to compare with: it may be a stranger's)
-        keep = strong or not self._unconfirmed
-        if self._unconfirmed:
-            self._weak_shots.add(self._shot_start)
+        keep = strong or not self.shot.unconfirmed
+        if self.shot.unconfirmed:
+            self.shot.weak_shots.add(self.shot.shot_start)
         return self._accept(frame, faces, int(cand[best]), emb=emb[best] if keep else None,
                             how="identity" if strong else "weak" if lost else "ambiguous")
 
@@ -1033,20 +1002,20 @@ class SubjectTracker:
         """The face that continues his own face track (seen within the hold, in this shot,
         overlapping where he just was, or alone there) is his, unless another reads strongly as him:
         unconfirmed, masked as partial (with the hull around it)."""
-        recent = self._present_at >= self._shot_start and self._index - self._present_at <= self.hold_frames
-        if not recent or self._present_box is None:
+        recent = self.follow.present_at >= self.shot.shot_start and self._index - self.follow.present_at <= self.hold_frames
+        if not recent or self.follow.present_box is None:
             return None
-        own = [j for j in range(len(c.cand)) if self._frame_ids[c.cand[j]] == self._subject_track
-               and (float(_iou(c.sub.boxes[j], self._present_box)[0, 0]) >= CONTINUITY_IOU
+        own = [j for j in range(len(c.cand)) if self.follow.frame_ids[c.cand[j]] == self.follow.subject_track
+               and (float(_iou(c.sub.boxes[j], self.follow.present_box)[0, 0]) >= CONTINUITY_IOU
                     or _alone(c.faces.boxes, int(c.cand[j])))]
         ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
         return _Pick(own[0], "continued", "continued", partial=True) if ok else None
 
     def _rule_head(self, c: _Candidates) -> _Pick | None:
         """His head, followed since he was last matched (:class:`HeadFlow`): the one face there is his."""
-        if self._head is None:
+        if self.follow.head is None:
             return None
-        own = [j for j in range(len(c.cand)) if float(_iou(c.sub.boxes[j], self._head.box)[0, 0]) >= TRACK_IOU]
+        own = [j for j in range(len(c.cand)) if float(_iou(c.sub.boxes[j], self.follow.head.box)[0, 0]) >= TRACK_IOU]
         ok = len(own) == 1 and not self._another_strong(c.cos, own[0])
         return _Pick(own[0], "head", "continued", partial=True) if ok else None
 
@@ -1074,34 +1043,34 @@ class SubjectTracker:
         followed; else ``None`` (the rules of :meth:`_decide` apply, and :meth:`_beside` masks the
         others).  Each face's identity is read about once per face track
         (:meth:`~mime_fast.subject.face_tracks.FaceTracks.embeddings`)."""
-        if self._ref_emb is None or getattr(self.stack, "embedder", None) is None:
+        if self.identity.ref_emb is None or getattr(self.stack, "embedder", None) is None:
             return None
         emb = self._faces.embeddings(self, frame, faces, face_tracks)
-        refs = [e for e in (self._ref_emb, self._last_emb) if e is not None] + list(self.views())
+        refs = [e for e in (self.identity.ref_emb, self.identity.last_emb) if e is not None] + list(self.views())
         cos = _best_cos(emb, refs)
-        strong = np.flatnonzero(cos >= self._strong_cos)
+        strong = np.flatnonzero(cos >= self.identity.strong_cos)
         if len(strong) != 1:
             return None
         j = int(strong[0])
-        if self._frame_ids[j] != self._subject_track:  # another face than the one followed: his, afresh
-            self._vel, self._vel_known = np.zeros(2), False
-            self._last_seen = -(10**9)  # (no velocity from the stranger's place to his)
-            self._anchor = self._last_points = self._size_ref = None
-            self._partial_run = 0
-            self._head = self._seed = None
-        self._unconfirmed = False
+        if self.follow.frame_ids[j] != self.follow.subject_track:  # another face than the one followed: his, afresh
+            self.follow.vel, self.follow.vel_known = np.zeros(2), False
+            self.follow.last_seen = -(10**9)  # (no velocity from the stranger's place to his)
+            self.follow.anchor = self.follow.last_points = self.follow.size_ref = None
+            self.follow.partial_run = 0
+            self.follow.head = self.follow.seed = None
+        self.shot.unconfirmed = False
         self.stats.ambiguous += 1
         return self._accept(frame, faces, j, emb=emb[j], how="confirmed")
 
     def _beside(self, faces: Faces) -> None:
         """Followed unconfirmed (module docstring, 8.): every face of this frame's detections
         but the one taken for him (all of them where he was not matched) is masked as undecided."""
-        at, i = self._taken
+        at, i = self.follow.taken
         keep = [k for k in range(len(faces)) if not (at == self._index and k == i)]
         if not keep:
             return
-        self._others_at = self._index
-        self._mask_undecided([faces.boxes[k] for k in keep], [self._frame_ids[k] for k in keep])
+        self.shot.others_at = self._index
+        self._mask_undecided([faces.boxes[k] for k in keep], [self.follow.frame_ids[k] for k in keep])
 
     def _mask_undecided(self, boxes, idents) -> None:
         """This frame's undecided masks are the faces at ``boxes``, of face tracks ``idents``: each
@@ -1109,11 +1078,11 @@ class SubjectTracker:
         if self._index not in self.undecided:
             self.stats.undecided += 1
         self.undecided[self._index] = [grow_hull(_box_ellipse(b), self.margin * _size(b)) for b in boxes]
-        self._undecided_ids[self._index] = list(idents)
+        self.record.undecided_ids[self._index] = list(idents)
 
     def _another_strong(self, cos: np.ndarray, j: int) -> bool:
         """Whether a candidate other than ``j`` reads strongly as him (``cos >= strong_cos``)."""
-        return bool(np.any(np.delete(cos, j) >= self._strong_cos))
+        return bool(np.any(np.delete(cos, j) >= self.identity.strong_cos))
 
     def _by_views(self, emb: np.ndarray, cos: np.ndarray) -> int | None:
         """While he is searched for and no rule above decided: the one candidate (index in ``emb``,
@@ -1124,8 +1093,8 @@ class SubjectTracker:
         if not gallery:
             return None
         views = _best_cos(emb, gallery)
-        strong = np.flatnonzero((views >= self._strong_cos) | (cos >= self._strong_cos))
-        return int(strong[0]) if len(strong) == 1 and views[strong[0]] >= self._strong_cos else None
+        strong = np.flatnonzero((views >= self.identity.strong_cos) | (cos >= self.identity.strong_cos))
+        return int(strong[0]) if len(strong) == 1 and views[strong[0]] >= self.identity.strong_cos else None
 
     def _returned(self, faces: Faces, cand: np.ndarray, cos: np.ndarray, corr: np.ndarray,
                   score: np.ndarray) -> int | None:
@@ -1133,19 +1102,19 @@ class SubjectTracker:
         found in it and within ``hold_frames`` of its start (of the frame the return was told at,
         after a dissolve: :meth:`returns`): the index (in ``cand``) of the one
         face where he stood there, or ``None``."""
-        if (self._returning is None or self._present_at >= self._shot_start
-                or self._index - self._return_from >= self.hold_frames):
+        if (self.shot.returning is None or self.follow.present_at >= self.shot.shot_start
+                or self._index - self.shot.return_from >= self.hold_frames):
             return None
-        c0, s0 = _centre(self._returning), _size(self._returning)
+        c0, s0 = _centre(self.shot.returning), _size(self.shot.returning)
         d = np.array([np.linalg.norm(_centre(b) - c0) / s0 for b in faces.boxes])
-        gate = REFRAME_GATE if self._reframed else GATE
+        gate = REFRAME_GATE if self.shot.reframed else GATE
         own = [j for j, i in enumerate(cand) if d[i] <= gate and 0.67 <= _size(faces.boxes[i]) / s0 <= 1.5]
         if len(own) != 1:
             return None
         j = own[0]
         # nobody else where he stood: no face near his (the same picture, people may have moved
         # since), or none within GATE of where the re-framing put him (its features place him)
-        clear = (np.count_nonzero(d <= GATE) == 1) if self._reframed else _alone(faces.boxes, int(cand[j]))
+        clear = (np.count_nonzero(d <= GATE) == 1) if self.shot.reframed else _alone(faces.boxes, int(cand[j]))
         if not clear or corr[j] < RETURN_MIN_CORR or score[j] < score.max() or self._another_strong(cos, j):
             return None
         return j

@@ -725,16 +725,18 @@ def audit_clip(out_dir: Path, clip_id: str, models: _Models, *, every: int = 1, 
     margin = 0.0 if len(able) > 1 else IDENTITY_MARGIN
     his = set()
     if ref_idx and able:
+        # who votes: the able recognisers; where one is left, the abstaining ones' support too
+        voters = recs if len(able) == 1 else able
+        refs = {r.name: _unit(clear_m[r.name][ref_idx].mean(axis=0)) for r in voters}
         for t in sorted(track_feats[recs[0].name]):
             votes = []
-            for r in recs:
-                me = _unit(clear_m[r.name][ref_idx].mean(axis=0))
+            for r in voters:
                 f = track_feats[r.name][t]
-                score = float(f @ me)
+                score = float(f @ refs[r.name])
                 imp = impostors_of(r.name, t) @ f
                 if r in able:
                     votes.append(score >= thresholds[r.name] + margin and score > float(imp.max(initial=-1.0)) + margin)
-                elif len(able) == 1:  # (module docstring: an abstaining recogniser's support)
+                else:  # (module docstring: an abstaining recogniser's support)
                     votes.append((1 + int((imp >= score).sum())) / (1 + len(imp)) <= IDENTITY_SUPPORT)
             if all(votes):
                 his.add(t)

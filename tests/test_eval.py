@@ -29,6 +29,7 @@ import mime_fast  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
 from mime_fast.evaluation import extract_emotion, run_name  # noqa: E402
 from mime_fast.evaluation.metrics import bootstrap_ci, holm, mcnemar_exact, scores  # noqa: E402
+from mime_fast.evaluation.prompts import render  # noqa: E402
 from mime_fast.evaluation.runner import PREDICTION_COLUMNS  # noqa: E402
 
 # Truth 4 Happy / 3 Sad / 3 Anger; answers HHHH | SHH | AAS
@@ -513,9 +514,13 @@ def test_cost_the_spending_limit_and_the_dry_run_estimate(rows_corpus: Path, cap
     # every reply: 100 prompt and 10 completion tokens; at 2 / 10 per million that is 0.0003 a request
     prices = {"price_in": 2.0, "price_out": 10.0}
     with FakeChatServer(media_index(rows_corpus), scripted(truth_answers())) as server:
-        plan = evaluate(rows_corpus, server, dry_run=True, **prices).dry_run
-        assert plan == {"requests": 30, "media_s": 30.0, "answered": 0, "prompt_tokens": None,
-                        "completion_tokens": None, "money": None}
+        plan = evaluate(rows_corpus, server, dry_run=True, max_tokens=100, **prices).dry_run
+        # before any answer: counted from the media (these rows give no picture size: the text alone)
+        text = -(-len("".join(render("direct", "video"))) // 4)
+        assert plan == {"requests": 30, "media_s": 30.0, "answered": 0, "basis": "media",
+                        "media_prompt_tokens": 30 * text, "prompt_tokens": 30 * text, "completion_tokens": None,
+                        "money": None, "completion_tokens_max": 3000, "money_prompt": pytest.approx(60 * text / 1e6),
+                        "money_max": pytest.approx((60 * text + 30000) / 1e6), "unsized": 30}
         assert server.requests == [] and not (rows_corpus / "eval").exists()  # nothing sent, nothing written
         # the limit: 5 requests fit in 0.0016, the 6th would pass it; none is sent after
         res = evaluate(rows_corpus, server, max_cost=0.0016, **prices)
@@ -524,8 +529,9 @@ def test_cost_the_spending_limit_and_the_dry_run_estimate(rows_corpus: Path, cap
         assert "Stopped at the spending limit" in (res.out_dir / "report.md").read_text()
         # the dry run now scales from the 5 answers: 100 prompt tokens per second of clip, 10 per answer
         plan = evaluate(rows_corpus, server, dry_run=True, **prices).dry_run
-        assert plan == {"requests": 25, "media_s": 25.0, "answered": 5, "prompt_tokens": 2500,
-                        "completion_tokens": 250, "money": pytest.approx(0.0075)}
+        assert plan == {"requests": 25, "media_s": 25.0, "answered": 5, "basis": "answers",
+                        "media_prompt_tokens": 25 * text, "prompt_tokens": 2500, "completion_tokens": 250,
+                        "money": pytest.approx(0.0075), "unsized": 25}
         assert main(["eval", str(rows_corpus), "--endpoint", server.url, "--model", "omni", "--dry-run",
                      "--price-in", "2", "--price-out", "10"]) == 0
         assert json.loads(capsys.readouterr().out)["requests"] == 25 and len(server.requests) == 5
@@ -720,3 +726,36 @@ def test_cli_usage_errors(rows_corpus: Path, capsys, args: list[str], needle: st
     assert main(["eval", str(rows_corpus), "--endpoint", "http://127.0.0.1:9/v1", "--model", "m", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("mime-fast eval: error:") and needle in err and len(err.splitlines()) == 1
+
+
+def test_the_dry_run_counts_the_tokens_of_the_media_before_any_answer(rows_corpus: Path) -> None:
+    # 720p rows of 10 s, FM with its 16 kHz wav: the counts of a Qwen-Omni processor, by hand --
+    # video: 1280 x 720 fits 768 cells as 1008 x 560 = 36 x 20 cells; 10 s at 2 fps = 20 frames, two
+    # frames to a set of cells: 10 x 720 = 7200; frames: 8 JPEGs of 448 x 252 = 16 x 9 = 144 cells
+    # each: 1152; audio: 25 a second: 250
+    rows = [json.loads(x) for x in (rows_corpus / "manifest.jsonl").read_text().splitlines()]
+    audio = []
+    for r in rows:
+        r.update(width=1280, height=720, duration_s=10.0, has_audio=r["subset"] == "FM")
+        if r["subset"] == "FM":
+            wav = rows_corpus / "audio" / f"{r['clip_id']}.wav"
+            wav.parent.mkdir(exist_ok=True)
+            wav.write_bytes(b"wav of " + r["clip_id"].encode())
+            audio.append({**r, "subset": "audio", "path": f"audio/{wav.name}", "has_audio": True,
+                          "sha256": hashlib.sha256(wav.read_bytes()).hexdigest()})
+    (rows_corpus / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + audio))
+    with FakeChatServer(media_index(rows_corpus), scripted(truth_answers())) as server:
+        for transport, picture in (("video", 7200), ("frames", 1152)):
+            text = -(-len("".join(render("direct", transport))) // 4)
+            plan = evaluate(rows_corpus, server, dry_run=True, transport=transport, price_in=1.0, max_tokens=10,
+                            check_transport=0).dry_run
+            assert plan["basis"] == "media" and plan["requests"] == 30 and "unsized" not in plan
+            want = 30 * (text + picture) + 10 * 250  # only FM carries the wav (FDM and FSM too, in MIME,
+            assert plan["prompt_tokens"] == plan["media_prompt_tokens"] == want  # but these rows say no audio)
+            assert plan["completion_tokens_max"] == 300
+            assert plan["money_prompt"] == pytest.approx(want / 1e6) and plan["money_max"] == plan["money_prompt"]
+            # no audio asked: the wav's tokens go
+            plan = evaluate(rows_corpus, server, dry_run=True, transport=transport, audio="none",
+                            check_transport=0).dry_run
+            assert plan["prompt_tokens"] == 30 * (text + picture) and plan["money_prompt"] is None
+        assert server.requests == []

@@ -134,7 +134,8 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                          "rerun with a higher limit to resume)")
     ap.add_argument("--dry-run", action="store_true",
                     help="send nothing, write nothing: print the requests to make, those the cache answers, and "
-                         "an estimate of their tokens and money scaled from the answers cached")
+                         "an estimate of their tokens and money: counted from the media sent (as a Qwen-Omni "
+                         "model counts them) before any answer, scaled from the answers cached once some are")
     add_client_args(ap, cache="eval/cache")
     ap.add_argument("--name", default=None, metavar="RUN", help="the run's folder in DIR/eval (default: from the "
                                                                   "model and the condition)")

@@ -28,7 +28,8 @@ from urllib.parse import quote
 
 __all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media",
            "MediaOptions",
-           "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "media_parts", "sample_frames"]
+           "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "jpeg_size", "media_parts",
+           "sample_frames"]
 
 #: The smallest ``frame_size`` (longest side of a frame, px) of ``mode="frames"``.
 MIN_FRAME_SIZE = 16
@@ -113,13 +114,18 @@ def encode_jpeg(frame: Any, frame_size: int, quality: int = DEFAULT_QSCALE) -> b
     quantiser scale ``quality``."""
     import av
 
-    scale = min(1.0, frame_size / max(frame.width, frame.height))
-    w, h = max(2, round(frame.width * scale) // 2 * 2), max(2, round(frame.height * scale) // 2 * 2)
+    w, h = jpeg_size(frame.width, frame.height, frame_size)
     enc = av.CodecContext.create("mjpeg", "w")
     enc.width, enc.height, enc.pix_fmt, enc.time_base = w, h, "yuvj420p", Fraction(1, 25)
     enc.options = {"qscale": str(quality)}
     packets = enc.encode(frame.reformat(w, h, "yuvj420p")) + enc.encode(None)
     return b"".join(bytes(p) for p in packets)
+
+
+def jpeg_size(width: int, height: int, frame_size: int) -> tuple[int, int]:
+    """(width, height) of the JPEG :func:`encode_jpeg` makes of a ``width`` x ``height`` frame."""
+    scale = min(1.0, frame_size / max(width, height))
+    return max(2, round(width * scale) // 2 * 2), max(2, round(height * scale) // 2 * 2)
 
 
 def jpeg_frames(path: Path, count: int, frame_size: int, total: int | None,

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from ..coe.cache import ReplyCache, request_key
-from ..coe.client import DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, media_parts
+from ..coe.client import (DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, jpeg_size,
+                          media_parts)
 from ..coe.runner import (  # (its error wording, its driver)
     COE_JSONL, describe_error, drive, os_error_text, read_coe, scrub_secret
 )
@@ -43,7 +44,7 @@ from ..corpus import RunStopped, sha256_file
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..spec import CODES, spec as subset_spec
 from .answers import extract_emotion
-from .cost import Budget, estimate, money
+from .cost import Budget, TokenRule, estimate, money
 from .hallucination import facial_cue_rates
 from .pairs import extract_yes_no, make_pair, pair_metrics
 from .prompts import render, render_judge, render_question
@@ -109,6 +110,25 @@ def media_of(corpus: Path, row: dict[str, Any], audio_row: dict[str, Any] | None
     if not out:
         raise _SampleError(f"{row['path']}: nothing to send (no picture asked, and no audio)")
     return out
+
+
+def media_prompt_tokens(row: dict[str, Any], media: list[Media], sent: MediaOptions, text: str,
+                        rule: TokenRule = TokenRule()) -> tuple[int, bool]:
+    """(prompt tokens of one request about manifest ``row`` by ``rule``, whether its picture's
+    size was known): the ``text`` of its prompt, its video -- as a video, or as ``sent.frames``
+    JPEGs of :func:`~mime_fast.coe.client.jpeg_size` -- and its audio, of the clip's duration."""
+    w, h, seconds = int(row.get("width") or 0), int(row.get("height") or 0), float(row.get("duration_s") or 0.0)
+    tokens, sized = rule.text(len(text)), True
+    for m in media:
+        if m.kind == "audio":
+            tokens += rule.audio(seconds)
+        elif not (w and h):
+            sized = False
+        elif sent.mode == "frames":
+            tokens += sent.frames * rule.image(*jpeg_size(w, h, sent.frame_size))
+        else:
+            tokens += rule.video(w, h, seconds)
+    return tokens, sized
 
 
 #: A manifest row and its clip's audio row.
@@ -281,7 +301,9 @@ def evaluate(
     ``max_cost``: no request is sent that would take the money past it (:class:`~.cost.Budget`; the
     run ends cleanly, ``metrics["not_sent"]`` says how many were left: rerun with a higher limit).
     ``dry_run``: nothing is sent or written; ``EvalResult.dry_run`` holds the requests to make, those
-    the cache answers, and an estimate of their tokens and money (:func:`~.cost.estimate`).
+    the cache answers, and an estimate of their tokens and money (:func:`~.cost.estimate`: from
+    the media sent by :func:`media_prompt_tokens` before any answer, from the answers cached once
+    some are; a judge's requests are not counted).
 
     A request that still fails after ``retries`` is a ``failed`` prediction (left out of ``n``); an
     answer no rule reads is unparseable (wrong, counted). An endpoint that cannot be reached before
@@ -441,18 +463,23 @@ def evaluate(
         prog(rec, client)
 
     if dry_run:
-        pending: list[tuple[str, float]] = []
+        pending: list[tuple[str, float, int]] = []
         answered: list[tuple[str, float, int, int]] = []
+        unsized = 0
         for question in questions:
-            rec, media, *_ = prepare(question)
+            rec, media, system, user, sent_opts = prepare(question)
             row = question[0]
             entry = cache.get(rec["key"]) if media else None
             seconds = float(row.get("duration_s") or 0.0)
             if entry is not None:
                 answered.append((row["subset"], seconds, entry["prompt_tokens"], entry["completion_tokens"]))
             elif media:
-                pending.append((row["subset"], seconds))
-        plan = estimate(pending, answered, price_in, price_out)
+                tokens, sized = media_prompt_tokens(row, media, sent_opts, system + user)
+                pending.append((row["subset"], seconds, tokens))
+                unsized += not sized
+        plan = estimate(pending, answered, price_in, price_out, max_tokens)
+        if unsized:
+            plan["unsized"] = unsized  # requests whose picture size the manifest does not give (not counted)
         return EvalResult([], {}, run_dir, 0, len(answered), 0, 0, time.monotonic() - t0, dry_run=plan)
     try:
         drive(questions, concurrency, one, stop)

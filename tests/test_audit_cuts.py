@@ -92,10 +92,11 @@ def test_strangers_left_clear_are_not_the_subject_and_his_clear_shot_is(cut_buil
 
 
 @pytest.fixture(scope="module")
-def abab_build(shared_media, tmp_path_factory):
+def abab_build(shared_media, hog_stack, tmp_path_factory):
     """out/: 'cut_abab' built with default settings (FM, FDM, FSM): the real ``cut_abab`` variant of
     bench/edited_variants.py (the hug and the crowd at 720p cut together every 12 frames, six times
-    each; libx264 CRF 18)."""
+    each; libx264 CRF 18), its subject the hug's man on the right (selected with HOG's bodies,
+    ``hog_stack``: the man a crowd stranger reads as)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -110,7 +111,10 @@ def abab_build(shared_media, tmp_path_factory):
     base = tmp_path_factory.mktemp("audit_abab")
     src = var("cut_abab", base, shared_media)
     out = base / "out"
-    mime_fast.build_subsets(src, out, clip_id="cut_abab", subsets=["FM", "FDM", "FSM"])
+    from mime_fast.subject import detect_subject
+
+    mime_fast.build_subsets(src, out, clip_id="cut_abab", subsets=["FM", "FDM", "FSM"],
+                            landmarks=detect_subject(src, stack=hog_stack))
     return out
 
 

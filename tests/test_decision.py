@@ -257,15 +257,16 @@ SOURCES = {"hug": "two_people_hug_1080p.mp4", "crowd": "crowd_1080p.mp4", "arm":
 
 
 @pytest.fixture(scope="module")
-def mix(shared_media, stack, tmp_path_factory):
+def mix(shared_media, hog_stack, tmp_path_factory):
     """The cut sequence MIX at 720p, bright and darkened, as clips, with per frame the shot it is
-    in and his face box (the hug clip tracked alone, at 720p: ground truth for his face)."""
+    in and his face box (the hug clip tracked alone, at 720p: ground truth for his face; the man on
+    the right, selected with HOG's bodies: ``hog_stack``)."""
     from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
     tmp = tmp_path_factory.mktemp("mix")
     hug = _720p(shared_media / SOURCES["hug"], 0, 72)
-    truth = detect_subject(write_rgb_clip(tmp / "hug.mp4", hug, fps=25), stack=stack)
+    truth = detect_subject(write_rgb_clip(tmp / "hug.mp4", hug, fps=25), stack=hog_stack)
     frames, shot, his = [], [], []
     for k, (name, first, count) in enumerate(MIX):
         part = hug[first:first + count] if name == "hug" else _720p(shared_media / SOURCES[name], first, count)
@@ -308,7 +309,7 @@ def _his(box, faces) -> np.ndarray:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("grade", ["bright", "dark"])
-def test_real_cut_sequence_blurs_him_and_nobody_else(mix, stack, grade):
+def test_real_cut_sequence_blurs_him_and_nobody_else(mix, hog_stack, grade):
     """His shots (the hug) alternate with shots of other real people (the crowd, the arm
     wrestlers), cut hard, bright and graded to a night level.  CenterFace (not the engine's
     detector) finds the faces of FM: his is blurred in FDM in every frame it finds it; in the other
@@ -320,8 +321,10 @@ def test_real_cut_sequence_blurs_him_and_nobody_else(mix, stack, grade):
     from mime_fast.detect import CenterFaceDetector
     from video_fixtures import rgb_frames
 
+    from mime_fast.subject import detect_subject
+
     res = build_subsets(mix[grade], mix["tmp"] / grade, subsets=["FM", "FDM"], min_height=0, min_duration=0,
-                        fm_copy=False)
+                        fm_copy=False, landmarks=detect_subject(mix[grade], stack=hog_stack))
     tr = res.tracking
     starts = [0] + [i for i in range(1, len(mix["shot"])) if mix["shot"][i] != mix["shot"][i - 1]]
     assert [n for n, _ in tr.shot_frames] == [b - a for a, b in zip(starts, starts[1:] + [len(mix["shot"])])], tr

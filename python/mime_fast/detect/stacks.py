@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .interface import FaceDetector, FaceEmbedder, LandmarkModel, PersonDetector
-from .models import HogPersonDetector, load_offline_stack
+from .models import HogPersonDetector, load_offline_stack, person_detectors
 from .paper import PAPER_FILES, ArcFaceEmbedder, Landmark106, ScrfdDetector, YoloV8PersonDetector
 from .weights import ModelNotAvailable
 
@@ -108,9 +108,9 @@ def load_paper_stack(root: str | Path | None = None, *, embedder: bool = True, p
         per = YoloV8PersonDetector(found["persons"], threads=threads)
         files["persons"] = found["persons"]
     elif persons:
-        per = HogPersonDetector()
+        per = person_detectors(HogPersonDetector)
         notes.append(f"no YOLOv8 ONNX found ($MIME_FAST_YOLO or yolov8*.onnx in {_where(root)}): "
-                     f"using the offline HOG people detector")
+                     f"using the offline person detectors (BlazePose, HOG)")
         warnings.warn("paper stack: " + notes[-1], stacklevel=2)
     return PaperStack(det, lmk, emb, per, files=files, notes=notes)
 
@@ -154,7 +154,7 @@ def paper_models_status(root: str | Path | None = None) -> list[dict]:
         p = found[role]
         hint = f"{name} not found in {_where(root)}"
         if role == "persons":
-            hint += " (the offline HOG people detector stands in)"
+            hint += " (the offline person detectors stand in: BlazePose, HOG)"
         rows.append({"role": what, "package": "ultralytics (AGPL-3.0)" if role == "persons" else
                      "insightface buffalo_l (non-commercial)", "ok": p is not None,
                      "path": None if p is None else str(p), "hint": "" if p is not None else hint})

@@ -17,13 +17,13 @@ onnx2torch nor the ``tflite`` package is needed:
 from __future__ import annotations
 
 import math
-import struct
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .tflite import read_tflite
 from .weights import ModelNotAvailable
 
 __all__ = ["OnnxModule", "TFLiteModule", "read_tflite"]
@@ -198,84 +198,6 @@ class OnnxModule(torch.nn.Module):
 
 # --------------------------------------------------------------------------------------------------
 # TFLite flatbuffer -> torch
-
-
-class _Table:
-    """A flatbuffers table: ``buf``, position ``pos``; fields by index (vtable slot)."""
-
-    __slots__ = ("buf", "pos", "_vt", "_vlen")
-
-    def __init__(self, buf: bytes, pos: int):
-        self.buf, self.pos = buf, pos
-        self._vt = pos - struct.unpack_from("<i", buf, pos)[0]
-        self._vlen = struct.unpack_from("<H", buf, self._vt)[0]
-
-    def _off(self, field: int) -> int:
-        o = 4 + 2 * field
-        return struct.unpack_from("<H", self.buf, self._vt + o)[0] if o < self._vlen else 0
-
-    def scalar(self, field: int, fmt: str, default=0):
-        o = self._off(field)
-        return struct.unpack_from("<" + fmt, self.buf, self.pos + o)[0] if o else default
-
-    def _target(self, field: int) -> int | None:
-        o = self._off(field)
-        if not o:
-            return None
-        p = self.pos + o
-        return p + struct.unpack_from("<I", self.buf, p)[0]
-
-    def table(self, field: int):
-        t = self._target(field)
-        return None if t is None else _Table(self.buf, t)
-
-    def tables(self, field: int) -> list:
-        t = self._target(field)
-        if t is None:
-            return []
-        n = struct.unpack_from("<I", self.buf, t)[0]
-        return [_Table(self.buf, t + 4 + 4 * i + struct.unpack_from("<I", self.buf, t + 4 + 4 * i)[0]) for i in range(n)]
-
-    def vector(self, field: int, dtype) -> np.ndarray:
-        t = self._target(field)
-        if t is None:
-            return np.zeros(0, dtype)
-        n = struct.unpack_from("<I", self.buf, t)[0]
-        return np.frombuffer(self.buf, dtype, n, t + 4)
-
-    def string(self, field: int) -> str:
-        return self.vector(field, np.uint8).tobytes().decode("utf-8", "replace")
-
-
-_TFL_TYPES = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 9: np.int8}
-_TFL_OPS = {0: "ADD", 3: "CONV_2D", 4: "DEPTHWISE_CONV_2D", 6: "DEQUANTIZE", 17: "MAX_POOL_2D", 22: "RESHAPE",
-            34: "PAD", 54: "PRELU"}
-
-
-def read_tflite(path: str | Path | bytes) -> dict:
-    """The first subgraph of a ``.tflite`` file, read with a minimal flatbuffers reader (TFLite
-    schema: Model, SubGraph, Tensor, Operator, Buffer, OperatorCode): ``{"tensors": [{"name",
-    "shape", "data" (ndarray or None)}], "inputs", "outputs", "ops": [{"op", "inputs", "outputs",
-    "options" (the builtin options table or None)}]}``."""
-    buf = path if isinstance(path, bytes) else Path(path).read_bytes()
-    model = _Table(buf, struct.unpack_from("<I", buf, 0)[0])
-    codes = []
-    for oc in model.tables(1):
-        code = max(oc.scalar(0, "b"), oc.scalar(3, "i"))
-        codes.append(_TFL_OPS.get(code, f"builtin {code}"))
-    buffers = [b.vector(0, np.uint8) for b in model.tables(4)]
-    g = model.tables(2)[0]
-    tensors = []
-    for t in g.tables(0):
-        shape = t.vector(0, np.int32).tolist()
-        dtype = _TFL_TYPES.get(t.scalar(1, "b"))
-        data = buffers[t.scalar(2, "I")] if t.scalar(2, "I") < len(buffers) else np.zeros(0, np.uint8)
-        arr = data.view(dtype).reshape(shape) if data.size and dtype is not None else None
-        tensors.append({"name": t.string(3), "shape": shape, "data": arr})
-    ops = [{"op": codes[o.scalar(0, "I")], "inputs": o.vector(1, np.int32).tolist(),
-            "outputs": o.vector(2, np.int32).tolist(), "options": o.table(4)} for o in g.tables(3)]
-    return {"tensors": tensors, "inputs": g.vector(1, np.int32).tolist(), "outputs": g.vector(2, np.int32).tolist(),
-            "ops": ops}
 
 
 def _same_pad(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:

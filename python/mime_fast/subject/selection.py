@@ -25,11 +25,14 @@ and the detector's 5 keypoints (eye, eye, nose, mouth, mouth)::
 
     B_i = area(body_i) / max_j area(body_j)
 
-``body_i`` is the person box assigned to face ``i`` by :func:`assign_bodies` (greedy one-to-one
-matching: the face centre must lie inside the person box horizontally, the face top within
-``[top - h, top + 0.4 * box height]``, the box at least 1.5 face heights tall; cost = horizontal offset
-of the face centre from the box centre / box width + vertical offset of the face top from the box
-top / box height).  A face without a person box gets a human-proportion prior
+``body_i`` is the person box assigned to face ``i`` by :func:`assign_bodies`.  Persons that know
+their nose (BlazePose, :class:`mime_fast.detect.pose.PosePersons`): a face takes the person whose
+visible nose lies inside its box grown by :data:`NOSE_MARGIN` (one-to-one, nearest the face centre
+first; the body box is the person's, grown to hold the face).  Then the faces left and the persons without a nose (HOG, YOLO):
+greedy one-to-one matching -- the face centre must lie inside the person box
+horizontally, the face top within ``[top - h, top + 0.4 * box height]``, the box at least 1.5
+face heights tall; cost = horizontal offset of the face centre from the box centre / box width +
+vertical offset of the face top from the box top / box height.  A face without a person box gets a human-proportion prior
 ``(cx - 1.5 w, y0, cx + 1.5 w, y0 + 5 h)`` (head and torso) (clipped to the frame, so a person cut by the frame edge
 scores less) and ``Selection.body_detected[i]`` is False.  Normalising by the largest candidate (rather
 than the frame area) gives every term the full [0, 1] range, so the weights mean what they say.
@@ -144,8 +147,27 @@ def structural_quality_term(faces: Faces, landmarks: Landmarks | None, frame_hw:
     return np.clip(p * v * s, 0.0, 1.0)
 
 
+#: How far outside a face's box (a share of its width and height) a person's nose may lie and
+#: still give that face the person's body: a face in profile has its nose at the box's edge, and
+#: the landmarks' nose moves with coding noise (on the real hug, 3 px inside or outside the box of
+#: the man turned to the other: his body found or not, and another man selected).
+NOSE_MARGIN = 0.25
+
+
+def _greedy(pairs: list[tuple[float, int, int]]) -> list[tuple[int, int]]:
+    """One-to-one (face, person) pairs by increasing cost."""
+    used_f, used_p, out = set(), set(), []
+    for _, i, j in sorted(pairs):
+        if i not in used_f and j not in used_p:
+            used_f.add(i)
+            used_p.add(j)
+            out.append((i, j))
+    return out
+
+
 def assign_bodies(faces: Faces, persons: Persons | None, frame_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Body box per face: ``(bodies (N, 4) clipped to the frame, detected (N,) bool)`` (see module doc)."""
+    """Body box per face: ``(bodies (N, 4) clipped to the frame, detected (N,) bool)`` (see module
+    doc): the persons whose nose is known by the nose first, then the others by geometry."""
     h, w = frame_hw
     fb = faces.boxes.astype(np.float64)
     n = len(fb)
@@ -153,28 +175,37 @@ def assign_bodies(faces: Faces, persons: Persons | None, frame_hw: tuple[int, in
     cx = (fb[:, 0] + fb[:, 2]) / 2
     bodies = np.stack([cx - 1.5 * fw, fb[:, 1], cx + 1.5 * fw, fb[:, 1] + 5.0 * fh], 1) if n else np.zeros((0, 4))
     detected = np.zeros(n, bool)
-    if persons is not None and len(persons) and n:
-        pb = persons.boxes.astype(np.float64)
-        pw, ph = pb[:, 2] - pb[:, 0], pb[:, 3] - pb[:, 1]
-        pairs = []
-        for i in range(n):
-            for j in range(len(pb)):
-                if pw[j] <= 0 or ph[j] < 1.5 * fh[i]:
-                    continue
-                if not (pb[j, 0] <= cx[i] <= pb[j, 2]):
-                    continue
-                if not (pb[j, 1] - fh[i] <= fb[i, 1] <= pb[j, 1] + 0.4 * ph[j]):
-                    continue
-                cost = abs(cx[i] - (pb[j, 0] + pb[j, 2]) / 2) / pw[j] + abs(fb[i, 1] - pb[j, 1]) / ph[j]
-                pairs.append((cost, i, j))
-        used_f, used_p = set(), set()
-        for cost, i, j in sorted(pairs):
-            if i in used_f or j in used_p:
+    if persons is None or not len(persons) or not n:
+        return _clip_boxes(bodies, h, w), detected
+    pb = persons.boxes.astype(np.float64)
+    noses = getattr(persons, "noses", None)
+    noses = np.full((len(pb), 2), np.nan) if noses is None else np.asarray(noses, np.float64)
+    by_nose = np.isfinite(noses).all(1)
+    pairs = []
+    for i in range(n):
+        for j in np.flatnonzero(by_nose):
+            x, y = noses[j]
+            mx, my = NOSE_MARGIN * fw[i], NOSE_MARGIN * fh[i]  # (a face in profile: its nose at the box's edge)
+            if fb[i, 0] - mx <= x <= fb[i, 2] + mx and fb[i, 1] - my <= y <= fb[i, 3] + my:
+                pairs.append((float(np.hypot(x - cx[i], y - (fb[i, 1] + fb[i, 3]) / 2)), i, int(j)))
+    for i, j in _greedy(pairs):
+        bodies[i] = np.concatenate([np.minimum(pb[j, :2], fb[i, :2]), np.maximum(pb[j, 2:], fb[i, 2:])])
+        detected[i] = True
+    pw, ph = pb[:, 2] - pb[:, 0], pb[:, 3] - pb[:, 1]
+    pairs = []
+    for i in np.flatnonzero(~detected):
+        for j in np.flatnonzero(~by_nose):
+            if pw[j] <= 0 or ph[j] < 1.5 * fh[i]:
                 continue
-            used_f.add(i)
-            used_p.add(j)
-            bodies[i] = pb[j]
-            detected[i] = True
+            if not (pb[j, 0] <= cx[i] <= pb[j, 2]):
+                continue
+            if not (pb[j, 1] - fh[i] <= fb[i, 1] <= pb[j, 1] + 0.4 * ph[j]):
+                continue
+            cost = abs(cx[i] - (pb[j, 0] + pb[j, 2]) / 2) / pw[j] + abs(fb[i, 1] - pb[j, 1]) / ph[j]
+            pairs.append((cost, int(i), int(j)))
+    for i, j in _greedy(pairs):
+        bodies[i] = pb[j]
+        detected[i] = True
     return _clip_boxes(bodies, h, w), detected
 
 

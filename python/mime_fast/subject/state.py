@@ -57,6 +57,7 @@ class Follow:
     head: object | None = None  # HeadFlow following his head since his last match (rule 5)
     seed: tuple | None = None  # (index, frame, box) of his last match: where a head estimate starts
     last_detect: int = _NEVER  # the last frame the detector ran on
+    detected_ids: list = field(default_factory=list)  # the face tracks of the faces found there
     crowded_at: int = _NEVER  # the last frame another face came near him
 
 

@@ -81,7 +81,16 @@ and the statistics in :mod:`mime_fast.subject.gaps`, ``faces="all"`` in
      width or height (running means over full detections) is **partial** (half hidden behind something): its hull is used but it
      does not move the track, and :func:`fill_gaps` adds the hull interpolated from the full
      detections around it.  After ``hold_frames`` partial frames in a row the size is taken as the
-     new normal (the person moved away, or a cut).
+     new normal (the person moved away, or a cut);
+   * a **jump**: where the detector finds two faces or more, every one beginning a new face track
+     (:class:`~mime_fast.subject.face_tracks.FaceTracks`: none overlaps a face of its last run,
+     which found two or more too, his among them) and none overlapping his box of the previous
+     frame by ``TRACK_IOU``, the picture jumped -- a cut the shot detector cannot see (a
+     cut to the mirror image of the scene keeps its colours and most of its structure), a whip
+     pan: where he stood says nothing, and another face may stand there now.  He is looked for
+     again by identity, as after a loss (``TrackingStats.jumps``).  On the real hug cut to its
+     mirror image, without this the other man, a size away from where he stood, was followed
+     for 5 frames and he was left unmasked.
 4. **Landmarks** on the subject's face only: MediaPipe's 468-point mesh on the face crop.  The hull
    is the convex hull of all 468 points, which is the hull of the mesh's face-oval contour (36 points
    from the forehead at the hairline over the temples and jaw to the chin): the whole face including
@@ -847,6 +856,17 @@ class SubjectTracker:
             return found
         return FrameTrack(_box_ellipse(box), box.astype(np.float32), "head", None, self.margin * _size(box))
 
+    def _jumped(self) -> None:
+        """The picture jumped (module docstring, 3.): he is looked for again by identity, as after a
+        loss, from this frame on -- where he stood, how he moved and his face track are forgotten."""
+        self.stats.jumps += 1
+        self.follow.last_seen = self.follow.present_at = self._index - self.hold_frames - 1
+        self.follow.subject_track = None
+        self.follow.vel, self.follow.vel_known = np.zeros(2), False
+        self.follow.anchor = self.follow.last_points = None
+        self.follow.partial_run = 0
+        self.follow.head = self.follow.seed = None
+
     def _head_estimate(self, frame: np.ndarray) -> np.ndarray | None:
         """His head box in this frame, where his face was not matched: followed by its motion from his
         last match in this shot (:class:`~mime_fast.subject.head.HeadFlow`), ``None`` when there is
@@ -873,6 +893,7 @@ class SubjectTracker:
             if tracked is not None:
                 return tracked
         self.follow.last_points = None
+        before, before_ids = self.follow.last_detect, self.follow.detected_ids  # (full-frame runs only)
         self.follow.last_detect = self._index
         self.stats.detector_runs += 1
         roi = self._roi(frame)
@@ -894,6 +915,14 @@ class SubjectTracker:
             self._faces.shot = self.shot.shot_start
         face_tracks = self._faces.assign(faces.boxes, self._index) if len(faces) else np.zeros(0, np.int64)
         self.follow.frame_ids = [self._faces.ident(t) for t in face_tracks]
+        # a jump (module docstring, 3.): two faces or more in this run and the last, his among those,
+        # none continuing a track of the last run, none where he was in the previous frame
+        self.follow.detected_ids = self.follow.frame_ids
+        if (len(faces) >= 2 and len(before_ids) >= 2 and self.follow.subject_track in before_ids
+                and self._index - before <= self._faces.max_gap and not set(self.follow.frame_ids) & set(before_ids)
+                and self.follow.box is not None and self.follow.last_seen == self._index - 1
+                and float(_iou(faces.boxes, self.follow.box).max()) < TRACK_IOU):
+            self._jumped()
         if self.shot.unconfirmed and not searching and len(faces) >= 2:
             self.shot.others_at = self._index
             found = self._confirming(frame, faces, face_tracks)

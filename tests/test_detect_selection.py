@@ -88,6 +88,8 @@ def test_terms_are_in_unit_range_and_weighted():
     np.testing.assert_allclose(sel.scores, total)
     assert sel.index == int(np.argmax(sel.scores))
     assert sel.breakdown()["score"] == pytest.approx(sel.scores.max())
+    ranked = np.sort(sel.scores)[::-1]
+    assert sel.breakdown()["margin"] == pytest.approx(ranked[0] - ranked[1] if len(ranked) > 1 else 1.0)
 
 
 def test_no_face_selects_nothing():
@@ -286,6 +288,7 @@ def test_t1_primary_subject_is_a_central_man(stack, t1):
     # centre, leaning over the table with his arm out, shows the larger body, and wins narrowly
     assert sel.body_detected[grey] and sel.body_detected[red]
     assert sel.terms["body"][red] > sel.terms["body"][grey] and sel.index == red
+    assert 0 < sel.breakdown()["margin"] < 0.05  # a near tie, and the breakdown says so
     # with HOG alone neither body is found (seated, cut by the table): both get the body guessed
     # from the face, and the man in the grey shirt, left of centre, wins by his face's structure
     hog = select_primary_subject(t1, faces, lmk, HogPersonDetector().detect(t1))

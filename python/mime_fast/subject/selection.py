@@ -84,12 +84,17 @@ class Selection:
     body_detected: np.ndarray
 
     def breakdown(self, i: int | None = None) -> dict[str, float]:
-        """Per-term values (and ``score``) of candidate ``i`` (default: the winner)."""
+        """Per-term values (and ``score``) of candidate ``i`` (default: the winner), and its
+        ``margin``: its score less the best other candidate's (1.0 alone).  A small margin is a
+        near tie that the pictures' noise can turn (on the real hug 0.025: another encode of the
+        same frames selected the other man)."""
         i = self.index if i is None else i
         if i is None:
             return {}
         out = {k: float(v[i]) for k, v in self.terms.items()}
         out["score"] = float(self.scores[i])
+        others = np.delete(np.asarray(self.scores, np.float64), i)
+        out["margin"] = float(self.scores[i] - others.max()) if len(others) else 1.0
         return out
 
 

@@ -47,11 +47,11 @@ __all__ = ["HEAD_LANDMARKS", "VISIBLE", "BlazePoseDetector", "PersonDetectors", 
 _SIZE = 224
 
 
-def pose_anchors(size: int = _SIZE, strides: tuple[int, ...] = (8, 16, 32, 32, 32), min_scale: float = 0.1484375,
-                 max_scale: float = 0.75) -> np.ndarray:
+def pose_anchors(size: int = _SIZE, strides: tuple[int, ...] = (8, 16, 32, 32, 32)) -> np.ndarray:
     """``(N, 2)`` anchor centres (normalised) of MediaPipe's SSD anchor calculator with fixed-size
     anchors, one aspect ratio (1) and its interpolated scale: two anchors per cell of each stride,
-    layers of one stride merged (2254 for the pose detector)."""
+    layers of one stride merged (2254 for the pose detector; the anchors' scales do not enter the
+    decoding of fixed-size anchors)."""
     n = len(strides)
     out = []
     layer = 0
@@ -66,7 +66,6 @@ def pose_anchors(size: int = _SIZE, strides: tuple[int, ...] = (8, 16, 32, 32, 3
         cells = np.stack([xs.ravel(), ys.ravel()], 1)
         out.append(np.repeat(cells, per_cell, axis=0))
         layer = last
-    del min_scale, max_scale  # fixed-size anchors: the scales do not enter the decoding
     return np.concatenate(out).astype(np.float32)
 
 

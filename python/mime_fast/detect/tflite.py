@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["densify", "densify_levels", "read_tflite"]
+__all__ = ["densify", "densify_levels", "read_tflite", "same_pad"]
 
 
 class _Table:
@@ -155,3 +155,11 @@ def read_tflite(path: str | Path | bytes) -> dict:
             "outputs": o.vector(2, np.int32).tolist(), "options": o.table(4)} for o in g.tables(3)]
     return {"tensors": tensors, "inputs": g.vector(1, np.int32).tolist(), "outputs": g.vector(2, np.int32).tolist(),
             "ops": ops}
+
+
+def same_pad(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
+    """TensorFlow's SAME padding (before, after) of one dimension of ``size`` for a window ``k``,
+    stride ``s``, dilation ``d``."""
+    out = -(-size // s)
+    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+    return total // 2, total - total // 2

@@ -18,18 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from .tflite import read_tflite
+from .tflite import read_tflite, same_pad as _same_pad
 from .weights import ModelNotAvailable
 
 __all__ = ["tflite_to_onnx"]
 
 _OPSET = 13
 
-
-def _same_pad(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
-    out = -(-size // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    return total // 2, total - total // 2
 
 
 def _nchw(shape: list[int]) -> list[int]:
@@ -155,7 +150,7 @@ def tflite_to_onnx(path: str | Path | bytes) -> Any:
             if len(out_shape) == 4:
                 y = node("Transpose", [y], perm=[0, 3, 1, 2])
         elif kind == "RESIZE_BILINEAR":
-            align, half = bool(o.scalar(2, "b")) if o is not None else False, bool(o.scalar(3, "b")) if o else False
+            align, half = (bool(o.scalar(2, "b")), bool(o.scalar(3, "b"))) if o is not None else (False, False)
             mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
             sizes = np.array(_nchw(out_shape), np.int64)
             y = node("Resize", [x, "", "", init(sizes)], mode="linear", coordinate_transformation_mode=mode)

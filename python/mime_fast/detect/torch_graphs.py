@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .tflite import read_tflite
+from .tflite import read_tflite, same_pad as _same_pad
 from .weights import ModelNotAvailable
 
 __all__ = ["OnnxModule", "TFLiteModule", "read_tflite"]
@@ -199,11 +199,6 @@ class OnnxModule(torch.nn.Module):
 # --------------------------------------------------------------------------------------------------
 # TFLite flatbuffer -> torch
 
-
-def _same_pad(size: int, k: int, s: int, d: int = 1) -> tuple[int, int]:
-    out = -(-size // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    return total // 2, total - total // 2
 
 
 def _act(y, code: int):

@@ -92,6 +92,29 @@ def test_detector_boxes_follow_the_frame_scale(stack, astronaut):
         assert iou(b[0], small * 2) >= 0.8, (b[0], small * 2)
 
 
+def test_detector_input_by_opencv_equals_numpys_and_both_find_the_same_faces(t1, monkeypatch):
+    """The detector's input is built by ``cv2.dnn.blobFromImage`` where it gives numpy's bytes:
+    odd sizes and every byte value give the same float32 blob, and the faces found are identical
+    with the numpy path forced."""
+    from mime_fast.detect import models
+
+    assert models._blob_as_numpy()  # OpenCV 4.x: the fast path is taken
+    rng = np.random.default_rng(7)
+    mean = RetinaFaceDetector._MEAN
+    for h, w in ((1, 1), (289, 384), (17, 255)):
+        img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        ref = np.ascontiguousarray((img[:, :, ::-1].astype(np.float32) - mean).transpose(2, 0, 1)[None])
+        got = models._retinaface_blob(img, mean)
+        assert got.dtype == np.float32 and got.flags.c_contiguous and np.array_equal(got, ref)
+    det = RetinaFaceDetector()
+    fast = det.detect(t1)
+    monkeypatch.setattr(models, "_blob_as_numpy", lambda: False)
+    slow = det.detect(t1)
+    assert len(fast) == 6
+    for a, b in ((fast.boxes, slow.boxes), (fast.scores, slow.scores), (fast.keypoints, slow.keypoints)):
+        assert np.array_equal(a, b)
+
+
 def test_landmarks_lie_on_the_face(stack, astronaut):
     faces = stack.detector.detect(astronaut)
     lmk = stack.landmarks.landmarks(astronaut, faces)

@@ -73,6 +73,7 @@ a detector independent of the engine's), the YOLOv8s ONNX in
 
 from __future__ import annotations
 
+import functools
 import math
 import runpy
 import threading
@@ -181,8 +182,7 @@ class RetinaFaceDetector:
         H, W = frame.shape[:2]
         img, scale = _downscale(frame, self.max_size)
         h, w = img.shape[:2]
-        x = (img[:, :, ::-1].astype(np.float32) - self._MEAN).transpose(2, 0, 1)[None]
-        loc, conf, lmk = self._sess.run(None, {"input": np.ascontiguousarray(x)})
+        loc, conf, lmk = self._sess.run(None, {"input": _retinaface_blob(img, self._MEAN)})
         loc, conf, lmk = loc[0], conf[0][:, 1], lmk[0]
         keep = conf > self.score_threshold
         if not keep.any():
@@ -198,6 +198,34 @@ class RetinaFaceDetector:
         boxes[:, 0::2] = boxes[:, 0::2].clip(0, W)
         boxes[:, 1::2] = boxes[:, 1::2].clip(0, H)
         return Faces(boxes, conf, kps)
+
+
+def _retinaface_blob(img: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """RetinaFace's input for an RGB picture: ``(BGR - mean)`` as float32 NCHW, by OpenCV's
+    ``blobFromImage`` where it gives numpy's bytes (:func:`_blob_as_numpy`: 0.3 against 2 ms a
+    frame at 384 x 289, the detector's largest cost after the model on a clip detected every frame),
+    else by numpy."""
+    import cv2
+
+    if _blob_as_numpy():
+        return cv2.dnn.blobFromImage(img, 1.0, None, tuple(float(m) for m in mean), swapRB=True, crop=False)
+    return np.ascontiguousarray((img[:, :, ::-1].astype(np.float32) - mean).transpose(2, 0, 1)[None])
+
+
+@functools.cache
+def _blob_as_numpy() -> bool:
+    """Whether the installed OpenCV's ``blobFromImage`` (swap to BGR, subtract the mean, NCHW)
+    gives the same float32 bytes as the numpy expression, checked once on a fixed picture."""
+    import cv2
+
+    img = np.random.default_rng(2026).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    mean = np.array([104, 117, 127], np.float32)
+    ref = np.ascontiguousarray((img[:, :, ::-1].astype(np.float32) - mean).transpose(2, 0, 1)[None])
+    try:
+        got = cv2.dnn.blobFromImage(img, 1.0, None, tuple(float(m) for m in mean), swapRB=True, crop=False)
+    except (AttributeError, cv2.error):
+        return False
+    return got.dtype == np.float32 and got.shape == ref.shape and bool(np.array_equal(got, ref))
 
 
 # --------------------------------------------------------------------------------------------------

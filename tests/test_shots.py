@@ -938,6 +938,28 @@ def test_face_tracks_read_a_face_again_once_it_comes_out_of_the_dark():
     assert 0 < first_clear < 9 and levels == [1] * first_clear + [2] * (10 - first_clear), (levels, shown)
 
 
+def test_face_tracks_read_a_face_unsure_of_him_again_while_he_is_searched_for():
+    """While he is searched for, a track marked unsure of him (``FaceTracks.unsure``) is read again
+    every SEARCH_GAP frames until it was read SEARCH_READS times; a track not marked, or the same
+    track while he is not searched for, is read once (within ``refresh``)."""
+    from mime_fast.subject import FaceTracks
+    from mime_fast.subject.face_tracks import SEARCH_GAP, SEARCH_READS
+
+    frame = np.zeros((10, 10, 3), np.uint8)
+    faces = _faces([[100, 100, 160, 170], [400, 100, 450, 160]])
+    for search, marked, reads in ((True, [True, False], [SEARCH_READS, 1]), (False, [True, True], [1, 1])):
+        ft, tr = FaceTracks(max_gap=6, refresh=60, record=True), _CountingTracker()
+        for i in range(0, 3 * SEARCH_READS * SEARCH_GAP):  # the detector on every frame, as while searching
+            tr._index = i
+            ids = ft.assign(faces.boxes, i)
+            ft.embeddings(tr, frame, faces, ids, search=search)
+            ft.unsure(ids, np.array(marked))
+        got = [len(ft.records[k].embeddings) for k in (0, 1)]
+        assert got == reads, (search, got)
+        if search:  # read at once, then every SEARCH_GAP frames
+            assert [f for f, _, _, _ in ft.records[0].embeddings] == list(range(0, SEARCH_READS * SEARCH_GAP, SEARCH_GAP))
+
+
 def test_face_tracks_follow_a_face_faster_than_its_box():
     """A face moving 0.9 of its size between detector runs overlaps its last box by IoU 0: it is
     one track (expected at its velocity, or by distance on its second run), not one per run; two

@@ -205,8 +205,11 @@ CLEAR_VERSION: dict[Subset, Subset] = {c: s.clear for c, s in SUBSETS.items() if
 #: upper bodies and seated people, and gives a face its body by the nose (before, HOG alone found
 #: upright whole bodies only, and most faces got the body guessed from the face); and where every
 #: face of a detector run begins a new face track, none where he stood (a cut the shot detector
-#: cannot see), he is looked for by identity instead of followed by position.
-OUTPUT_REVISION = 10
+#: cannot see), he is looked for by identity instead of followed by position.  11: while he is searched
+#: for, a face whose identity read unsure of him is read again every 2 frames, up to 4 reads
+#: (:data:`mime_fast.subject.face_tracks.SEARCH_READS`; before, once a second: the real arm
+#: wrestler, back in profile after a corrupt stretch, was decided another's and left clear).
+OUTPUT_REVISION = 11
 
 
 def spec(code: str) -> SubsetSpec:

@@ -20,7 +20,7 @@ from ..detect.interface import Faces, _downscale
 if TYPE_CHECKING:  # for an annotation only: tracking imports this module
     from .tracking import SubjectTracker
 
-__all__ = ["MIN_CONTRAST", "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
+__all__ = ["MIN_CONTRAST", "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "SEARCH_GAP", "SEARCH_READS", "SEARCH_UNSURE", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
            "TrackRecord", "face_contrast"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
@@ -39,6 +39,17 @@ TRACK_GATE = 1.0
 ROI_GRID = 32
 REEMBED_GROWTH = 1.3
 REEMBED_S = 1.0
+#: While the subject is searched for (lost, or a new shot before he is found in it), a face track
+#: whose identity read unsure of him (at least SEARCH_UNSURE of the embedder's weak threshold, short
+#: of the strong one: a face turned away reads low whoever it is) is read again every SEARCH_GAP
+#: frames until it was read SEARCH_READS times, then as any other.  On the real arm-wrestling clip
+#: the subject, back in profile after the corrupt stretch, read 0.33 against SFace's 0.38 on his
+#: first frame and was decided another's (his face left clear for 8 frames); his 4th read, 6 frames
+#: later, re-acquired him.  Most strangers read under the floor (SFace: 0.08 +- 0.09) and are read
+#: once, as before.
+SEARCH_READS = 4
+SEARCH_GAP = 2
+SEARCH_UNSURE = 0.5
 MIN_EMBED_SIZE = 24.0
 #: The least contrast (:func:`face_contrast`, 0..255) of a face whose embedding can tell people apart
 #: (:mod:`mime_fast.subject.decision`, rules 5 and 7).  Measured on faces from 24 px: the real clips
@@ -233,15 +244,25 @@ class FaceTracks:
     def remember(self, track: int, embedding: np.ndarray, size: float, index: int, contrast: float = 0.0) -> None:
         """Keep an embedding computed elsewhere as track ``track``'s (``contrast``: its face's,
         :func:`face_contrast`)."""
-        self._emb[track] = (embedding, float(size), int(index), float(contrast))
+        self._emb[track] = (embedding, float(size), int(index), float(contrast), 1, False)
         if self.records is not None and np.all(np.isfinite(embedding)):
             self.records[int(self._ids[track])].embeddings.append((int(index), float(size), embedding, float(contrast)))
 
+    def unsure(self, tracks: np.ndarray, which: np.ndarray) -> None:
+        """Mark the tracks ``tracks[which]`` as read unsure of him (:meth:`embeddings`, ``search``)."""
+        for t, u in zip(tracks, which):
+            e = self._emb[int(t)]
+            if e is not None and bool(u):
+                self._emb[int(t)] = (*e[:5], True)
+
     def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
-                   fresh: bool = False) -> np.ndarray:
+                   fresh: bool = False, search: bool = False) -> np.ndarray:
         """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in this
         frame), NaN rows for faces too small to embed; ``fresh``: compute every one (a face next to
-        the subject, possibly half hidden: its identity is read now, not taken from its track)."""
+        the subject, possibly half hidden: its identity is read now, not taken from its track);
+        ``search``: he is searched for -- a track whose last read was unsure of him (:meth:`unsure`)
+        and that was read fewer than :data:`SEARCH_READS` times is read again once :data:`SEARCH_GAP`
+        frames passed since its last read."""
         index = tracker._index
         sizes = np.array([_size(b) for b in faces.boxes])
         # faces that overlap another face of this frame: overlapping boxes can swap tracks, so
@@ -253,7 +274,8 @@ class FaceTracks:
             if sizes[j] < MIN_EMBED_SIZE:
                 continue
             e = self._emb[t]
-            if fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh:
+            if (fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh
+                    or (search and e[5] and e[4] < SEARCH_READS and index - e[2] >= SEARCH_GAP)):
                 need.append(j)
             elif e[3] < MIN_CONTRAST:  # read in the dark: again once the face can be told apart
                 contrast[j] = face_contrast(frame, faces.boxes[j])
@@ -263,7 +285,8 @@ class FaceTracks:
             new = tracker._embed(frame, faces[np.array(need)])
             for j, v in zip(need, new):
                 c = contrast[j] if j in contrast else face_contrast(frame, faces.boxes[j])
-                self._emb[tracks[j]] = (v, sizes[j], index, c)
+                e = self._emb[tracks[j]]
+                self._emb[tracks[j]] = (v, sizes[j], index, c, 1 if e is None else e[4] + 1, False)
                 if self.records is not None and np.all(np.isfinite(v)):
                     self.records[int(self._ids[tracks[j]])].embeddings.append((int(index), float(sizes[j]), v, c))
         out = np.full((len(faces), len(tracker.identity.ref_emb)), np.nan, np.float32)

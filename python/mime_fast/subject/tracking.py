@@ -140,7 +140,11 @@ and the statistics in :mod:`mime_fast.subject.gaps`, ``faces="all"`` in
    longer side of at least ``SEARCH_DETECT_SIZE = 640`` px (small and greyscale faces), and among
    two or more faces only a strong match (``cos >= strong_cos``) re-acquires him: each stranger is
    one more chance of a weak one (in the real crowd cut away and back, a bystander read 0.39
-   against SFace's 0.38 and was taken for him).  Where no rule above finds him in a frame with
+   against SFace's 0.38 and was taken for him).  A face whose identity reads unsure of him (from
+   ``SEARCH_UNSURE`` of the weak threshold up to the strong one: a face turned away reads low
+   whoever it is) is read again every ``SEARCH_GAP`` frames, up to ``SEARCH_READS`` reads
+   (:mod:`~mime_fast.subject.face_tracks`): the real arm wrestler, back in profile after a corrupt
+   stretch, read 0.33 on his first frame there and was strongly him on his 4th read.  Where no rule above finds him in a frame with
    candidates (every face while searching, the faces near where he is expected otherwise), every
    candidate is masked (**undecided**: the ellipse of its box grown by 20 %, plus the margin; on the
    frame before and the frame after too, inside the shot, and back to the shot's first frame when
@@ -181,7 +185,7 @@ import numpy as np
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
 from ..detect.align import arcface_transform
 from .decision import SubjectObservation, TrackDecision, decide_tracks
-from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, TRACK_IOU, FaceTracks, _detect_at, _timed, face_contrast
+from .face_tracks import MIN_EMBED_SIZE, REEMBED_S, SEARCH_UNSURE, TRACK_IOU, FaceTracks, _detect_at, _timed, face_contrast
 from .gaps import HOLD_GROWTH, TrackingStats, fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _centre, _iou, _shape_change, _similarity, _size, grow_hull
 from .head import HeadFlow
@@ -989,9 +993,11 @@ class SubjectTracker:
             return self._undecided(sub, [self.follow.frame_ids[c] for c in cand])
         # re-acquiring (lost, or a new shot): each face's identity about once per face track;
         # telling the subject from faces next to him: read now
-        emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost)
+        emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost, search=lost)
         refs = [e for e in (self.identity.ref_emb, self.identity.last_emb) if e is not None]
         cos = _best_cos(emb, refs)
+        if lost:  # (faces read unsure of him are read again while he is searched for)
+            self._faces.unsure(face_tracks[cand], (cos >= SEARCH_UNSURE * self.identity.min_cos) & (cos < self.identity.strong_cos))
         corr = np.array([_hist_corr(body_histogram(frame, b), self.identity.ref_hist) for b in sub.boxes])
         score = W_EMBED * cos + W_HIST * np.maximum(corr, 0.0)
         best = int(np.argmax(score))

@@ -145,7 +145,8 @@ class FaceTracks:
     :meth:`embeddings` returns each face's embedding, computing only those of new tracks, of faces
     that grew by ``REEMBED_GROWTH`` since their embedding (a clearer view), whose embedding is
     older than ``refresh`` frames (a head that turned back) or was read on a face too dark to tell
-    people apart that now shows :data:`MIN_CONTRAST` (the end of a fade in or of a cross-fade),
+    people apart that now shows :data:`MIN_CONTRAST` (the end of a fade in or of a cross-fade), or,
+    while the subject is searched for, that read unsure of him (:meth:`unsure`, :data:`SEARCH_READS`),
     batched in one embedder call.
     :meth:`new_shot` forgets every track.  ``record``: keep a :class:`TrackRecord` of every track
     (:attr:`records`, by stable id: frames, boxes, the embeddings read), for a decision over the
@@ -162,7 +163,7 @@ class FaceTracks:
         self._boxes = np.zeros((0, 4))
         self._last = np.zeros(0, np.int64)
         self._vel = np.zeros((0, 2))  # per track: centre motion per frame between its last two detections
-        self._emb: list = []  # per track: (embedding, face size, frame, contrast) or None
+        self._emb: list = []  # per track: (embedding, face size, frame, contrast, reads, unsure) or None
         self._ids = np.zeros(0, np.int64)
         self.count = 0  # tracks started
 

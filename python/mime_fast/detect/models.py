@@ -209,6 +209,10 @@ def _retinaface_blob(img: np.ndarray, mean: np.ndarray) -> np.ndarray:
 
     if _blob_as_numpy():
         return cv2.dnn.blobFromImage(img, 1.0, None, tuple(float(m) for m in mean), swapRB=True, crop=False)
+    return _numpy_blob(img, mean)
+
+
+def _numpy_blob(img: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray((img[:, :, ::-1].astype(np.float32) - mean).transpose(2, 0, 1)[None])
 
 
@@ -219,8 +223,8 @@ def _blob_as_numpy() -> bool:
     import cv2
 
     img = np.random.default_rng(2026).integers(0, 256, (37, 53, 3), dtype=np.uint8)
-    mean = np.array([104, 117, 127], np.float32)
-    ref = np.ascontiguousarray((img[:, :, ::-1].astype(np.float32) - mean).transpose(2, 0, 1)[None])
+    mean = RetinaFaceDetector._MEAN
+    ref = _numpy_blob(img, mean)
     try:
         got = cv2.dnn.blobFromImage(img, 1.0, None, tuple(float(m) for m in mean), swapRB=True, crop=False)
     except (AttributeError, cv2.error):

@@ -26,7 +26,6 @@ __all__ = ["tflite_to_onnx"]
 _OPSET = 13
 
 
-
 def _nchw(shape: list[int]) -> list[int]:
     return [shape[0], shape[3], shape[1], shape[2]] if len(shape) == 4 else list(shape)
 

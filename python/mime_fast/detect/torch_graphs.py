@@ -200,7 +200,6 @@ class OnnxModule(torch.nn.Module):
 # TFLite flatbuffer -> torch
 
 
-
 def _act(y, code: int):
     if code == 0:
         return y

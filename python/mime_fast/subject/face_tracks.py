@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -134,6 +134,19 @@ def _detect_at(detector, frame: np.ndarray, size: int | None, roi: tuple[int, in
                  (f.keypoints + np.array([x0, y0], np.float64)) / s)
 
 
+class _Read(NamedTuple):
+    """A face track's last identity read (:class:`FaceTracks`): the embedding, the face's size and
+    frame, its contrast (:func:`face_contrast`), how many reads the track had, and whether this one
+    was unsure of the subject (:meth:`FaceTracks.unsure`)."""
+
+    embedding: np.ndarray
+    size: float
+    frame: int
+    contrast: float
+    reads: int
+    unsure: bool
+
+
 class FaceTracks:
     """Every detected face of the current shot followed from one detector run to the next (a track
     unseen for ``max_gap`` frames ends).  Each track is expected where its last box moved at its
@@ -163,7 +176,7 @@ class FaceTracks:
         self._boxes = np.zeros((0, 4))
         self._last = np.zeros(0, np.int64)
         self._vel = np.zeros((0, 2))  # per track: centre motion per frame between its last two detections
-        self._emb: list = []  # per track: (embedding, face size, frame, contrast, reads, unsure) or None
+        self._emb: list[_Read | None] = []  # per track: its last read, or None
         self._ids = np.zeros(0, np.int64)
         self.count = 0  # tracks started
 
@@ -245,7 +258,7 @@ class FaceTracks:
     def remember(self, track: int, embedding: np.ndarray, size: float, index: int, contrast: float = 0.0) -> None:
         """Keep an embedding computed elsewhere as track ``track``'s (``contrast``: its face's,
         :func:`face_contrast`)."""
-        self._emb[track] = (embedding, float(size), int(index), float(contrast), 1, False)
+        self._emb[track] = _Read(embedding, float(size), int(index), float(contrast), 1, False)
         if self.records is not None and np.all(np.isfinite(embedding)):
             self.records[int(self._ids[track])].embeddings.append((int(index), float(size), embedding, float(contrast)))
 
@@ -254,7 +267,7 @@ class FaceTracks:
         for t, u in zip(tracks, which):
             e = self._emb[int(t)]
             if e is not None and bool(u):
-                self._emb[int(t)] = (*e[:5], True)
+                self._emb[int(t)] = e._replace(unsure=True)
 
     def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
                    fresh: bool = False, search: bool = False) -> np.ndarray:
@@ -275,10 +288,10 @@ class FaceTracks:
             if sizes[j] < MIN_EMBED_SIZE:
                 continue
             e = self._emb[t]
-            if (fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e[1] or index - e[2] >= self.refresh
-                    or (search and e[5] and e[4] < SEARCH_READS and index - e[2] >= SEARCH_GAP)):
+            if (fresh or e is None or crowded[j] or sizes[j] >= REEMBED_GROWTH * e.size or index - e.frame >= self.refresh
+                    or (search and e.unsure and e.reads < SEARCH_READS and index - e.frame >= SEARCH_GAP)):
                 need.append(j)
-            elif e[3] < MIN_CONTRAST:  # read in the dark: again once the face can be told apart
+            elif e.contrast < MIN_CONTRAST:  # read in the dark: again once the face can be told apart
                 contrast[j] = face_contrast(frame, faces.boxes[j])
                 if contrast[j] >= MIN_CONTRAST:
                     need.append(j)
@@ -287,11 +300,11 @@ class FaceTracks:
             for j, v in zip(need, new):
                 c = contrast[j] if j in contrast else face_contrast(frame, faces.boxes[j])
                 e = self._emb[tracks[j]]
-                self._emb[tracks[j]] = (v, sizes[j], index, c, 1 if e is None else e[4] + 1, False)
+                self._emb[tracks[j]] = _Read(v, sizes[j], index, c, 1 if e is None else e.reads + 1, False)
                 if self.records is not None and np.all(np.isfinite(v)):
                     self.records[int(self._ids[tracks[j]])].embeddings.append((int(index), float(sizes[j]), v, c))
         out = np.full((len(faces), len(tracker.identity.ref_emb)), np.nan, np.float32)
         for j, t in enumerate(tracks):
             if self._emb[t] is not None:
-                out[j] = self._emb[t][0]
+                out[j] = self._emb[t].embedding
         return out

@@ -991,7 +991,8 @@ class SubjectTracker:
         sub = faces[cand]
         if self.identity.ref_emb is None:  # no identity to tell him by
             return self._undecided(sub, [self.follow.frame_ids[c] for c in cand])
-        # re-acquiring (lost, or a new shot): each face's identity about once per face track;
+        # re-acquiring (lost, or a new shot): each face's identity about once per face track (up to
+        # SEARCH_READS times while it reads unsure of him);
         # telling the subject from faces next to him: read now
         emb = self._faces.embeddings(self, frame, sub, face_tracks[cand], fresh=not lost, search=lost)
         refs = [e for e in (self.identity.ref_emb, self.identity.last_emb) if e is not None]

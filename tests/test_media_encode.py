@@ -62,6 +62,30 @@ def test_threaded_writer_matches_synchronous_and_reports_worker_errors(tmp_path)
 
 
 @pytest.mark.parametrize("queue_size", [0, 2])
+def test_writers_finished_together_write_the_files_closed_in_turn(tmp_path, queue_size):
+    """finish() starts a writer's flush and returns; close() then waits for it: two writers
+    finished together, one aborted after finishing, write what close() alone writes (the aborted
+    one nothing the caller keeps; its thread is gone)."""
+    import threading
+
+    fr = textured_frames()
+    ref = write_rgb_clip(tmp_path / "ref.mp4", fr, queue_size=queue_size)
+    ws = [media.Mp4Writer(tmp_path / f"w{i}.mp4", 160, 120, queue_size=queue_size) for i in range(3)]
+    for i, f in enumerate(fr):
+        for w in ws:
+            w.write_rgb(f, i)
+    for w in ws:
+        w.finish()
+        w.finish()  # (again: nothing more)
+    ws[2].abort()
+    for w in ws[:2]:
+        w.close()
+        w.close()
+    assert sha256(tmp_path / "w0.mp4") == sha256(tmp_path / "w1.mp4") == sha256(ref)
+    assert not [t for t in threading.enumerate() if t.name.startswith("mp4writer-w")]
+
+
+@pytest.mark.parametrize("queue_size", [0, 2])
 def test_still_run_packets_are_the_bytes_of_a_direct_encode(tmp_path, queue_size):
     # VMM's black frames come from the StillRun of BLACK, encoded once per configuration and reused: every
     # length, shorter or longer than what was encoded before (longer: the run is re-encoded from

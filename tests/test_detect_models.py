@@ -149,8 +149,8 @@ def test_meshes_loaded_on_threads_at_once_are_imported_one_at_a_time(stack, astr
 
     from mime_fast.detect import MediaPipeFaceMesh
 
-    if stack.landmarks.backend != "opencv":
-        pytest.skip(f"the mesh runs on {stack.landmarks.backend}, not OpenCV's TFLite importer")
+    if int(cv2.__version__.split(".")[0]) >= 5 or not hasattr(cv2.dnn, "readNetFromTFLite"):
+        pytest.skip(f"OpenCV {cv2.__version__} does not run the mesh through its TFLite importer")
     real, lock = cv2.dnn.readNetFromTFLite, threading.Lock()
     inside = {"now": 0, "most": 0}
 
@@ -171,7 +171,7 @@ def test_meshes_loaded_on_threads_at_once_are_imported_one_at_a_time(stack, astr
     def load() -> None:
         start.wait()
         try:
-            meshes.append(MediaPipeFaceMesh())
+            meshes.append(MediaPipeFaceMesh(backend="opencv"))
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -182,10 +182,60 @@ def test_meshes_loaded_on_threads_at_once_are_imported_one_at_a_time(stack, astr
         t.join()
     assert not errors and len(meshes) == 4 and inside["most"] == 1
     faces = stack.detector.detect(astronaut)
-    want = stack.landmarks.landmarks(astronaut, faces)
+    want = MediaPipeFaceMesh(backend="opencv").landmarks(astronaut, faces)
     for m in meshes:
         got = m.landmarks(astronaut, faces)
         assert np.array_equal(got.points, want.points) and np.array_equal(got.quality, want.quality)
+
+
+def test_the_mesh_on_onnxruntime_is_the_mesh_of_opencvs_importer(stack, astronaut):
+    """With OpenCV 4.x and the onnx package the mesh runs on onnxruntime (the TFLite file converted
+    at load, its PReLUs rewritten): the landmarks and the face-presence score of OpenCV's importer,
+    to 1e-3 px and 1e-4, on a real face upright and rotated (two crops of its own)."""
+    from mime_fast.detect import MediaPipeFaceMesh
+
+    if int(cv2.__version__.split(".")[0]) >= 5:
+        pytest.skip(f"OpenCV {cv2.__version__}: the mesh runs on torch")
+    pytest.importorskip("onnx")
+    ort_mesh, cv_mesh = MediaPipeFaceMesh(), MediaPipeFaceMesh(backend="opencv")
+    assert (ort_mesh.backend, cv_mesh.backend) == ("onnxruntime", "opencv")
+    assert stack.landmarks.backend == "onnxruntime"  # the default stack's
+    M = cv2.getRotationMatrix2D((225.0, 120.0), 30.0, 1.0)
+    for img in (astronaut, cv2.warpAffine(astronaut, M, (512, 512), borderMode=cv2.BORDER_REFLECT_101)):
+        faces = stack.detector.detect(img)
+        assert len(faces)
+        a, b = ort_mesh.landmarks(img, faces), cv_mesh.landmarks(img, faces)
+        assert float(np.abs(a.points - b.points).max()) < 1e-3
+        assert float(np.abs(a.quality - b.quality).max()) < 1e-4 and float(a.quality.min()) > 0.9
+    with pytest.raises(ValueError, match="backend"):
+        MediaPipeFaceMesh(backend="tflite")
+
+
+def test_prelu_as_relu_is_the_same_function():
+    """PRelu(x) = a x + (1 - a) Relu(x), slopes per channel (stored flat, or as given), negative
+    and above 1 included; the rewritten graph has no PRelu and no unused initializer."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mime_fast.detect.tflite_onnx import prelu_as_relu
+    from mime_fast.detect.weights import _ort_session
+
+    rng = np.random.default_rng(5)
+    a = np.float32([0.25, -0.5, 1.5, 0.0])
+    for stored, shape in ((a, (-1, 1, 1)), (a.reshape(-1, 1, 1), None)):
+        g = helper.make_graph([helper.make_node("PRelu", ["x", "a"], ["y"])], "p",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 6])],
+                              [numpy_helper.from_array(stored, "a")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        x = rng.normal(0, 3, (1, 4, 5, 6)).astype(np.float32)
+        want = np.where(x >= 0, x, a.reshape(-1, 1, 1) * x)
+        r = prelu_as_relu(onnx.ModelProto.FromString(m.SerializeToString()), slope_shape=shape)
+        assert "PRelu" not in {n.op_type for n in r.graph.node}
+        assert {i.name for i in r.graph.initializer} <= {i for n in r.graph.node for i in n.input}
+        got = _ort_session(r.SerializeToString(), 1, quiet=True).run(None, {"x": x})[0]
+        assert np.allclose(got, want, atol=1e-5), np.abs(got - want).max()
 
 
 def test_landmarks_follow_a_rotated_face(stack, astronaut):

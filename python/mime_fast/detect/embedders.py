@@ -12,6 +12,7 @@ import numpy as np
 
 from .align import arcface_transform
 from .interface import Faces, _check_frame
+from .tflite_onnx import prelu_as_relu
 from .weights import _import, _ort_session, package_file
 
 __all__ = ["DlibFaceEmbedder", "SFaceEmbedder"]
@@ -74,32 +75,11 @@ def _sface_graph(path: Path) -> bytes | str:
     face on one core, outputs equal to 1e-5."""
     try:
         import onnx
-        from onnx import helper, numpy_helper
     except ImportError:
         return str(path)
-    m = onnx.load(str(path))
+    m = prelu_as_relu(onnx.load(str(path)), slope_shape=(-1, 1, 1))
     g = m.graph
-    inits = {i.name: i for i in g.initializer}
-    nodes, extra = [], []
-    for n in g.node:
-        if n.op_type != "PRelu" or n.input[1] not in inits:
-            nodes.append(n)
-            continue
-        x, slope, y = n.input[0], n.input[1], n.output[0]
-        a = numpy_helper.to_array(inits[slope]).astype(np.float32).reshape(-1, 1, 1)
-        p = (n.name or y) + "_prelu"
-        extra += [numpy_helper.from_array(a, p + "_a"), numpy_helper.from_array(1 - a, p + "_1ma")]
-        nodes += [helper.make_node("Relu", [x], [p + "_relu"]),
-                  helper.make_node("Mul", [x, p + "_a"], [p + "_ax"]),
-                  helper.make_node("Mul", [p + "_relu", p + "_1ma"], [p + "_br"]),
-                  helper.make_node("Add", [p + "_ax", p + "_br"], [y])]
-    del g.node[:]
-    g.node.extend(nodes)
-    g.initializer.extend(extra)
     used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
     names = {i.name for i in g.initializer}
     inputs = [i for i in g.input if i.name in used and i.name not in names]
     del g.input[:]

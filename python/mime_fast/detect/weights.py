@@ -127,7 +127,7 @@ def models_status() -> list[dict]:
         except ModelNotAvailable:
             out.append({"role": role, "package": dist, "ok": False, "path": None, "hint": _INSTALL_HINT[dist]})
     for role, mod, dist in (("ONNX runtime (face detector, BlazePose)", "onnxruntime", "onnxruntime"),
-                            ("onnx (BlazePose's TFLite files converted at load)", "onnx", "onnx"),
+                            ("onnx (the mesh's and BlazePose's TFLite files converted at load)", "onnx", "onnx"),
                             ("dlib runtime (embedding)", "dlib", "dlib-bin")):
         ok = importlib.util.find_spec(mod) is not None
         out.append({"role": role, "package": dist, "ok": ok, "path": None, "hint": "" if ok else _INSTALL_HINT[dist]})

@@ -217,12 +217,10 @@ _LUMA = np.float32([0.299, 0.587, 0.114])
 def _every(img: np.ndarray, k: int) -> np.ndarray:
     """``img[::k, ::k]`` (H x W x C) as a C-contiguous copy, one channel at a time: numpy copies a
     sample of 3-byte pixels element by element, 6x slower (1 against 0.15 ms at 720p, k = 3)."""
-    if k == 1:
-        return np.ascontiguousarray(img)
-    out = np.empty((-(-img.shape[0] // k), -(-img.shape[1] // k), *img.shape[2:]), img.dtype)
     if img.ndim == 2:
-        out[...] = img[::k, ::k]
-    for c in range(img.shape[2] if img.ndim == 3 else 0):
+        return np.ascontiguousarray(img[::k, ::k])
+    out = np.empty((-(-img.shape[0] // k), -(-img.shape[1] // k), img.shape[2]), img.dtype)
+    for c in range(img.shape[2]):
         out[..., c] = img[::k, ::k, c]
     return out
 

@@ -94,6 +94,69 @@ def test_prefetch_propagates_errors_and_stops_early():
     assert len(produced) <= 5
 
 
+def test_behind_hands_every_item_over_in_order_on_its_own_thread():
+    """:class:`media.Behind` calls ``fn`` on each item in the order put, on one thread of its own
+    (``maxsize=0``: in line, on the caller's), and :meth:`close` returns once every item was taken."""
+    import threading
+
+    for maxsize, inline in ((3, False), (0, True)):
+        seen: list[tuple[int, bool]] = []
+        b = media.Behind(lambda i: seen.append((i, threading.current_thread() is threading.main_thread())), maxsize)
+        for i in range(200):
+            b.put(i)
+        b.close()
+        assert [i for i, _ in seen] == list(range(200))
+        assert {on_main for _, on_main in seen} == {inline}
+    assert not [t for t in threading.enumerate() if t.name == "behind"]
+
+
+def test_behind_raises_what_fn_raised_and_takes_nothing_after_it():
+    """An exception of ``fn`` comes out of a later :meth:`put` (or of :meth:`close`), and no item
+    after the one that failed reaches ``fn``."""
+    seen: list[int] = []
+
+    def fn(i):
+        if i == 5:
+            raise ClipError("x.mp4", "boom")
+        seen.append(i)
+
+    b = media.Behind(fn, 2)
+    with pytest.raises(ClipError, match="boom"):
+        for i in range(1000):
+            b.put(i)
+        b.close()
+    assert seen == [0, 1, 2, 3, 4]
+    b.abort()  # (what a failed pass does next: nothing left to stop)
+    b = media.Behind(fn, 2)
+    for i in range(6):
+        b.put(i)
+    with pytest.raises(ClipError, match="boom"):
+        b.close()
+
+
+def test_behind_abort_drops_the_items_not_taken_yet():
+    """:meth:`abort` (the clip failed) waits for the item ``fn`` is working on and hands over
+    none of those queued behind it; the thread is gone after it."""
+    import threading
+
+    started, release, seen = threading.Event(), threading.Event(), []
+
+    def fn(i):
+        seen.append(i)
+        if i == 0:
+            started.set()
+            assert release.wait(60)
+
+    b = media.Behind(fn, 4)
+    for i in range(4):
+        b.put(i)
+    assert started.wait(60)
+    threading.Timer(0.2, release.set).start()
+    b.abort()
+    assert seen == [0]
+    assert not [t for t in threading.enumerate() if t.name == "behind"]
+
+
 # ------------------------------------------------------------------ frames kept from one pass for the next
 
 

@@ -624,6 +624,55 @@ def test_detection_pass_encoders_finish_while_the_face_pass_runs(stack, tmp_path
         assert sha256(auto.outputs[c]) == sha256(given.outputs[c]), c
 
 
+def test_detection_runs_behind_the_first_pass_encoders(tmp_path, monkeypatch):
+    """The subject detection runs on a thread of its own behind the first pass's decode: while it
+    works on the first frame (where it selects the subject), FM's encoder is given the frames
+    after it.  In line (``queue_size=0``) FM gets nothing before the detection is done with that
+    frame.  The outputs are the same bytes either way, and a failing detection leaves no file
+    and no thread."""
+    import threading
+
+    from mime_fast.subject import SubjectDetection
+
+    feed, write = SubjectDetection.feed, media.Mp4Writer.write_frame
+    fm_frames, ahead = [0], threading.Event()
+    waited: list[bool] = []
+
+    def written(self, *a, **k):
+        if self.path.parent.name == "FM":
+            fm_frames[0] += 1
+            if fm_frames[0] >= 8:
+                ahead.set()
+        return write(self, *a, **k)
+
+    def fed(self, rgb):
+        if not self._tracks:  # the first frame: does FM get frames meanwhile?
+            waited.append(ahead.wait(60 if threaded else 0.5))
+        return feed(self, rgb)
+
+    monkeypatch.setattr(media.Mp4Writer, "write_frame", written)
+    monkeypatch.setattr(SubjectDetection, "feed", fed)
+    src, outs = _carphone(), {}
+    for threaded, q in ((True, 4), (False, 0)):
+        fm_frames[0] = 0
+        ahead.clear()
+        res = build_subsets(src, tmp_path / str(q), subsets=["FM", "FDM", "FSM"], fm_copy=False, queue_size=q, **SMALL)
+        assert waited[-1] is threaded, (q, fm_frames)
+        outs[q] = {c: sha256(p) for c, p in res.outputs.items()}
+    assert outs[4] == outs[0] and set(outs[0]) == {"FM", "FDM", "FSM"}
+
+    def broken(self, rgb):
+        if len(self._tracks) == 30:
+            raise RuntimeError("injected detection failure")
+        return feed(self, rgb)
+
+    monkeypatch.setattr(SubjectDetection, "feed", broken)
+    with pytest.raises(RuntimeError, match="injected detection failure"):
+        build_subsets(src, tmp_path / "failed", subsets=["FM", "FDM", "FSM"], fm_copy=False, **SMALL)
+    assert tree_files(tmp_path / "failed") == []
+    assert not [t for t in threading.enumerate() if t.name in ("detection", "prefetch") or t.name.startswith("mp4writer-")]
+
+
 def test_a_failed_face_pass_stops_the_detection_pass_encoders(stack, tmp_path, monkeypatch):
     """The face pass fails while FM's encoder is still finishing: no file is left, no writer
     thread either, and the input is untouched."""

@@ -43,7 +43,11 @@ converted back (:func:`mime_fast.frames.patched_frame`).
 The pipeline streams: a decode thread, the calling thread (standardisation, mask, blur) and one
 encoder thread per output, linked by bounded queues (``EncodeOptions.queue_size`` frames each), so memory
 does not grow with the clip length beyond the frames kept between passes (at most
-``EncodeOptions.keep_frames_mb``); libx264 additionally runs its own ``threads``.
+``EncodeOptions.keep_frames_mb``); libx264 additionally runs its own ``threads``.  On the first pass
+the subject detection on the CPU runs on a thread of its own too (:class:`mime_fast.media.Behind`),
+up to :data:`BEHIND_FRAMES` frames behind the decode, so the FM and VMM encoders are fed while it
+selects the subject on the first frame (a few tenths of a second) and wherever a frame costs it more
+than them; what it computes does not depend on it (one thread, the frames in order).
 
 Output files appear only when the whole clip succeeded: everything is written under temporary names
 ``.<clip_id>.tmp-<pid>.<ext>`` in the destination directories and renamed at the end; on any error
@@ -82,6 +86,7 @@ from .media import (
     clip_id_problem,
     extract_audio_wav,
     FrameStandardiser,
+    Behind,
     KeptFrames,
     frame_parts,
     iter_display_frames,
@@ -118,6 +123,15 @@ ALL_SUBSETS = CODES
 REMUXED_FROM = {c.value: b.value for c, b in _spec.REMUXED_FROM.items()}
 #: The subsets whose video is blurred inside the subject's face mask (:data:`mime_fast.spec.FACE_SUBSETS`).
 FACE_SUBSETS = tuple(c.value for c in _spec.FACE_SUBSETS)
+#: Source frames the subject detection may lag behind the first pass's decode, and at most
+#: BEHIND_MB of their RGB (16 frames at 720p, 10 at 1080p, 2 at 4K); with
+#: ``EncodeOptions.queue_size=0``, or on the GPU, it runs in line.
+BEHIND_FRAMES = 16
+BEHIND_MB = 64
+
+
+def _behind_frames(info: SourceInfo) -> int:
+    return min(BEHIND_FRAMES, max(1, (BEHIND_MB << 20) // max(1, 3 * info.width * info.height)))
 @dataclass
 class SubsetStatus:
     """Per-subset outcome.  ``status`` is "ok", "skipped" or "failed"; ``reason`` explains
@@ -338,6 +352,11 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 flushed while the caller goes on (:data:`finishing`), else waited for here."""
                 writers: dict[str, Mp4Writer] = {}
                 enc = st.encode
+                # the subject detection on a thread of its own, up to BEHIND_FRAMES frames behind the
+                # decode (host frames, models on the CPU): the encoders are fed while it selects him
+                # and while a frame costs it more than the encoders (module docstring)
+                behind = (Behind(observe, enc.queue_size and _behind_frames(info), "detection")
+                          if observe is not None and not observe_device and st.compute.device != "cuda" else None)
                 try:
                     for c in cs:
                         if c not in tmp:
@@ -349,16 +368,22 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                                threads=enc.threads, audio_track=track, queue_size=enc.queue_size,
                                                matrix=info.matrix, sar=info.output_sar)
                     if writers or observe is not None or faults is not None:
-                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
-                                     progress, faults, observe_device, keep, replay)
+                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result,
+                                     observe if behind is None else behind.put, progress, faults, observe_device,
+                                     keep, replay)
                     for w in writers.values():  # every encoder's tail at once
                         w.finish()
+                    if behind is not None:  # (while they flush) the detection's last frames
+                        behind.close()
+                        behind = None
                     if overlap:
                         finishing.extend(writers.values())
                         writers.clear()
                     for c in list(writers):
                         writers.pop(c).close()
                 finally:
+                    if behind is not None:
+                        behind.abort()
                     for w in writers.values():
                         w.abort()
 

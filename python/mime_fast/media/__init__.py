@@ -6,7 +6,8 @@
   rotation, the still-image and truncation gates).
 * :mod:`~mime_fast.media.grid`: the constant-rate time grid (:class:`FrameStandardiser`).
 * :mod:`~mime_fast.media.decode`: PyAV decoding in display orientation and presentation order,
-  :func:`prefetch`, :class:`KeptFrames` (one decode for two passes).
+  :func:`prefetch`, :class:`Behind` (a consumer on a thread of its own), :class:`KeptFrames` (one
+  decode for two passes).
 * :mod:`~mime_fast.media.nvdec`: NVDEC decoding for ``device="cuda"``.
 * :mod:`~mime_fast.media.audio`: the 16 kHz WAV and the shared AAC track.
 * :mod:`~mime_fast.media.x264`: libx264's options and stream.
@@ -21,7 +22,7 @@ the only one that calls the compiled core.
 from __future__ import annotations
 
 from .audio import AacTrack, WavReader, extract_audio_wav, read_wav, write_wav
-from .decode import KeptFrames, apply_display_transform, decode_frames, frame_bytes, iter_display_frames, prefetch
+from .decode import Behind, KeptFrames, apply_display_transform, decode_frames, frame_bytes, iter_display_frames, prefetch
 from .encode import Mp4Writer, StillRun
 from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
@@ -38,6 +39,7 @@ __all__ = [
     "ClipError",
     "ColorTags",
     "FrameStandardiser",
+    "Behind",
     "KeptFrames",
     "Mp4Writer",
     "Nv12Frame",

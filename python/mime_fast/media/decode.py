@@ -5,7 +5,8 @@ frames **as displayed**: the display matrix (FFmpeg ``AV_FRAME_DATA_DISPLAYMATRI
 phones write as "rotate") is applied (:func:`apply_display_transform`): rotations by multiples of
 90 degrees and mirrorings (the eight EXIF orientations); other angles are snapped to the nearest
 quarter turn (:func:`mime_fast.media.probe`).  The RGB conversion is
-:func:`mime_fast.frames.frame_rgb`.  :func:`prefetch` runs a decode on a thread of its own;
+:func:`mime_fast.frames.frame_rgb`.  :func:`prefetch` runs a decode on a thread of its own, and
+:class:`Behind` a consumer of the frames (the subject detection beside the FM/VMM encoders);
 :class:`KeptFrames` keeps a decode pass's frames for the next pass, within a memory budget.
 """
 
@@ -25,7 +26,8 @@ from ..frames import frame_matrix, frame_rgb, native_yuv
 from .errors import ClipError, ffmpeg_detail, interrupted, open_input
 from .source import SourceInfo, probe
 
-__all__ = ["KeptFrames", "apply_display_transform", "decode_frames", "frame_bytes", "iter_display_frames", "prefetch"]
+__all__ = ["Behind", "KeptFrames", "apply_display_transform", "decode_frames", "frame_bytes", "iter_display_frames",
+           "prefetch"]
 
 
 def apply_display_transform(img: np.ndarray, t: tuple[int, int, int, int]) -> np.ndarray:
@@ -167,6 +169,86 @@ def prefetch(iterable, maxsize: int = 4):
             with contextlib.suppress(queue.Empty):
                 q.get(timeout=0.05)
         t.join()
+
+
+class Behind:
+    """``fn(item)`` for each item :meth:`put` here, in the order put, on a thread of its own: the
+    caller goes on (decodes and feeds its encoders) while ``fn`` catches up, at most ``maxsize``
+    items behind (:meth:`put` waits beyond).  Whatever ``fn`` computes is what it would compute
+    called in line: one thread calls it, in order.
+
+    An exception of ``fn`` is raised by the next :meth:`put` or by :meth:`close` (nothing more is
+    handed to ``fn`` after it); :meth:`close` waits until every item was handed to ``fn``;
+    :meth:`abort` stops without handing over the rest (the clip failed), and waits for the item
+    being handed over.  ``maxsize=0``: ``fn`` is called in line by :meth:`put` (no thread)."""
+
+    _DONE = object()
+
+    def __init__(self, fn, maxsize: int, name: str = "behind"):
+        self._fn = fn
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if maxsize > 0:
+            self._q: queue.Queue = queue.Queue(maxsize=maxsize)
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is self._DONE or self._stop.is_set():
+                return
+            try:
+                self._fn(item)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller
+                self._error = exc
+                self._stop.set()
+                return
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            exc, self._error = self._error, None
+            raise exc
+
+    def put(self, item) -> None:
+        if self._thread is None:
+            self._fn(item)
+            return
+        while True:
+            self._raise()
+            if self._stop.is_set():  # (aborted)
+                raise RuntimeError("put() after abort()")
+            try:
+                self._q.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def close(self) -> None:
+        """Wait until ``fn`` took every item put; raise what it raised."""
+        if self._thread is not None and self._thread.is_alive():
+            while self._thread.is_alive():
+                try:
+                    self._q.put(self._DONE, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            self._thread.join()
+        self._raise()
+
+    def abort(self) -> None:
+        """Hand ``fn`` nothing more; wait for the item it has (exceptions dropped)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._q.get_nowait()
+            with contextlib.suppress(queue.Full):
+                self._q.put_nowait(self._DONE)
+            self._thread.join(timeout=0.05)
+        self._error = None
 
 
 def frame_bytes(*parts) -> int:

@@ -320,7 +320,7 @@ def test_detection_pass_decodes_but_does_not_encode_fm(tmp_path, stack, monkeypa
     from mime_fast.subject import SubjectDetection
 
     feed = SubjectDetection.feed
-    monkeypatch.setattr(SubjectDetection, "feed", lambda self, rgb: (fed.append(1), feed(self, rgb))[1])
+    monkeypatch.setattr(SubjectDetection, "feed", lambda self, rgb, *a: (fed.append(1), feed(self, rgb, *a))[1])
     res = build_subsets(clip.path, tmp_path / "out", **SMALL)
     assert res.fm_video == "copy" and len(fed) == res.source_frames == 12
     assert res.tracking is not None and res.tracking.detected > 0

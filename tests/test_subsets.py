@@ -645,10 +645,10 @@ def test_detection_runs_behind_the_first_pass_encoders(tmp_path, monkeypatch):
                 ahead.set()
         return write(self, *a, **k)
 
-    def fed(self, rgb):
+    def fed(self, rgb, *a):
         if not self._tracks:  # the first frame: does FM get frames meanwhile?
             waited.append(ahead.wait(60 if threaded else 0.5))
-        return feed(self, rgb)
+        return feed(self, rgb, *a)
 
     monkeypatch.setattr(media.Mp4Writer, "write_frame", written)
     monkeypatch.setattr(SubjectDetection, "feed", fed)
@@ -661,10 +661,10 @@ def test_detection_runs_behind_the_first_pass_encoders(tmp_path, monkeypatch):
         outs[q] = {c: sha256(p) for c, p in res.outputs.items()}
     assert outs[4] == outs[0] and set(outs[0]) == {"FM", "FDM", "FSM"}
 
-    def broken(self, rgb):
+    def broken(self, rgb, *a):
         if len(self._tracks) == 30:
             raise RuntimeError("injected detection failure")
-        return feed(self, rgb)
+        return feed(self, rgb, *a)
 
     monkeypatch.setattr(SubjectDetection, "feed", broken)
     with pytest.raises(RuntimeError, match="injected detection failure"):

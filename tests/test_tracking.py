@@ -315,10 +315,10 @@ def test_a_detection_error_mid_clip_leaves_no_output(tmp_path, stack, monkeypatc
     clip = samples.make_clip(tmp_path / "src" / "e.mp4", duration=0.6, fps=25, size=(640, 360), audio=True)
     original = SubjectDetection.feed
 
-    def failing(self, rgb):
+    def failing(self, rgb, *a):
         if len(self._tracks) == 7:
             raise RuntimeError("model failed on frame 7")
-        original(self, rgb)
+        original(self, rgb, *a)
 
     monkeypatch.setattr(SubjectDetection, "feed", failing)
     before = {p: p.read_bytes() for p in tree_files(tmp_path / "src")}

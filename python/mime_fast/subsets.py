@@ -47,7 +47,9 @@ does not grow with the clip length beyond the frames kept between passes (at mos
 the subject detection on the CPU runs on a thread of its own too (:class:`mime_fast.media.Behind`),
 up to :data:`BEHIND_FRAMES` frames behind the decode, so the FM and VMM encoders are fed while it
 selects the subject on the first frame (a few tenths of a second) and wherever a frame costs it more
-than them; what it computes does not depend on it (one thread, the frames in order).
+than them; what it computes does not depend on it (one thread, the frames in order).  What it
+computes from a frame alone, the shot detector's features, is computed ahead on the calling thread
+(:meth:`mime_fast.subject.SubjectDetection.prepare`).
 
 Output files appear only when the whole clip succeeded: everything is written under temporary names
 ``.<clip_id>.tmp-<pid>.<ext>`` in the destination directories and renamed at the end; on any error
@@ -345,18 +347,24 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
             # (closed after it; aborted when the clip fails)
             finishing: list[Mp4Writer] = []
 
-            def encode(cs: list[str], prov, fsm_k, observe=None, faults=None, observe_device=False,
+            def encode(cs: list[str], prov, fsm_k, detection=None, faults=None, observe_device=False,
                        keep: KeptFrames | None = None, replay: KeptFrames | None = None,
                        overlap: bool = False) -> None:
-                """One decode pass writing ``cs``; ``overlap``: its encoders' last frames are
-                flushed while the caller goes on (:data:`finishing`), else waited for here."""
+                """One decode pass writing ``cs`` (``detection``: the subject detection fed its
+                frames); ``overlap``: its encoders' last frames are flushed while the caller goes
+                on (:data:`finishing`), else waited for here."""
                 writers: dict[str, Mp4Writer] = {}
                 enc = st.encode
-                # the subject detection on a thread of its own, up to BEHIND_FRAMES frames behind the
-                # decode (host frames, models on the CPU): the encoders are fed while it selects him
-                # and while a frame costs it more than the encoders (module docstring)
-                behind = (Behind(observe, enc.queue_size and _behind_frames(info), "detection")
-                          if observe is not None and not observe_device and st.compute.device != "cuda" else None)
+                observe = None if detection is None else detection.feed
+                behind = None
+                if detection is not None and not observe_device and st.compute.device != "cuda":
+                    # the subject detection on a thread of its own, up to BEHIND_FRAMES frames behind
+                    # the decode (host frames, models on the CPU): the encoders are fed while it
+                    # selects him and while a frame costs it more than them; what it can compute
+                    # from a frame alone is computed here, ahead (module docstring)
+                    behind = Behind(lambda item: detection.feed(*item), enc.queue_size and _behind_frames(info),
+                                    "detection")
+                    observe = lambda rgb: behind.put((rgb, detection.prepare(rgb)))  # noqa: E731
                 try:
                     for c in cs:
                         if c not in tmp:
@@ -368,9 +376,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                                                threads=enc.threads, audio_track=track, queue_size=enc.queue_size,
                                                matrix=info.matrix, sar=info.output_sar)
                     if writers or observe is not None or faults is not None:
-                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result,
-                                     observe if behind is None else behind.put, progress, faults, observe_device,
-                                     keep, replay)
+                        _encode_loop(src, info, prov, st, ops, writers, fps, n_out, fdm_k, fsm_k, result, observe,
+                                     progress, faults, observe_device, keep, replay)
                     for w in writers.values():  # every encoder's tail at once
                         w.finish()
                     if behind is not None:  # (while they flush) the detection's last frames
@@ -393,7 +400,7 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                 kept = _kept_frames(info, st) if todo.face_pass else None  # the first pass's frames, for the second
                 try:
                     # FM's and VMM's encoders finish while the decision is made and the face pass runs
-                    encode(list(todo.first_pass), None, None, detection.feed, copy_faults,
+                    encode(list(todo.first_pass), None, None, detection, copy_faults,
                            detection.device_frames and st.compute.device_frames, keep=kept, overlap=True)
                     provider = detection.result()
                     _check_frame_count(src, provider, info)

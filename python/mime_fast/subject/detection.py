@@ -59,12 +59,20 @@ class SubjectDetection:
             self._all = AllFaceTracker(stack, hold_frames=self.hold_frames, detect_every=detect_every,
                                        margin=margin, timers=self._timers)
 
-    def feed(self, rgb: np.ndarray) -> None:
+    @staticmethod
+    def prepare(rgb: np.ndarray) -> tuple:
+        """What :meth:`feed` computes from the frame alone (its shot features,
+        :meth:`~mime_fast.subject.shots.ShotDetector.features`): a caller that runs :meth:`feed` on
+        a thread of its own computes this ahead on its own thread and hands it over with the frame."""
+        return ShotDetector.features(rgb)
+
+    def feed(self, rgb: np.ndarray, prepared: tuple | None = None) -> None:
         """Track the subject in the next decoded frame (``H x W x 3`` RGB, display orientation: a
         numpy array, or, where :attr:`device_frames`, a ``torch_ops.DeviceFrame`` on the GPU),
-        camera shots detected on the way (:mod:`mime_fast.subject.shots`)."""
+        camera shots detected on the way (:mod:`mime_fast.subject.shots`); ``prepared``: the
+        frame's :meth:`prepare`, when computed ahead."""
         t = time.perf_counter()
-        cut = self._shots.feed(rgb)
+        cut = self._shots.feed(rgb, prepared)
         if cut:
             self._tracker.new_shot(self._shots.returns_to, self._shots.return_map, self._shots.return_support)
             if self._all is not None:

@@ -361,7 +361,7 @@ def _change(a, b, structure: bool = True) -> tuple[float, float, float]:
 class ShotDetector:
     """Online shot-boundary detection (module docstring).  ``feed(rgb)`` once per decoded frame in
     order returns ``True`` when a new shot (may) start at that frame: the caller resets what must
-    not cross a cut.  ``finish()`` returns the shots, flashes withdrawn and dissolves added.
+    not cross a cut (``feed(rgb, features)``: with the frame's :meth:`features` computed ahead).  ``finish()`` returns the shots, flashes withdrawn and dissolves added.
     ``fps``: the source's frame rate (turns ``max_dissolve_s`` into frames)."""
 
     def __init__(self, fps: float, *, max_dissolve_s: float = 0.5, rule: str = "adaptive"):
@@ -403,8 +403,14 @@ class ShotDetector:
         self._recent_frames: deque = deque(maxlen=self.k + 3)
         self._pending = None  # the record (``_dissolves``) of the dissolve the current shot began at, until it is over
 
-    def feed(self, rgb: np.ndarray) -> bool:
-        f = _features(rgb)
+    @staticmethod
+    def features(rgb: np.ndarray) -> tuple:
+        """The part of :meth:`feed` that depends on the frame alone (its small picture, histogram
+        and luma): computed ahead, on another thread, and handed to :meth:`feed` with the frame."""
+        return _features(rgb)
+
+    def feed(self, rgb: np.ndarray, features: tuple | None = None) -> bool:
+        f = _features(rgb) if features is None else features
         picture = None
         t = self._n
         self._n += 1

@@ -216,8 +216,8 @@ class Behind:
             self._fn(item)
             return
         while True:
-            self._raise()
-            if self._stop.is_set():  # (aborted)
+            if self._stop.is_set():  # fn failed (its error is set before the stop), or aborted
+                self._raise()
                 raise RuntimeError("put() after abort()")
             try:
                 self._q.put(item, timeout=0.1)

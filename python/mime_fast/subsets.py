@@ -364,7 +364,8 @@ def _run(src: Path, info: SourceInfo, provider: MaskProvider | None, st: Setting
                     # from a frame alone is computed here, ahead (module docstring)
                     behind = Behind(lambda item: detection.feed(*item), enc.queue_size and _behind_frames(info),
                                     "detection")
-                    observe = lambda rgb: behind.put((rgb, detection.prepare(rgb)))  # noqa: E731
+                    ahead = getattr(detection, "prepare", None)  # (a detection without it is fed the frame alone)
+                    observe = lambda rgb: behind.put((rgb,) if ahead is None else (rgb, ahead(rgb)))  # noqa: E731
                 try:
                     for c in cs:
                         if c not in tmp:

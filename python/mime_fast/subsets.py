@@ -134,6 +134,8 @@ BEHIND_MB = 64
 
 def _behind_frames(info: SourceInfo) -> int:
     return min(BEHIND_FRAMES, max(1, (BEHIND_MB << 20) // max(1, 3 * info.width * info.height)))
+
+
 @dataclass
 class SubsetStatus:
     """Per-subset outcome.  ``status`` is "ok", "skipped" or "failed"; ``reason`` explains

@@ -34,12 +34,12 @@ from .source import ColorTags, SourceInfo, StreamFacts, main_video_stream, probe
 from .x264 import add_x264_stream, x264_asm, x264_options
 
 __all__ = [
+    "Behind",
     "AacTrack",
     "MAX_ID_BYTES",
     "ClipError",
     "ColorTags",
     "FrameStandardiser",
-    "Behind",
     "KeptFrames",
     "Mp4Writer",
     "Nv12Frame",

@@ -361,8 +361,9 @@ def _change(a, b, structure: bool = True) -> tuple[float, float, float]:
 class ShotDetector:
     """Online shot-boundary detection (module docstring).  ``feed(rgb)`` once per decoded frame in
     order returns ``True`` when a new shot (may) start at that frame: the caller resets what must
-    not cross a cut (``feed(rgb, features)``: with the frame's :meth:`features` computed ahead).  ``finish()`` returns the shots, flashes withdrawn and dissolves added.
-    ``fps``: the source's frame rate (turns ``max_dissolve_s`` into frames)."""
+    not cross a cut (``feed(rgb, features)``: with the frame's :meth:`features` computed ahead).
+    ``finish()`` returns the shots, flashes withdrawn and dissolves added.  ``fps``: the source's
+    frame rate (turns ``max_dissolve_s`` into frames)."""
 
     def __init__(self, fps: float, *, max_dissolve_s: float = 0.5, rule: str = "adaptive"):
         if rule not in RULES:

@@ -136,6 +136,7 @@ __all__ = [
     "read_rows",
     "utf8_text",
     "write_compacted",
+    "write_jsonl",
     "write_parquet",
 ]
 
@@ -431,18 +432,21 @@ def write_parquet(table, path: Path) -> None:
         pq.write_table(table, f)
 
 
+def write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> None:
+    """Write ``rows`` to ``path`` as JSON Lines (UTF-8, one object per line), flushed to the disk
+    before it returns (for :func:`atomic_write`: the file renamed into place is complete)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
     """Rewrite manifest.jsonl with exactly ``rows`` and write manifest.parquet, both atomically."""
     out_dir = Path(out_dir)
 
     rows = [_row(r) for r in rows]  # (once, for both files)
-
-    def jsonl(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
     def parquet(tmp: Path) -> None:
         import pyarrow as pa
@@ -457,5 +461,5 @@ def write_compacted(out_dir: Path, rows: list[dict[str, Any]]) -> None:
         ])
         write_parquet(pa.Table.from_pylist(rows, schema=schema), tmp)
 
-    atomic_write(out_dir / MANIFEST_JSONL, jsonl)
+    atomic_write(out_dir / MANIFEST_JSONL, lambda tmp: write_jsonl(rows, tmp))
     atomic_write(out_dir / MANIFEST_PARQUET, parquet)

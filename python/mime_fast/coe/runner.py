@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, NoReturn
 
 from ..corpus import RunStopped, sha256_file
-from ..manifest import CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows, write_parquet
+from ..manifest import (CLEAR_VERSION, EMOTIONS, MANIFEST_JSONL, atomic_write, compact, read_rows, write_jsonl,
+                        write_parquet)
 from ..spec import CODES, spec as subset_spec
 from .cache import ReplyCache, request_key
 from .client import ChatClient, Completion, EndpointUnreachable, Media, MediaOptions, Stopped, elide, media_parts
@@ -431,13 +432,6 @@ def read_coe(corpus_dir: str | os.PathLike) -> list[dict[str, Any]]:
 def _write_outputs(corpus: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
 
-    def jsonl(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
     def parquet(tmp: Path) -> None:
         schema = pa.schema([(c, pa.int64() if c in _INT else pa.float64() if c in _FLOAT else pa.string())
                             for c in COLUMNS])
@@ -449,7 +443,7 @@ def _write_outputs(corpus: Path, rows: list[dict[str, Any]]) -> None:
             for (subset, emotion), c in summary_counts(rows).items():
                 f.write(f"{subset},{emotion},{c['ok']},{c['rejected']},{c['failed']}\n")
 
-    atomic_write(corpus / COE_JSONL, jsonl)
+    atomic_write(corpus / COE_JSONL, lambda tmp: write_jsonl(rows, tmp))
     atomic_write(corpus / COE_PARQUET, parquet)
     atomic_write(corpus / COE_SUMMARY, summary)
 

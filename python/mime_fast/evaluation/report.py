@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..manifest import EMOTIONS, atomic_write, write_parquet
+from ..manifest import EMOTIONS, atomic_write, write_jsonl, write_parquet
 from ..spec import CODES, spec as subset_spec
 from .metrics import bootstrap_ci, confusion, holm, mcnemar_exact, scores
 
@@ -256,14 +256,9 @@ def write_outputs(run_dir: Path, preds: list[dict[str, Any]], m: dict[str, Any])
     ``recognize``) ``degradation.png`` in ``run_dir``, each written atomically."""
     import pyarrow as pa
 
-    def jsonl(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in preds:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
     schema = pa.schema([(c, getattr(pa, _TYPES.get(c, "string"))()) for c in PREDICTION_COLUMNS])
     report = {"recognize": report_markdown, "pairs": pairs_markdown, "statements": statements_markdown}[m["task"]]
-    atomic_write(run_dir / PREDICTIONS, jsonl)
+    atomic_write(run_dir / PREDICTIONS, lambda tmp: write_jsonl(preds, tmp))
     table = pa.Table.from_pylist(preds, schema=schema)
     atomic_write(run_dir / PREDICTIONS_PARQUET, lambda tmp: write_parquet(table, tmp))
     atomic_write(run_dir / METRICS, lambda tmp: tmp.write_text(json.dumps(m, indent=2, ensure_ascii=False) + "\n",

@@ -28,9 +28,9 @@ def media_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "media"
 
 
-def real_clip_args(doc: str | None, name: str) -> argparse.Namespace:
-    """The options of the benchmarks over the real clips (``--repeats``, ``--media``, ``--only``);
-    exits saying so when the folder has no real clips."""
+def real_clip_args(doc: str | None, name: str, *, device: bool = False) -> argparse.Namespace:
+    """The options of the benchmarks over the real clips (``--repeats``, ``--media``, ``--only``;
+    ``device``: ``--device cpu|cuda`` too); exits saying so when the folder has no real clips."""
     import sys
 
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,6 +38,9 @@ def real_clip_args(doc: str | None, name: str) -> argparse.Namespace:
     ap.add_argument("--media", type=Path, default=media_dir(),
                     help="real clips (default: $MIME_FAST_SHARED_MEDIA or ../shared/media)")
     ap.add_argument("--only", default=None, help="comma-separated clip names")
+    if device:
+        ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where build_subsets and the detection pass run (default: cpu)")
     args = ap.parse_args()
     if not (args.media / "crowd_1080p.mp4").is_file():
         sys.exit(f"{name}: no real clips in {args.media} (pass --media)")

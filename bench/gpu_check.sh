@@ -20,7 +20,10 @@
 #                  most, so a hung test cannot take the benchmark's time), the pipeline benchmark's
 #                  target contenders in the order gpu, encoders, no_encode, cpu
 #                  ($OUT/pipeline-cuda.json, written after each), then the torch stack's CUDA cases
-#                  (-k cuda: the models within their tolerances, CUDA graphs, the broker). A step
+#                  (-k cuda: the models within their tolerances, CUDA graphs, the broker); with
+#                  LEASE_STEPS naming it, `real` too: issue 37's ratio on the GPU (bench_real.py
+#                  --device cuda on the 720p real clips, 1 repeat, about 2-4 minutes: $OUT/real-cuda.json;
+#                  LEASE_STEPS="cuda real" is that issue's lease). A step
 #                  that does not fit in the time left is skipped; $OUT/lease.txt says what ran, its
 #                  exit status and time, and what was skipped. Rerun on the warm machine with the
 #                  steps left (LEASE_STEPS="torch" LEASE_S=200, say): the build is then incremental.
@@ -130,11 +133,15 @@ if [ "$what" = lease ]; then
         pipeline)  # the issue's JSON; cpu last: it needs no GPU and the ratio needs the other two
             step pipeline 150 600 bash -c 'cd bench && exec python3 bench_pipeline_cuda.py --device cuda \
                 --contenders gpu,encoders,no_encode,cpu --result "$0/pipeline"' "$OUT" || failed=1 ;;
+        real)  # issue 37 on the GPU: the real 720p clips end to end against the encoders alone
+            step real 120 300 bash -c 'cd bench && python3 bench_real.py --device cuda --only \
+                crowd@720p,two_people_hug@720p,arm_wrestling@720p,cut_sequence@720p && cp results/real-cuda.json "$0/"' \
+                "$OUT" || failed=1 ;;
         torch)  # the torch stack's cases on cuda (parametrised, not marked): models within tolerance
             step torch 60 600 env MIME_FAST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider -rs -k cuda \
                 tests/test_torch_models.py tests/test_torch_hog.py tests/test_cuda_graphs.py tests/test_batching.py \
                 || failed=1 ;;
-        *) echo "lease: unknown step $s (cuda, pipeline, torch)" | tee -a "$OUT/lease.txt"; failed=1 ;;
+        *) echo "lease: unknown step $s (cuda, pipeline, real, torch)" | tee -a "$OUT/lease.txt"; failed=1 ;;
         esac
     done
     log "lease: $(( $(date +%s) - started )) s of LEASE_S=${LEASE_S:-480}"

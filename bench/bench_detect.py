@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _harness import libx264_floor, parse_args, pipeline_with_hulls, save, stage_seconds
+from _harness import libx264_floor, parse_args, pipeline_with_hulls, save, stage_seconds, upper_median as med
 
 import mime_fast
 from mime_fast import build_subsets
@@ -87,9 +87,6 @@ def main() -> None:
                 corpus_s[mode].append(time.perf_counter() - t)
                 assert len(summ.done) == 4, summ.failed
             print(f"repeat {rep}: corpus of 4 clips: " + ", ".join(f"{m} {4 * n_src / v[-1]:.1f} fps" for m, v in corpus_s.items()))
-
-    def med(v):
-        return sorted(v)[len(v) // 2]
 
     i = detect_s.index(med(detect_s))
     tm = timers_all[i]

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from _harness import (REAL_CLIPS, cpu_seconds, encoders_alone, grid_frames, libx264_floor, pipeline_with_hulls,
-                      real_clip_args, save, scaled_copy, stage_seconds)
+                      real_clip_args, save, scaled_copy, stage_seconds, upper_median as med)
 
 import mime_fast
 from mime_fast import build_subsets
@@ -69,11 +69,6 @@ def clips(media: Path, tmp: Path, only: set[str] | None = None) -> dict[str, tup
         synth = make_clip(tmp / "synthetic.mp4", duration=4.0, fps=25, size=(1280, 720), audio=True)
         out["synthetic@720p"] = (synth.path, {})
     return out
-
-
-def med(v: list[float]) -> float:
-    """The median of the repeats (the upper one of an even count)."""
-    return sorted(v)[len(v) // 2]
 
 
 def detection_budget(n_src: int, enc_cpu: list[float], pipe_cpu: list[float], detect_cpu: list[float],

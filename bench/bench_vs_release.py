@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _harness import REAL_CLIPS, media_dir, save, scaled_copy
+from _harness import REAL_CLIPS, media_dir, save, scaled_copy, upper_median as med
 
 HERE = Path(__file__).resolve().parent
 CHILD = """
@@ -93,9 +93,6 @@ def main() -> None:
                     print(f"{name} {ver} repeat {rep}: {d['seconds']:.1f} s "
                           f"({d['source_frames'] / d['seconds']:.1f} source fps), embeddings {d.get('embeddings')}",
                           flush=True)
-
-    def med(v):
-        return sorted(v)[len(v) // 2]
 
     summary = {}
     for name, by in runs.items():

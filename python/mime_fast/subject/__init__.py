@@ -12,8 +12,15 @@ module              step
 ``shots``           camera cuts, dissolves and returns to an earlier shot (:class:`ShotDetector`)
 ``selection``       who the subject is in a frame: MIME's four score terms (centrality 0.4, landmark
                     quality 0.3, body area 0.2, face scale 0.1), :func:`select_primary_subject`
-``tracking``        :class:`SubjectTracker`: his face followed by identity (face embedding and body
-                    colours), position and continuity; what it could not tell is left to the decision
+``tracking``        :class:`SubjectTracker`: the frame's steps in order (advance, follow or observe,
+                    associate, jump?, match, head); ``docs/subject-tracking.md`` says what each decides
+``lifecycle``       the subject's phase at each frame (:class:`Phase`: unselected, followed, missed,
+                    glimpsed, searching), decided in one place
+``mesh_follow``     his face followed by its mesh between detector runs
+``matching``        the gates, identity's thresholds and the rules where identity cannot decide, as
+                    plain functions
+``appearance``      body colours, the views of his face kept, how an embedding reads against his
+``record``          the undecided faces and the whole-clip decision applied to them
 ``state``           what the tracker knows between frames, in four parts: where he is (``follow``), who
                     he is (``identity``), the shot (``shot``) and what pass 1 keeps (``record``)
 ``face_tracks``     the faces followed as tracks between detector runs (one embedding per track)
@@ -40,11 +47,13 @@ from .selection import (
     select_primary_subject, structural_quality_term
 )
 from .shots import Shot, ShotDetector
-from .tracking import (
-    COMPETITOR_SCORE, CONTINUITY_IOU, GATE, MIN_COS, MIN_MESH_QUALITY, MIN_SCORE, NEAR, PARTIAL, STRONG_COS,
-    TRACK_MAX_SCALE_CHANGE, TRACK_MAX_SHAPE_CHANGE, TRACK_MAX_SPEED, TRACK_RECENTRE, W_EMBED, W_HIST,
-    SubjectTracker, body_histogram, track_clip
+from .appearance import body_histogram
+from .lifecycle import Phase
+from .matching import (
+    COMPETITOR_SCORE, CONTINUITY_IOU, GATE, MIN_COS, MIN_SCORE, NEAR, PARTIAL, STRONG_COS, W_EMBED, W_HIST
 )
+from .mesh_follow import MIN_MESH_QUALITY, TRACK_MAX_SCALE_CHANGE, TRACK_MAX_SHAPE_CHANGE, TRACK_MAX_SPEED, TRACK_RECENTRE
+from .tracking import SubjectTracker, track_clip
 
 __all__ = [
     # pass 1 (detection.py)
@@ -52,7 +61,9 @@ __all__ = [
     # shots (shots.py) and selection (selection.py)
     "Shot", "ShotDetector", "WEIGHTS", "Selection", "assign_bodies", "body_area_term", "centrality_term",
     "detect_candidates", "facial_scale_term", "select_primary_subject", "structural_quality_term",
-    # the tracker (tracking.py, face_tracks.py, geometry.py, head.py)
+    # the tracker (tracking.py, lifecycle.py, matching.py, mesh_follow.py, appearance.py, face_tracks.py,
+    # geometry.py, head.py)
+    "Phase",
     "COMPETITOR_SCORE", "CONTINUITY_IOU", "GATE", "MIN_COS", "MIN_MESH_QUALITY", "MIN_SCORE", "NEAR", "PARTIAL",
     "STRONG_COS", "TRACK_MAX_SCALE_CHANGE", "TRACK_MAX_SHAPE_CHANGE", "TRACK_MAX_SPEED", "TRACK_RECENTRE",
     "W_EMBED", "W_HIST", "SubjectTracker", "body_histogram", "track_clip", "MIN_EMBED_SIZE", "REEMBED_GROWTH",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
-from .face_tracks import FaceTracks, _detect_at, _timed
+from .face_tracks import FaceTracks, detect_at, timed
 from .gaps import fill_gaps
 from .geometry import FrameTrack, _box_ellipse, _iou, _size
 from ..detect.interface import Faces
 from .shots import Shot
-from .tracking import MIN_MESH_QUALITY, SubjectTracker
+from .mesh_follow import MIN_MESH_QUALITY
 
 __all__ = ["ALL_FACES_DETECT_SIZE", "ALL_FACES_MAX_MESHES", "ALL_FACES_MESH_MIN_SIZE", "AllFaceTracker"]
 
@@ -79,19 +79,20 @@ class AllFaceTracker:
         self._faces.new_shot()
 
     def _t(self, name, fn, *a):
-        return _timed(self.timers, name, fn, *a)
+        return timed(self.timers, name, fn, *a)
 
     def _detect(self, frame) -> Faces:
-        return _detect_at(self.stack.detector, frame, self.detect_size)
+        return detect_at(self.stack.detector, frame, self.detect_size)
 
-    def update(self, frame: np.ndarray, subject: SubjectTracker, found: FrameTrack) -> None:
-        """The next frame (the one ``subject`` just tracked, with result ``found``)."""
+    def update(self, frame: np.ndarray, subject, found: FrameTrack) -> None:
+        """The next frame (the one ``subject``, the :class:`~mime_fast.subject.tracking.SubjectTracker`,
+        just decided, with result ``found``)."""
         self._index += 1
         i = self._index
         own = self.detect_size is not None and self.detect_size != subject.detect_size
-        if (not own and subject.last_faces is not None and subject.last_faces[0] == subject._index
-                and subject.last_faces_full):
-            faces = subject.last_faces[1]  # the subject tracker's detection: the same size
+        seen = subject.observation  # what its detector found on this frame, if it ran
+        if not own and seen is not None and seen.index == subject.index and seen.full:
+            faces = seen.faces  # the subject tracker's detection: the same size
         elif i - self._last_detect >= self.detect_every:
             faces = self._t("all_faces_detect", self._detect, frame)
             self.detector_runs += 1

@@ -2,7 +2,7 @@
 
 The forward tracker (:class:`mime_fast.subject.tracking.SubjectTracker`) decides frame by frame, and
 where it cannot tell which face is the subject's it masks every face that could be his
-(*undecided*: module docstring of :mod:`~mime_fast.subject.tracking`, 7. and 8.).  Nothing is
+(*undecided*: ``docs/subject-tracking.md``, 7. and 8.).  Nothing is
 blurred before the whole clip has been seen (pass 2 starts after pass 1), so each of those faces
 can be decided afterwards as a **face track** (:class:`~mime_fast.subject.face_tracks.TrackRecord`:
 the detections of one face inside one shot), with the evidence of the whole clip: where the

@@ -1,4 +1,4 @@
-"""Every face of a shot, followed from one detector run to the next: :func:`_detect_at` (the face
+"""Every face of a shot, followed from one detector run to the next: :func:`detect_at` (the face
 detector on a frame downscaled to a given size, boxes mapped back) and :class:`FaceTracks` (faces
 associated into tracks by box overlap where each track is expected now, so that each is embedded
 about once per track and a face's mask is one track, not one per detector run).  Used by
@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from .geometry import _centre, _iou, _size
 from ..detect.interface import Faces, _downscale
 
-if TYPE_CHECKING:  # for an annotation only: tracking imports this module
-    from .tracking import SubjectTracker
-
 __all__ = ["MIN_CONTRAST", "MIN_EMBED_SIZE", "REEMBED_GROWTH", "REEMBED_S", "ROI_GRID", "SEARCH_GAP", "SEARCH_READS", "SEARCH_UNSURE", "TRACK_GATE", "TRACK_IOU", "FaceTracks",
-           "TrackRecord", "face_contrast"]
+           "TrackRecord", "detect_at", "face_contrast", "timed"]
 
 #: Face tracks (:class:`FaceTracks`): a detection continues a track when its box overlaps the
 #: track's last box by at least this IoU; a track's embedding is reused until the face grew by
@@ -34,7 +31,7 @@ TRACK_IOU = 0.3
 #: real crowd clip at 720p, a 90 px face crossing at 26 px a frame overlaps its box of 3 frames
 #: before by IoU 0: it started a new track at every detector run, 9 in a second).
 TRACK_GATE = 1.0
-#: :func:`_detect_at` with a region: the largest stride of the face detector's anchors (RetinaFace:
+#: :func:`detect_at` with a region: the largest stride of the face detector's anchors (RetinaFace:
 #: 8, 16, 32); the region's corners lie on multiples of it in the frame the detector sees.
 ROI_GRID = 32
 REEMBED_GROWTH = 1.3
@@ -101,7 +98,7 @@ def face_contrast(frame, box) -> float:
     return float(g.std())
 
 
-def _timed(timers: dict, name: str, fn, *a):
+def timed(timers: dict, name: str, fn, *a):
     """``fn(*a)``, its wall time added to ``timers[name]`` (bench/bench_detect.py reads the trackers'
     ``timers``)."""
     t = time.perf_counter()
@@ -110,7 +107,7 @@ def _timed(timers: dict, name: str, fn, *a):
     return out
 
 
-def _detect_at(detector, frame: np.ndarray, size: int | None, roi: tuple[int, int, int, int] | None = None) -> Faces:
+def detect_at(detector, frame: np.ndarray, size: int | None, roi: tuple[int, int, int, int] | None = None) -> Faces:
     """``detector`` on ``frame`` downscaled so that its longer side is at most ``size`` px (``None``:
     as it is), boxes and keypoints mapped back to ``frame``'s pixels.  ``roi`` (``x0, y0, x1, y1``
     in frame pixels): only the faces there -- the region is cut from the downscaled frame, its corners
@@ -269,15 +266,16 @@ class FaceTracks:
             if e is not None and bool(u):
                 self._emb[int(t)] = e._replace(unsure=True)
 
-    def embeddings(self, tracker: "SubjectTracker", frame, faces: Faces, tracks: np.ndarray,
-                   fresh: bool = False, search: bool = False) -> np.ndarray:
-        """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in this
-        frame), NaN rows for faces too small to embed; ``fresh``: compute every one (a face next to
+    def embeddings(self, frame, faces: Faces, tracks: np.ndarray, *, index: int,
+                   embed: Callable[[np.ndarray, Faces], np.ndarray], dim: int, fresh: bool = False,
+                   search: bool = False) -> np.ndarray:
+        """``(len(faces), dim)`` embeddings of ``faces`` (the faces of tracks ``tracks`` in frame
+        ``index``), NaN rows for faces too small to embed, those to compute by ``embed(frame,
+        faces)`` (the embedder, counted by its caller) in one call; ``fresh``: compute every one (a face next to
         the subject, possibly half hidden: its identity is read now, not taken from its track);
         ``search``: he is searched for -- a track whose last read was unsure of him (:meth:`unsure`)
         and that was read fewer than :data:`SEARCH_READS` times is read again once :data:`SEARCH_GAP`
         frames passed since its last read."""
-        index = tracker._index
         sizes = np.array([_size(b) for b in faces.boxes])
         # faces that overlap another face of this frame: overlapping boxes can swap tracks, so
         # their identity is read again, never taken from a track
@@ -296,14 +294,14 @@ class FaceTracks:
                 if contrast[j] >= MIN_CONTRAST:
                     need.append(j)
         if need:
-            new = tracker._embed(frame, faces[np.array(need)])
+            new = embed(frame, faces[np.array(need)])
             for j, v in zip(need, new):
                 c = contrast[j] if j in contrast else face_contrast(frame, faces.boxes[j])
                 e = self._emb[tracks[j]]
                 self._emb[tracks[j]] = _Read(v, sizes[j], index, c, 1 if e is None else e.reads + 1, False)
                 if self.records is not None and np.all(np.isfinite(v)):
                     self.records[int(self._ids[tracks[j]])].embeddings.append((int(index), float(sizes[j]), v, c))
-        out = np.full((len(faces), len(tracker.identity.ref_emb)), np.nan, np.float32)
+        out = np.full((len(faces), int(dim)), np.nan, np.float32)
         for j, t in enumerate(tracks):
             if self._emb[t] is not None:
                 out[j] = self._emb[t].embedding

@@ -39,9 +39,9 @@ class TrackingStats:
     re-acquisitions after a loss longer than the hold; ``head``: frames masked at his head followed
     by its motion while his face was not matched (:class:`mime_fast.subject.head.HeadFlow`);
     ``continued``: frames matched by track
-    continuity where identity could not decide (:data:`~mime_fast.subject.tracking.CONTINUITY_IOU`);
+    continuity where identity could not decide (:data:`~mime_fast.subject.matching.CONTINUITY_IOU`);
     ``returned``: frames where he was found where he stood in the shot a new one returns to
-    (:class:`~mime_fast.subject.SubjectTracker`, module docstring 6.);
+    (:class:`~mime_fast.subject.SubjectTracker`, ``docs/subject-tracking.md`` 6.);
     ``undecided``: frames where a face that could be the subject's is masked beside him because
     nothing could tell whether it is his (:meth:`~mime_fast.subject.SubjectTracker.undecided_hulls`,
     after the decision over the whole clip: :mod:`mime_fast.subject.decision`); ``undecided_pass1``:

@@ -1,20 +1,20 @@
 """What the subject tracker (:class:`mime_fast.subject.tracking.SubjectTracker`) knows between two
-frames, in four parts, each read and written by the rules its docstring numbers:
+frames, in four parts, each read and written by the rules ``docs/subject-tracking.md`` numbers:
 
 ==============  ==================================================================================
 ``follow``      where he is: his last box and motion, the face track and mesh of his last match, his
-                followed head, whether he was found for sure (rules 2 - 5)
+                followed head, whether he was found for sure (docs/subject-tracking.md, 2. - 5.)
 ``identity``    who he is: the selection's embedding, the views of him kept while followed, his
-                strong matches over the whole clip, the embedder's thresholds (rules 3, 4, 7, 8)
+                strong matches over the whole clip, the embedder's thresholds (3., 4., 7., 8.)
 ``shot``        the camera shot he is followed in: its first frame, where he stood in the shots a
-                new one may return to, whether he was re-acquired weakly in it (rules 6 - 8)
+                new one may return to, whether he was re-acquired weakly in it (6. - 8.)
 ``record``      what pass 1 keeps for the decision over the whole clip
                 (:mod:`mime_fast.subject.decision`): the face taken for him in each frame, the
                 faces masked as undecided, and the decisions
 ==============  ==================================================================================
 
-The tracker keeps only its settings, the models, the frame index, the face tracks and its
-statistics beside these.
+The tracker keeps only its settings, the models, the frame index, the subject's phase
+(:mod:`mime_fast.subject.lifecycle`), the face tracks and its statistics beside these.
 """
 
 from __future__ import annotations
@@ -59,6 +59,19 @@ class Follow:
     last_detect: int = _NEVER  # the last frame the detector ran on
     detected_ids: list = field(default_factory=list)  # the face tracks of the faces found there
     crowded_at: int = _NEVER  # the last frame another face came near him
+
+    def forget_motion(self) -> None:
+        """Where he was going is forgotten (a new shot, a jump, another face confirmed as his): his
+        velocity, the mesh anchor and landmarks followed from, the run of partial matches, and his
+        followed head."""
+        self.vel, self.vel_known = np.zeros(2), False
+        self.anchor = self.last_points = None
+        self.partial_run = 0
+        self.head = self.seed = None
+
+    def crowded(self, index: int, hold: int) -> bool:
+        """Whether another face came near him within ``hold`` frames before frame ``index``."""
+        return index - self.crowded_at <= hold
 
 
 @dataclass

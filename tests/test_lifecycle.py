@@ -1,0 +1,202 @@
+"""The subject's lifecycle (mime_fast.subject.lifecycle): each phase entered and left by its event,
+decided in one place (phase_of), and what the tracker does in each; the subject package's modules
+import one way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mime_fast.detect.interface import Faces, Landmarks
+from mime_fast.subject import Phase, SubjectTracker
+from mime_fast.subject.lifecycle import phase_of, recent
+from mime_fast.subject.state import Follow
+
+BOX = np.array([600.0, 300, 680, 400])  # his face in a 720 x 1280 frame
+
+
+def _follow(last_seen=None, present_at=-(10**9), box=BOX) -> Follow:
+    f = Follow()
+    f.box, f.last_seen, f.present_at = (None if box is None else box.copy()), last_seen, present_at
+    return f
+
+
+@pytest.mark.parametrize("follow, index, start, phase", [
+    (_follow(box=None), 5, 0, Phase.UNSELECTED),
+    (_follow(last_seen=9), 10, 0, Phase.FOLLOWED),             # matched whole on the frame before
+    (_follow(last_seen=7), 10, 0, Phase.MISSED),               # 2 frames missed, within the hold of 3
+    (_follow(last_seen=7), 11, 0, Phase.SEARCHING),            # 3 frames missed: the hold ran out
+    (_follow(last_seen=7, present_at=9), 11, 0, Phase.GLIMPSED),  # ... but part of him was seen
+    (_follow(last_seen=7, present_at=7), 11, 0, Phase.SEARCHING),
+    (_follow(last_seen=9), 10, 10, Phase.SEARCHING),           # a new shot starts at this frame
+    (_follow(last_seen=9, present_at=9), 10, 10, Phase.SEARCHING),
+])
+def test_phase_of_each_phase(follow, index, start, phase):
+    assert phase_of(follow, index, start, 3) is phase
+    assert phase.lost == (phase in (Phase.GLIMPSED, Phase.SEARCHING))
+
+
+def test_recent_is_in_the_shot_and_within_the_hold():
+    assert recent(7, 10, 0, 3) and not recent(6, 10, 0, 3) and not recent(7, 10, 8, 3) and not recent(None, 10, 0, 3)
+
+
+def test_forget_motion_is_the_one_reset():
+    f = _follow(last_seen=9)
+    f.vel, f.vel_known, f.anchor, f.last_points, f.partial_run = np.ones(2), True, (1, 2, 3), np.ones((3, 2)), 2
+    f.head, f.seed = object(), (1, None, None)
+    f.forget_motion()
+    assert not f.vel.any() and not f.vel_known and f.anchor is None and f.last_points is None
+    assert f.partial_run == 0 and f.head is None and f.seed is None
+    assert f.last_seen == 9 and f.box is not None  # where he was is kept: the phase follows the clocks
+
+
+class _Script:
+    """A stack whose detector finds, at its n-th call, the boxes ``script(n)`` (frame pixels of a
+    720 x 1280 frame) and records the size of each frame it is given; one person (every face
+    embeds alike: identity strong); the mesh an ellipse in the box."""
+
+    def __init__(self, script):
+        self.script, self.calls, self.inputs = script, -1, []
+        self.detector = SimpleNamespace(detect=self._detect)
+        self.landmarks = SimpleNamespace(landmarks=self._landmarks)
+        self.embedder = SimpleNamespace(embed=lambda frame, faces: np.tile(np.eye(1, 128, dtype=np.float32), (len(faces), 1)))
+        self.persons = None
+        self.crop_detection = False
+
+    def _detect(self, img):
+        self.calls += 1
+        self.inputs.append(max(img.shape[:2]))
+        s = max(img.shape[:2]) / 1280
+        boxes = np.asarray(self.script(self.calls), np.float64).reshape(-1, 4) * s
+        c = np.stack([(boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2], 1)
+        return Faces(boxes, np.full(len(boxes), 0.99), np.repeat(c[:, None], 5, axis=1))
+
+    def _landmarks(self, frame, faces):
+        t = np.linspace(0, 2 * np.pi, 36, endpoint=False)
+        pts = [np.stack([(b[0] + b[2]) / 2 + (b[2] - b[0]) / 2 * np.cos(t), (b[1] + b[3]) / 2 + (b[3] - b[1]) / 2 * np.sin(t)], 1)
+               for b in faces.boxes]
+        return Landmarks(np.array(pts, np.float32).reshape(-1, 36, 2), np.ones(len(pts)))
+
+
+def _run(script, frames: int, cuts=(), **kw):
+    stack = _Script(script)
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3, **kw)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    phases, kinds = [], []
+    for i in range(frames):
+        if i in cuts:
+            tr.new_shot()
+        kinds.append(tr.update(frame).kind)
+        phases.append(tr.phase)
+    return tr, stack, phases, kinds
+
+
+def test_the_phases_entered_and_left_by_their_events():
+    """Selected on his first frame; followed; missed when the detector loses him; searched for once
+    the hold runs out; followed again once identity finds him; searched for after a cut."""
+    present = set(range(0, 5)) | set(range(11, 14)) | set(range(14, 18))
+    tr, stack, phases, kinds = _run(lambda n: [BOX] if n in present else [], 18, cuts=(14,), detect_size=None)
+    F, M, S = Phase.FOLLOWED, Phase.MISSED, Phase.SEARCHING
+    assert phases == [Phase.UNSELECTED, F, F, F, F,  # selected on frame 0, then matched frame after frame
+                      F, M, M,  # lost by the detector at 5: followed there (matched on 4), missed from 6
+                      S, S, S,  # hold (3) ran out: searched for
+                      S, F, F,  # found again at 11 by identity (re-acquired), followed from 12
+                      S, F, F, F]  # a cut at 14: searched for, found at once
+    assert kinds[:5] == ["detected"] * 5 and kinds[11:] == ["detected"] * 7
+    assert tr.stats.reacquired == 2 and tr.stats.selected_frame == 0
+
+
+def test_glimpsed_while_only_part_of_him_is_found():
+    """His face found only in part (smaller than PARTIAL of his size) moves his ``present_at`` clock
+    alone: once the hold runs out he is glimpsed, looked for by identity among every face, and a
+    whole match makes him followed again."""
+    small = BOX + np.array([10.0, 12, -10, -12])  # 0.75 of his size, same centre
+    tr, _, phases, kinds = _run(lambda n: [BOX] if n < 5 else [small], 10, detect_size=None)
+    assert kinds[5:9] == ["partial"] * 3 + ["detected"]  # (after the hold of partial frames: his new size)
+    assert phases[5:10] == [Phase.FOLLOWED, Phase.MISSED, Phase.MISSED, Phase.GLIMPSED, Phase.FOLLOWED], phases
+
+
+def test_searched_for_on_the_whole_frame_at_the_search_size():
+    """While he is searched for, the detector sees the whole frame at SEARCH_DETECT_SIZE (640); else
+    at ``detect_size``."""
+    from mime_fast.subject.tracking import SEARCH_DETECT_SIZE
+
+    tr, stack, phases, _ = _run(lambda n: [BOX] if n < 3 or n >= 8 else [], 10, detect_size=384)
+    searched = [i for i, p in enumerate(phases) if p is Phase.SEARCHING]
+    assert searched == [6, 7, 8]
+    assert [stack.inputs[i] for i in range(10)] == [SEARCH_DETECT_SIZE if i in searched else 384 for i in range(10)]
+
+
+def test_a_followed_subject_is_detected_around_him_only_when_followed():
+    """The detector looks only around him (the observation's ``roi``) where he was followed on the
+    frame before; missed or searched for, it sees the whole frame."""
+    def bright(img):  # the face is the one bright square of the picture, wherever it is cut from
+        ys, xs = np.nonzero(img[..., 0] > 128)
+        if not len(xs):
+            return Faces(np.zeros((0, 4)), np.zeros(0), np.zeros((0, 5, 2)))
+        box = np.array([[xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]], np.float64)
+        return Faces(box, np.ones(1), np.repeat(((box[:, :2] + box[:, 2:]) / 2)[:, None], 5, axis=1))
+
+    stack = _Script(lambda n: [])
+    stack.detector, stack.crop_detection = SimpleNamespace(detect=bright), True
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=3, detect_size=1280)
+    face, empty = np.zeros((720, 1280, 3), np.uint8), np.zeros((720, 1280, 3), np.uint8)
+    face[330:370, 620:660] = 255  # a 40 px face: the square around him is a fraction of the frame
+    seen = []
+    for i in range(8):
+        tr.update(empty if i in (4, 5) else face)
+        seen.append((tr.phase, tr.observation.roi is not None))
+    assert seen == [(Phase.UNSELECTED, False), (Phase.FOLLOWED, True), (Phase.FOLLOWED, True),
+                    (Phase.FOLLOWED, True), (Phase.FOLLOWED, True), (Phase.MISSED, False),
+                    (Phase.MISSED, False), (Phase.FOLLOWED, True)]
+
+
+def test_a_hold_under_one_frame_is_refused():
+    with pytest.raises(ValueError, match="hold_frames"):
+        SubjectTracker(_Script(lambda n: []), hold_frames=0)
+
+
+# ------------------------------------------------------------------ the package's imports
+
+
+SUBJECT = Path(__file__).resolve().parents[1] / "python" / "mime_fast" / "subject"
+
+
+def _imports(path: Path) -> set[str]:
+    """The sibling modules ``path`` imports (``from .x import ...``), TYPE_CHECKING imports included."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                out.add(node.module.split(".")[0])
+            else:
+                out.update(a.name for a in node.names)
+    return out
+
+
+def test_the_subject_package_imports_one_way():
+    """No circle among the subject package's modules (the package's ``__init__`` aside), and none
+    past 400 lines but the tracker's pipeline (issue 50: tracking.py is still being cut)."""
+    graph = {p.stem: _imports(p) & {q.stem for q in SUBJECT.glob("*.py")} for p in SUBJECT.glob("*.py")
+             if p.stem != "__init__"}
+    state: dict[str, int] = {}
+
+    def visit(m, path):
+        state[m] = 1
+        for n in sorted(graph.get(m, ())):
+            assert state.get(n) != 1, "import circle: " + " -> ".join([*path, m, n])
+            if n not in state:
+                visit(n, [*path, m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert {"lifecycle", "matching", "mesh_follow", "appearance", "record"} <= set(graph)
+    assert "tracking" not in set().union(*(graph[m] for m in graph if m not in ("detection",)))
+    long = {p.name for p in SUBJECT.glob("*.py") if len(p.read_text().splitlines()) > 400}
+    assert long <= {"tracking.py", "shots.py"}, long

@@ -341,6 +341,34 @@ def test_audit_parquet_is_never_left_half_written(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["audit.parquet"]
 
 
+@pytest.mark.parametrize(("chance", "fmr"), [(1 / 8, 1e-3), (1 / 2, 0.05)])
+def test_re_identified_a_hundredth_past_the_margin_and_not_a_hundredth_short_of_it(chance: float, fmr: float) -> None:
+    """The verdict on a subset's figures: re-identified when every recogniser ranks him first for a
+    share of the probes at least 0.25 (REID_MARGIN) above chance and verifies him for a share at
+    least 0.25 above the false-match rate.  Figures at each bar and 0.01 either side of it, one
+    recogniser at a time (the audit's clips, planted leaks and correct builds, test the verdict
+    only far from its bars; its one caller, audit_clip, needs the recognisers); no verdict without
+    probes."""
+    from mime_fast.audit import FMR, REID_MARGIN, _reidentified
+
+    assert (REID_MARGIN, FMR) == (0.25, 1e-3)
+    names = ["dlib", "sface"]
+
+    def verdict(**figures: float | None) -> bool | None:
+        got = {f"{c}_{n}": 1.0 for n in names for c in ("rank1", "tar")} | figures
+        return _reidentified(got, names, chance, fmr)
+
+    assert verdict() is True
+    for n in names:
+        assert verdict(**{f"rank1_{n}": chance + 0.26, f"tar_{n}": fmr + 0.26}) is True, n
+        assert verdict(**{f"rank1_{n}": chance + 0.24}) is False, n
+        assert verdict(**{f"tar_{n}": fmr + 0.24}) is False, n
+        assert verdict(**{f"rank1_{n}": None, f"tar_{n}": None}) is None, n
+    for above, reidentified in ((0.26, True), (0.25, True), (0.24, False)):
+        both = {f"{c}_{n}": v + above for n in names for c, v in (("rank1", chance), ("tar", fmr))}
+        assert verdict(**both) is reidentified, above
+
+
 def test_threshold_is_the_committed_calibration() -> None:
     from mime_fast.audit import CALIBRATION, RECOGNISABLE_COS, similarity
 

@@ -122,6 +122,36 @@ def test_the_writer_knows_the_rows_while_only_it_appends(tmp_path: Path) -> None
         assert writer.rows() == reference_read_rows(fresh) == writer.appended
 
 
+def test_a_jsonl_file_is_synced_to_the_disk_whole_before_it_is_renamed_into_place(tmp_path: Path, monkeypatch) -> None:
+    """write_jsonl fsyncs the file it wrote, flushed, before atomic_write renames it into place: a
+    crash or power cut just after the rename leaves the old manifest or the whole new one, never an
+    empty or torn file under its name.  Its text is UTF-8, one object per line, non-ASCII as is."""
+    from mime_fast import manifest
+    from mime_fast.manifest import atomic_write, write_jsonl
+
+    rows = [row("Zoë"), row("情", "FSM", reason="a «cut»"), {"clip_id": "😀", "n": [1, None, 2.5], "ok": True}]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    dest = tmp_path / MANIFEST_JSONL
+    real_fsync, synced = os.fsync, []
+
+    def fsync(fd: int) -> None:  # (what the file holds and where it is when it is synced)
+        st = os.fstat(fd)
+        temporaries = [p for p in tmp_path.iterdir() if p != dest]
+        synced.append((st.st_ino, st.st_size, dest.exists(), [(p.stat().st_ino, p.name) for p in temporaries]))
+        real_fsync(fd)
+
+    monkeypatch.setattr(manifest.os, "fsync", fsync)
+    atomic_write(dest, lambda tmp: write_jsonl(rows, tmp))
+    assert len(synced) == 1, synced
+    ino, size, dest_there, temporaries = synced[0]
+    assert not dest_there and temporaries == [(ino, f".{MANIFEST_JSONL}.tmp-{os.getpid()}")]
+    assert size == len(text.encode("utf-8"))
+    assert dest.stat().st_ino == ino and list(tmp_path.iterdir()) == [dest]
+    data = dest.read_bytes()
+    assert data == text.encode("utf-8") and "Zoë".encode() in data and b"\\u" not in data
+    assert [json.loads(line) for line in data.decode("utf-8").split("\n")[:-1]] == rows
+
+
 def test_a_rerun_with_nothing_to_do_leaves_the_manifest_as_it_is(built: tuple[Path, Path], tmp_path: Path) -> None:
     inp, out = built
     args = ["build", str(inp), "--out", str(out), "--subsets", "FM,FSM", "--quiet", *SMALL]

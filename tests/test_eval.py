@@ -466,6 +466,38 @@ def test_audio_none_sends_no_audio_to_any_subset(corpus: Path) -> None:  # noqa:
     assert res.metrics["subsets"]["VMM"]["with_audio"] == 0 and res.metrics["sent"]["audio"] == "none"
 
 
+def test_only_the_subsets_whose_spec_has_audio_send_it_whatever_the_row_says(tmp_path: Path) -> None:
+    """The clip's 16 kHz wav goes with FM, FDM, FSM and VMM only: a muted subset (FDAM, FSAM, AMM)
+    whose manifest row says ``has_audio: true`` (the source's flag, copied to every subset's row)
+    gets none, since its video has no audio; the subset table decides, not the row alone."""
+    from mime_fast.evaluation.runner import media_of
+    from mime_fast.spec import CODES, SUBSETS
+
+    assert CODES == ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
+    root = tmp_path / "rows"
+    (root / "audio").mkdir(parents=True)
+    (root / "audio" / "c.wav").write_bytes(b"a wav")
+    audio_row = {"clip_id": "c", "path": "audio/c.wav", "sha256": hashlib.sha256(b"a wav").hexdigest()}
+    for code in CODES:
+        (root / code).mkdir()
+        (root / code / "c.mp4").write_bytes(f"{code} video".encode())
+    with_audio: dict[tuple[str, bool], set[str]] = {}
+    for audio in ("auto", "none"):
+        for flag in (True, False):
+            with_audio[audio, flag] = set()
+            for code in CODES:
+                media = media_of(root, _row("c", code, "Happy", "A", f"{code}/c.mp4", "", has_audio=flag),
+                                 audio_row, audio)
+                video = ("video", f"{code}/c.mp4")
+                sent = [(m.kind, m.ref) for m in media]
+                assert sent in ([video], [video, ("audio", "audio/c.wav")]), (code, sent)
+                if len(sent) == 2:
+                    with_audio[audio, flag].add(code)
+    assert with_audio["auto", True] == {"FM", "FDM", "FSM", "VMM"}
+    assert with_audio["auto", True] == {c.value for c, s in SUBSETS.items() if s.has_audio}
+    assert with_audio["auto", False] == with_audio["none", True] == with_audio["none", False] == set()
+
+
 @pytest.mark.parametrize(("condition", "reply"), [
     ("direct", "Sad"),
     ("cot", "Tears, a low voice: sadness, perhaps fear.\n{'emotion': 'sad'}"),

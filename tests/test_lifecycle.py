@@ -155,6 +155,25 @@ def test_a_followed_subject_is_detected_around_him_only_when_followed():
                     (Phase.MISSED, False), (Phase.FOLLOWED, True)]
 
 
+def test_a_view_of_him_is_kept_once_per_hold_while_he_is_followed():
+    """While he is followed, a view of his face is kept on a full detection at most once per
+    ``hold_frames`` (about twice a second): one steady face, the detector on every frame, a hold
+    of 5 frames: views on frames 0, 5, ..., 35 and none between, so that the views a search reads
+    (GALLERY_SIZE) and those of the whole clip (CLIP_VIEWS) are spread over his moments."""
+    stack = _Script(lambda n: [BOX])
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=5, detect_size=None)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    kept, kinds = [], []
+    for i in range(40):
+        before = tr.identity.gallery_at
+        kinds.append(tr.update(frame).kind)
+        if tr.identity.gallery_at != before:
+            kept.append(tr.identity.gallery_at)
+    assert kinds == ["detected"] * 40 and stack.calls == 39 and tr.phase is Phase.FOLLOWED
+    assert kept == [0, 5, 10, 15, 20, 25, 30, 35]
+    assert len(tr.identity.clip_views) == 8
+
+
 def test_a_hold_under_one_frame_is_refused():
     with pytest.raises(ValueError, match="hold_frames"):
         SubjectTracker(_Script(lambda n: []), hold_frames=0)

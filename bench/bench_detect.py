@@ -31,7 +31,7 @@ from _harness import libx264_floor, parse_args, pipeline_with_hulls, save, stage
 import mime_fast
 from mime_fast import build_subsets
 from mime_fast.corpus import discover, run_corpus
-from mime_fast.landmarks import default_stack
+from mime_fast.detect.stacks import default_stack
 from mime_fast.subject import detect_subject
 from mime_fast.samples import make_clip
 

@@ -77,6 +77,25 @@ def _time_device_side() -> dict[str, float]:
     return seconds
 
 
+#: The modules that may hold ``default_stack`` (its home first; mime_fast.landmarks in older versions),
+#: and those that import it by name: the replay's stack is set in each this version has.
+_STACK_HOMES = ("mime_fast.detect.stacks", "mime_fast.landmarks", "mime_fast.subject.detection")
+
+
+def _stack_homes() -> list:
+    import importlib
+
+    homes = []
+    for name in _STACK_HOMES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "default_stack"):
+            homes.append(module)
+    return homes
+
+
 def child(clip: Path, repeats: int) -> dict:
     """One clip measured in this process (the ``mime_fast`` on ``sys.path``)."""
     import cv2
@@ -85,7 +104,6 @@ def child(clip: Path, repeats: int) -> dict:
     import mime_fast.subsets as subsets
     from _harness import NullWriter
     from _replay import recording, replaying, unanswered
-    from mime_fast import landmarks
     from mime_fast.media import iter_display_frames, probe
 
     subsets.Mp4Writer = NullWriter
@@ -93,12 +111,14 @@ def child(clip: Path, repeats: int) -> dict:
     mime_fast.set_num_threads(1)
     cv2.setNumThreads(1)
     moved = _time_device_side()
-    stack = landmarks.default_stack("cpu")
+    homes = _stack_homes()
+    stack = homes[0].default_stack("cpu")
     info = probe(clip)
 
     def run(st) -> tuple[object, float, float, float]:
         """build_subsets with ``st``: the result, CPU s, wall s, CPU s of its first pass."""
-        landmarks.default_stack = lambda device="cpu": st
+        for home in homes:
+            home.default_stack = lambda device="cpu": st
         marks: list[float] = []
         with tempfile.TemporaryDirectory() as d:
             c0, w0 = time.process_time(), time.perf_counter()

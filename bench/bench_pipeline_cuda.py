@@ -91,7 +91,7 @@ import mime_fast
 from mime_fast import subsets as _subsets
 from mime_fast.corpus import VIDEO_EXTENSIONS, ClipSpec, run_corpus, worker_threads
 from mime_fast.manifest import compact, read_rows
-from mime_fast.progress import Monitor
+from mime_fast.corpus.progress import Monitor
 from mime_fast.spec import CODES, ENCODED_SUBSETS, plan
 from mime_fast.subsets import Settings, build_subsets, fm_copy_reason
 from mime_fast.media import probe
@@ -278,7 +278,7 @@ def _init_worker(barrier, device: str | None, threads: int, env: dict) -> None:
     share_cores(threads)
     _WORKER["barrier"] = barrier
     if device is not None:
-        from mime_fast.landmarks import default_stack
+        from mime_fast.detect.stacks import default_stack
 
         _subsets.Mp4Writer = NullWriter  # (this process only)
         _WORKER["stack"] = getattr(default_stack(device), "name", "?")
@@ -340,7 +340,7 @@ def run_encoders(clips: list[Clip], out: Path, workers: int) -> dict:
 def _no_encode_clip(job: tuple) -> dict:
     path, out, name, device, extra = job
     from mime_fast.detect.cuda_graphs import graph_stats
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
 
     t = time.perf_counter()
     r = build_subsets(path, out, clip_id=name, device=device, **NO_ENCODE, **extra)
@@ -371,7 +371,7 @@ def _no_encode_clips(jobs: list[tuple], threads: int) -> tuple[list[dict], dict 
     shared through the process's model broker on a GPU); the broker's counts after them."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
 
     with ThreadPoolExecutor(max_workers=threads) as ex:
         done = list(ex.map(_no_encode_clip, jobs))
@@ -431,14 +431,14 @@ def main() -> None:
     total = sum(c.frames for c in clips)
     print(f"corpus: {len(clips)} clips, {total} source frames ({media_note})", flush=True)
 
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
 
     stacks = {"cpu": default_stack("cpu").name}  # loaded here before any clock (run_corpus loads them too)
     if dev == "cuda":
         stacks["cuda"] = default_stack("cuda").name
         if stacks["cuda"] != "offline-torch":  # the GPU contenders would measure the CPU models
             ap.exit(2, f"bench_pipeline_cuda: device='cuda' loads the {stacks['cuda']!r} stack, not the torch "
-                       "stack on the GPU (torch with CUDA importable? see the log of mime_fast.landmarks)\n")
+                       "stack on the GPU (torch with CUDA importable? see the log of mime_fast.detect.stacks)\n")
     contenders = {}  # name -> (workers, device, run(out))
     skipped = {}
     if args.skip_cpu:

@@ -37,7 +37,7 @@ from _harness import (REAL_CLIPS, cpu_seconds, encoders_alone, grid_frames, libx
 
 import mime_fast
 from mime_fast import build_subsets
-from mime_fast.landmarks import default_stack
+from mime_fast.detect.stacks import default_stack
 from mime_fast.subject import detect_subject
 from mime_fast.samples import make_clip, make_cut_sequence
 from mime_fast.subsets import Settings

@@ -21,7 +21,7 @@ from pathlib import Path
 from _harness import SHARED_MACHINE_NOTE, compare, proof_clips, real_clip_args, save
 
 from mime_fast import build_subsets
-from mime_fast.landmarks import default_stack
+from mime_fast.detect.stacks import default_stack
 from mime_fast.media import probe
 
 

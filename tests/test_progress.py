@@ -9,7 +9,7 @@ import pytest
 
 from mime_fast import build_subsets, samples
 from mime_fast.corpus import ClipSpec, discover, run_corpus
-from mime_fast.progress import TqdmMonitor, estimate_frames
+from mime_fast.corpus.progress import TqdmMonitor, estimate_frames
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_a_large_run_reads_a_bounded_sample_then_each_clip_as_it_starts(monkeypa
     # 40,000 clips must not mean 40,000 container opens beside the workers: ESTIMATE_SAMPLE of
     # them spread over the list for the run's total (the others at their mean), then each clip
     # when its first frame comes, for its own bar
-    from mime_fast import progress
+    from mime_fast.corpus import progress
 
     read: list[str] = []
 
@@ -147,7 +147,7 @@ def test_a_large_run_reads_a_bounded_sample_then_each_clip_as_it_starts(monkeypa
 
 def test_a_rerun_names_a_few_complete_clips_and_counts_the_others_in_one_line() -> None:
     # a rerun over 40,000 complete clips prints SKIPPED_SHOWN names and one count, not 40,000 lines
-    from mime_fast.progress import SKIPPED_SHOWN, LineMonitor
+    from mime_fast.corpus.progress import SKIPPED_SHOWN, LineMonitor
 
     lines: list[str] = []
     m = LineMonitor(lines.append)

@@ -1,7 +1,7 @@
 """The package split of issue 37: ``mime_fast.detect`` holds the models, ``mime_fast.subject`` who
 the subject is and where he is.  The models never reach up into the subject's modules, and the
-names ``mime_fast.detect`` exported before the split still resolve, with a warning naming the new
-home."""
+names that moved to ``mime_fast.subject`` are no attributes of ``mime_fast.detect`` any more (its
+forwarder of the old names went with issue 53)."""
 
 from __future__ import annotations
 
@@ -18,29 +18,29 @@ DETECT = Path(detect.__file__).parent
 
 
 def test_the_models_import_nothing_of_the_subject() -> None:
-    # (the one exception: detect's __getattr__, which forwards the old names when asked)
+    # every import, those inside functions too
     for path in sorted(DETECT.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        forwarder = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
-                     for n in ast.walk(f)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and id(node) not in forwarder:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
                 target = "." * node.level + (node.module or "")
                 names = [a.name for a in node.names]
                 assert "subject" not in target.split(".") and not (target == ".." and "subject" in names), \
                     f"{path.name} imports {target} {names}"
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("mime_fast.subject") for a in node.names), path.name
 
 
 @pytest.mark.parametrize("name", ["SubjectTracker", "select_primary_subject", "TrackingStats", "fill_gaps",
                                   "AllFaceTracker", "FrameTrack"])
-def test_the_old_names_resolve_with_a_warning(name: str) -> None:
-    with pytest.warns(DeprecationWarning, match=f"mime_fast.subject.{name}"):
-        old = getattr(detect, name)
-    assert old is getattr(subject, name)
+def test_the_old_names_are_not_attributes_of_detect(name: str) -> None:
+    assert name in subject.__all__ and name not in detect.__all__
+    assert not hasattr(detect, name)
+    with pytest.raises(AttributeError, match=name):
+        getattr(detect, name)
+    assert not hasattr(detect, "__getattr__")  # no forwarder of moved names
 
 
-def test_an_unknown_name_is_still_an_attribute_error() -> None:
+def test_an_unknown_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no_such_name"):
         detect.no_such_name  # noqa: B018
-    assert "SubjectTracker" not in detect.__all__ and "SubjectTracker" in subject.__all__
     assert Path(mime_fast.__file__).parent / "subject" == Path(subject.__file__).parent

@@ -690,14 +690,14 @@ def test_tracker_follows_the_same_subject(tstack, live_stack, golden, track_fram
 
 
 def test_default_stack_on_cuda_uses_torch_only_where_it_can(tm, monkeypatch):
-    from mime_fast import landmarks
+    from mime_fast.detect import stacks
 
     import threading
     from types import SimpleNamespace
 
     monkeypatch.setenv("MIME_FAST_STACK", "offline")
-    monkeypatch.setattr(landmarks, "_STACKS", None)
-    monkeypatch.setattr(landmarks, "_SHARED_STACKS", {})
+    monkeypatch.setattr(stacks, "_STACKS", None)
+    monkeypatch.setattr(stacks, "_SHARED_STACKS", {})
     model = SimpleNamespace(detect=None, landmarks=None, embed=None, num_points=468, dim=128)
     sentinel = SimpleNamespace(detector=model, landmarks=model, embedder=model, persons=None, name="offline-torch")
     loads = []
@@ -705,17 +705,17 @@ def test_default_stack_on_cuda_uses_torch_only_where_it_can(tm, monkeypatch):
     monkeypatch.setattr(tm, "torch_cuda_available", lambda: True)
     try:
         # the GPU stack: loaded once per process, shared by its threads through one model broker
-        st = landmarks.default_stack("cuda")
+        st = stacks.default_stack("cuda")
         assert st.broker.stack is sentinel and st.name == "offline-torch" and not st.crop_detection
         other: list = []
-        t = threading.Thread(target=lambda: other.append(landmarks.default_stack("cuda")))
+        t = threading.Thread(target=lambda: other.append(stacks.default_stack("cuda")))
         t.start()
         t.join()
         assert other == [st] and loads == ["cuda"]
-        monkeypatch.setattr(landmarks, "_STACKS", None)
-        monkeypatch.setattr(landmarks, "_SHARED_STACKS", {})
+        monkeypatch.setattr(stacks, "_STACKS", None)
+        monkeypatch.setattr(stacks, "_SHARED_STACKS", {})
         monkeypatch.setattr(tm, "torch_cuda_available", lambda: False)
-        st = landmarks.default_stack("cuda")
-        assert st.name == "offline" and landmarks.default_stack("cpu").name == "offline"
+        st = stacks.default_stack("cuda")
+        assert st.name == "offline" and stacks.default_stack("cpu").name == "offline"
     except ModelNotAvailable as e:
         pytest.skip(str(e))

@@ -1,8 +1,8 @@
 """Mask providers: where the subject's face is, per decoded source frame.
 
-Over 400 lines on purpose: every provider, given (arrays, files) or detected, answers the one
-:class:`MaskProvider` interface the pipeline reads, documented once, here; the detected ones drive
-models of :mod:`mime_fast.detect` and the tracking of :mod:`mime_fast.subject`.
+Every provider, given (arrays, files) or detected, answers the one :class:`MaskProvider` interface
+the pipeline reads, documented once, here; the detected ones hold what the tracking of
+:mod:`mime_fast.subject` found with the models of :mod:`mime_fast.detect` (neither imported here).
 
 A provider answers, for each decoded source frame index (0-based, presentation order, counting every
 frame the decoder outputs before frame-rate standardisation), either an ``(N, 2)`` float32 array of
@@ -36,25 +36,21 @@ is one face (``[points(i)]``).
 * :class:`DetectedLandmarks` / :class:`DetectedFaces`: what :func:`mime_fast.subject.detect_subject`
   (the default of :func:`mime_fast.build_subsets` when no landmarks are given) returns from its
   detection + tracking pass over the clip (:mod:`mime_fast.subject`, with the models of
-  :mod:`mime_fast.detect`; :func:`default_stack` loads them).
+  :mod:`mime_fast.detect`; :func:`mime_fast.detect.stacks.default_stack` loads them).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .detect import load_stack, stack_choice
-from .detect.batching import shared_stack
-from .options import FACES, UNDECIDED
+from .options import FACES, check_policies
 
 __all__ = ["MaskProvider", "ArrayLandmarks", "DetectedLandmarks", "DetectedFaces", "FacesLandmarks", "FACES",
-           "load_landmarks", "as_provider", "default_stack", "faces_list"]
+           "load_landmarks", "as_provider", "faces_list"]
 
 
 @runtime_checkable
@@ -238,14 +234,6 @@ def _load_landmarks(path: Path) -> ArrayLandmarks | FacesLandmarks:
     return FacesLandmarks(a) if a.ndim == 4 else ArrayLandmarks(a)
 
 
-def _check_policies(faces: str, undecided: str) -> None:
-    """``ValueError`` unless ``faces`` and ``undecided`` are values of those options."""
-    if faces not in FACES:
-        raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
-    if undecided not in UNDECIDED:
-        raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
-
-
 def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> MaskProvider:
     """Provider from a provider, an array, or a path (str/Path).
 
@@ -256,7 +244,7 @@ def as_provider(landmarks, faces: str = "subject", undecided: str = "mask") -> M
     a detection's undecided faces are not masked (:meth:`DetectedLandmarks.without_undecided`)."""
     if landmarks is None:
         raise ValueError("no landmarks given: use detect_subject(src) for automatic detection")
-    _check_policies(faces, undecided)
+    check_policies(faces, undecided)
     if isinstance(landmarks, (str, Path)):
         prov = load_landmarks(landmarks)
     elif isinstance(landmarks, np.ndarray) or isinstance(landmarks, (list, tuple)):
@@ -350,59 +338,3 @@ class DetectedFaces(DetectedLandmarks):
             return []
         subject = self.points(index)
         return ([] if subject is None else [subject]) + list(self.others[index])
-
-
-_STACKS = None
-_SHARED_STACKS: dict = {}  # device -> the process's brokered GPU stack
-_SHARED_LOCK = threading.Lock()
-_log = logging.getLogger(__name__)
-
-
-def _load_stack(device: str):
-    if device == "cuda" and stack_choice() == "offline":
-        try:  # lazy: the torch models need torch, an optional package
-            from .detect.torch_models import load_torch_stack, torch_cuda_available
-        except Exception as e:  # noqa: BLE001 - torch absent or broken: the CPU models
-            _log.info("device='cuda': torch not importable (%s); the models run on the CPU", e)
-        else:
-            if torch_cuda_available():
-                return load_torch_stack("cuda")
-            _log.info("device='cuda': torch sees no CUDA device; the models run on the CPU")
-    return load_stack()
-
-
-def default_stack(device: str = "cpu"):
-    """The model stack :func:`mime_fast.detect.load_stack` picks (``"auto"``: MIME's paper stack when
-    its face models are found, else the offline stack; ``MIME_FAST_STACK`` overrides), loaded once
-    per thread (the OpenCV DNN and dlib models are not safe to share between threads).
-
-    ``device="cuda"``: where that choice is the offline stack and torch sees a CUDA device, the
-    same models on the GPU (:func:`mime_fast.detect.torch_models.load_torch_stack`, name
-    ``"offline-torch"``: the same selection and tracking within the tolerances its tests measure),
-    loaded once per process and shared by its threads through a model broker
-    (:func:`mime_fast.detect.batching.shared_stack`: the calls of clips built at once are batched
-    across them, at fixed batch sizes, with the results each clip gets alone); otherwise the CPU
-    stack.  ``"cpu"`` is always exactly the CPU stack.  The stack loaded is logged
-    (``mime_fast.landmarks``, INFO) and is the ``name`` of the result."""
-    global _STACKS
-    if device != "cpu" and device in _SHARED_STACKS:
-        return _SHARED_STACKS[device]
-    if _STACKS is None:
-        _STACKS = threading.local()
-    attr = "stack" if device == "cpu" else f"stack_{device}"
-    st = getattr(_STACKS, attr, None)
-    if st is None:
-        if device == "cpu":
-            st = _load_stack(device)
-        else:
-            with _SHARED_LOCK:  # one thread loads the process's GPU models; the others wait for them
-                if device in _SHARED_STACKS:
-                    return _SHARED_STACKS[device]
-                st = _load_stack(device)
-                if getattr(st, "name", "") == "offline-torch":
-                    st = _SHARED_STACKS[device] = shared_stack(st)
-                    _log.info("detection models: %s stack (device=%s), shared by this process's clips", st.name, device)
-                    return st
-        setattr(_STACKS, attr, st)
-        _log.info("detection models: %s stack (device=%s)", getattr(st, "name", "?"), device)
-    return st

@@ -71,6 +71,7 @@ __all__ = [
     "Settings",
     "X264_PRESETS",
     "check_kernel",
+    "check_policies",
     "device_checked_elsewhere",
     "hold_frames",
 ]
@@ -87,6 +88,18 @@ Undecided = Literal["mask", "leave"]
 #: What becomes of the faces that could be the subject where identity cannot tell which is
 #: (``DetectOptions.undecided``): ``"mask"`` (fail closed) or ``"leave"``.
 UNDECIDED: tuple[str, ...] = get_args(Undecided)
+
+
+def check_policies(faces: str, undecided: str) -> None:
+    """``ValueError`` unless ``faces`` and ``undecided`` are values of those options (:data:`FACES`,
+    :data:`UNDECIDED`): what the functions that take them as plain arguments check
+    (:func:`mime_fast.landmarks.as_provider`, :class:`mime_fast.subject.SubjectDetection`)."""
+    if faces not in FACES:
+        raise ValueError(f'faces must be "subject" or "all", got {faces!r}')
+    if undecided not in UNDECIDED:
+        raise ValueError(f'undecided must be "mask" or "leave", got {undecided!r}')
+
+
 Device = Literal["cpu", "cuda"]
 FsmKernel = Literal[55, 35, "auto"]
 #: ``fsm_kernel="auto"``: 55 when the median face height is at least this many pixels, else 35.
@@ -356,7 +369,7 @@ def hold_frames(hold_s: float, rate: float) -> int:
 class DeviceOptions:
     """Where the work runs.  ``device``: the mask and blur operators (:mod:`mime_fast.ops`; the
     outputs are the same bytes on both) and, with automatic detection and torch seeing a CUDA
-    device, the face models (:func:`mime_fast.landmarks.default_stack`; the same subject within
+    device, the face models (:func:`mime_fast.detect.stacks.default_stack`; the same subject within
     measured tolerances).  ``nvdec``: with ``"cuda"``, decode on the GPU's video engine
     (:mod:`mime_fast.media.nvdec`) where it can, PyAV elsewhere (the same frames either way; the decoder
     used and why PyAV was are in ``ClipResult.decoder`` / ``decoder_reason``).  ``device_frames``:

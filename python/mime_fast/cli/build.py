@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from ..corpus import Inputs, SettingsChanged, check_settings, find_inputs, run_corpus
+from ..corpus.progress import LineMonitor, TqdmMonitor
 from ..devices import auto_workers
 from ..manifest import utf8_text
-from ..progress import LineMonitor, TqdmMonitor
 from ..spec import CODES
 from ..subsets import _codes
 from .errors import RunError, UsageError

@@ -36,7 +36,7 @@ other values of a setting that changes the outputs is refused before anything is
 run (``KeyboardInterrupt``: Ctrl-C) stops its clips in progress, removes their temporaries, compacts
 the manifest (rows of finished clips only) and re-raises.
 
-Progress: :func:`run_corpus` reports to a :class:`mime_fast.progress.Monitor` (clips skipped,
+Progress: :func:`run_corpus` reports to a :class:`mime_fast.corpus.progress.Monitor` (clips skipped,
 started, frames processed, finished).
 
 The package, one concept per module, one way: :mod:`~mime_fast.corpus.inputs` (clips found and
@@ -44,7 +44,8 @@ validated) -> :mod:`~mime_fast.corpus.resume` (complete clips, stale temporaries
 :mod:`~mime_fast.corpus.clip` (one clip built, its manifest rows) ->
 :mod:`~mime_fast.corpus.interrupts` (Ctrl-C) -> :mod:`~mime_fast.corpus.workers` (clips in this
 thread, detected ahead, or on Ray) and :mod:`~mime_fast.corpus.pool` (in worker processes, a
-worker that dies costing its clip, not the run) -> :mod:`~mime_fast.corpus.run` (:func:`run_corpus`).
+worker that dies costing its clip, not the run) -> :mod:`~mime_fast.corpus.run` (:func:`run_corpus`);
+:mod:`~mime_fast.corpus.progress` (what a run reports, and how it is shown) beside them.
 """
 
 from __future__ import annotations

@@ -43,13 +43,13 @@ from multiprocessing import connection
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..detect.stacks import default_stack
 from ..devices import gpu_count
-from ..landmarks import default_stack
 from ..options import Settings
-from ..progress import Monitor
 from .clip import STALLED, WORKER_DIED, RunStopped, _failed, _process_clip
 from .inputs import ClipSpec
 from .interrupts import stacks_on_sigusr1, start_sigint_blocked
+from .progress import Monitor
 from .resume import clean_stale_temporaries
 from .workers import clips_per_worker, share_cores, worker_threads
 
@@ -100,7 +100,7 @@ def _worker_main(conn: connection.Connection, index: int, gpus: int, threads: in
                  models: str | None = None) -> None:
     """A worker process: ``slots`` threads build the clips the driver sends over ``conn``.  With
     ``models`` (a device), each thread loads the detection models of that device first
-    (:func:`~mime_fast.landmarks.default_stack`: the threads of a CUDA process share one), and the
+    (:func:`~mime_fast.detect.stacks.default_stack`: the threads of a CUDA process share one), and the
     process says it is ready only then: a clip's time, and its stall clock, start with its first
     frame, not with a model load (on a GPU machine: torch, the CUDA context, the networks)."""
     send_lock = threading.Lock()

@@ -17,12 +17,12 @@ from ..media import check_writable
 from ..manifest import (DUPLICATE, ManifestRead, ManifestWriter, compact, read_manifest, read_rows, utf8_text,
                         write_compacted)
 from ..options import Settings, device_checked_elsewhere
-from ..progress import LineMonitor, Monitor
 from ..subsets import _codes
 from .clip import STALLED, WORKER_DIED, _detects
 from .inputs import ClipSpec
 from .interrupts import _sigint_deferred, _sigint_flagged
 from .pool import worker_process_results
+from .progress import LineMonitor, Monitor
 from .resume import (InProgress, _complete, check_same_settings, clean_stale_temporaries, clips_of_dead_runs,
                      settings_record)
 from .workers import _chained, _detect_ahead_results, _ray_results, _sequential_results, exit_when_stalled
@@ -152,7 +152,7 @@ def run_corpus(
     :func:`~mime_fast.corpus.resume.check_same_settings`), and so are the detection models when a
     clip needs them (``ImportError``).  Every row written records the settings (manifest column
     ``settings``). ``monitor`` hears about clips and frames as they go
-    (:class:`mime_fast.progress.Monitor`); default: a :class:`~mime_fast.progress.LineMonitor`
+    (:class:`mime_fast.corpus.progress.Monitor`); default: a :class:`~mime_fast.corpus.progress.LineMonitor`
     printing through ``progress`` (default stderr) one line per clip.
     ``workers > 1`` builds that many clips at once in worker processes on this machine (each
     libx264 encoder also runs its own threads); ``clips_per_process > 1`` puts that many of them in

@@ -16,14 +16,14 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..detect.stacks import default_stack
 from ..devices import MAX_CLIPS_PER_GPU
-from ..landmarks import default_stack
 from ..manifest import compact, read_rows, write_compacted
 from ..options import Settings
-from ..progress import Monitor
 from ..subsets import locate_subject
 from .clip import STALLED, WORKER_DIED, Progress, RunStopped, _detects, _failed, _process_clip
 from .inputs import ClipSpec
+from .progress import Monitor
 from .resume import InProgress, clip_temporaries
 
 __all__ = ["worker_threads", "share_cores"]
@@ -32,7 +32,7 @@ __all__ = ["worker_threads", "share_cores"]
 def _load_models(monitor: Monitor, pool=None, device: str = "cpu") -> None:
     """Load the detection models before the first clip (on ``pool``'s thread when given: the models
     are loaded once per thread), saying so; a missing model fails the run here, not every clip.
-    ``device``: the stack of that device (:func:`mime_fast.landmarks.default_stack`), for runs whose
+    ``device``: the stack of that device (:func:`mime_fast.detect.stacks.default_stack`), for runs whose
     clips are built in this process (worker processes load their own before they are ready:
     :mod:`~mime_fast.corpus.pool`; the driver loads none)."""
     monitor.status("loading detection models…")

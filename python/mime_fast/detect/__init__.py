@@ -8,17 +8,20 @@ module             holds
 ``interface``      result types (``Faces``, ``Landmarks``, ``Persons``), the model protocols, NMS
 ``weights``        weight files (``package_file``, ``$MIME_FAST_MODEL_DIR``), ``ModelNotAvailable``
 ``align``          face crops: the mesh's ROI and the ArcFace chip transforms
-``models``         the offline stack (RetinaFace, MediaPipe mesh, HOG)
+``models``         the offline stack (RetinaFace, MediaPipe mesh, HOG); ``retinaface_anchors``:
+                   RetinaFace's box coding (anchors, variances, mean), shared with its torch port
 ``centerface``     CenterFace: the audit's detector, independent of the engine's stacks
 ``embedders``      SFace and dlib's ResNet face embeddings
 ``paper``          the paper stack MIME used (SCRFD, 2d106det, ArcFace, YOLOv8)
-``stacks``         the paper stack's files, ``load_stack`` and the stack choice
+``stacks``         the paper stack's files, ``load_stack``, the stack choice and ``default_stack`` (the
+                   stack a process loads: once per thread, or on a GPU once per process)
 ``torch_models``   the offline stack on PyTorch (``torch_graphs``: ONNX / TFLite as torch modules;
-                   ``torch_ops``: device, precision, crops; ``hog``: the HOG people detector)
+                   ``torch_ops``: device, precision, crops; ``torch_mesh``: the face mesh, also the
+                   CPU mesh's backend on OpenCV 5; ``hog``: the HOG people detector)
 ``batching``       the model broker: one stack shared by a process's clips, calls batched across them
 =================  ================================================================================
 
-The torch modules import torch and are not imported here (:func:`mime_fast.landmarks.default_stack`
+The torch modules import torch and are not imported here (:func:`mime_fast.detect.stacks.default_stack`
 loads them for ``device="cuda"``).
 
 Two model stacks behind the same interface (:func:`load_stack` picks one: ``"auto"`` = the paper stack
@@ -78,16 +81,3 @@ __all__ = [
     "load_stack", "paper_models_status", "paper_search_dirs", "stack_choice",
 ]
 
-
-def __getattr__(name: str):
-    """The subject's names that ``mime_fast.detect`` exported before they moved to
-    :mod:`mime_fast.subject` (selection, tracking, shots, gaps, the whole-clip decision): still
-    found here, with a ``DeprecationWarning`` naming the new home."""
-    from .. import subject
-
-    if name in subject.__all__:
-        import warnings
-
-        warnings.warn(f"mime_fast.detect.{name} moved to mime_fast.subject.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(subject, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

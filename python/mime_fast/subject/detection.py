@@ -15,9 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from ..landmarks import DetectedFaces, DetectedLandmarks, _check_policies, default_stack
+from ..detect.stacks import default_stack
+from ..landmarks import DetectedFaces, DetectedLandmarks
 from ..media import iter_display_frames, prefetch, probe
-from ..options import DETECT_DEFAULTS as _D, hold_frames
+from ..options import DETECT_DEFAULTS as _D, check_policies, hold_frames
 from .all_faces import AllFaceTracker
 from .shots import ShotDetector
 from .tracking import SubjectTracker
@@ -52,7 +53,7 @@ class SubjectDetection:
         self._shots = ShotDetector(float(rate))
         self._timers = self._tracker.timers
         self._tracks: list = []
-        _check_policies(faces, undecided)
+        check_policies(faces, undecided)
         self._mask_undecided = undecided == "mask"
         self._all = None
         if faces == "all":

@@ -19,14 +19,12 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Callable, Sequence
+from typing import IO, Callable, Sequence
 
 import av
 
-from .media import av_path, main_video_stream
-
-if TYPE_CHECKING:  # for annotations only: corpus imports this module
-    from .corpus import ClipSpec
+from ..media import av_path, main_video_stream
+from .inputs import ClipSpec
 
 __all__ = ["ESTIMATE_SAMPLE", "LineMonitor", "Monitor", "SKIPPED_SHOWN", "TqdmMonitor", "estimate_frames"]
 

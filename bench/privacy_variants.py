@@ -171,12 +171,14 @@ def _coverage(mask: np.ndarray, box) -> float | None:
     return float(mask[y0:y1, x0:x1][ell > 0].mean())
 
 
-def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undecided: str = "mask") -> dict:
+def check(video: Path, fmap: dict, truth: dict, build: Path | None = None, undecided: str = "mask",
+          schedule: str = "mesh") -> dict:
     """The variant ``video`` tracked and checked frame by frame against ``truth``; ``build``: its FM,
-    FDM and FSM are also built there from that tracking (for the audit); ``undecided``: the option's
-    value."""
+    FDM and FSM are also built there from that tracking (for the audit); ``undecided``,
+    ``schedule``: the options' values."""
     t0 = time.perf_counter()
-    det = detect_subject(video, **({} if undecided == "mask" else {"undecided": undecided}))
+    det = detect_subject(video, **({} if undecided == "mask" else {"undecided": undecided}),
+                         **({} if schedule == "mesh" else {"schedule": schedule}))
     secs = time.perf_counter() - t0
     if build is not None:
         from mime_fast import build_subsets
@@ -294,6 +296,8 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=2, help="with --audit: audit every N-th frame (default 2)")
     ap.add_argument("--undecided", choices=("mask", "leave"), default="mask",
                     help="this version's undecided option (default mask; leave: what turning it off costs)")
+    ap.add_argument("--schedule", choices=("mesh", "period"), default="mesh",
+                    help="this version's detection schedule (default mesh; period: issue 50's, experimental)")
     ap.add_argument("--no-save", action="store_true", help="print only")
     ap.add_argument("--truth", type=Path, help=argparse.SUPPRESS)  # (the reference's run: truth given, rows written)
     ap.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
@@ -329,7 +333,7 @@ def main() -> None:
     rows = {}
     for n in names:
         build = None if args.audit is None else args.audit if args.rows else args.audit / "this"
-        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth, build, args.undecided)
+        rows[n] = r = check(args.variants / f"{n}.mp4", maps[n], truth, build, args.undecided, args.schedule)
         if reference is not None:
             print("reference ", _line(n, reference[n]))
         if args.rows is None:
@@ -355,6 +359,7 @@ def main() -> None:
                         f"{s}: unmasked {au[s]['unmasked_frames']} identity {au[s]['identity_frames']}" for s in sorted(au)))
     totals = _totals(rows)
     payload = {"covered": COVERED, "clear": CLEAR, "core": CORE, "visible": VISIBLE, "undecided": args.undecided,
+               "schedule": args.schedule,
                "totals": totals}
     print("totals", totals)
     if reference is not None:
@@ -362,7 +367,8 @@ def main() -> None:
         print("reference totals", payload["reference"]["totals"])
     payload["variants"] = rows
     if not args.no_save:
-        print(save("privacy_variants" + ("_leave" if args.undecided == "leave" else ""), payload))
+        print(save("privacy_variants" + ("_leave" if args.undecided == "leave" else "")
+                   + ("_period" if args.schedule == "period" else ""), payload))
 
 
 if __name__ == "__main__":

@@ -95,10 +95,11 @@ def compare(now: dict, before: dict) -> list[str]:
         if a is None or b is None:
             diffs.append(f"{name}: only in {'before' if a is None else 'now'}")
             continue
-        keys = [k for k in ("frames", "tracks", "undecided", "others", "stats") if a.get(k) != b.get(k)]
+        # (a counter added since the earlier run is new, not a difference)
+        sv = [f"{k}: {b['stats_values'][k]} -> {v}" for k, v in a["stats_values"].items()
+              if k in b["stats_values"] and b["stats_values"][k] != v]
+        keys = [k for k in ("frames", "tracks", "undecided", "others") if a.get(k) != b.get(k)] + (["stats"] if sv else [])
         if keys:
-            sv = [f"{k}: {b['stats_values'].get(k)} -> {v}" for k, v in a["stats_values"].items()
-                  if b["stats_values"].get(k) != v]
             diffs.append(f"{name}: {', '.join(keys)} differ; " + "; ".join(sv))
     return diffs
 

@@ -219,3 +219,72 @@ def test_the_subject_package_imports_one_way():
     assert "tracking" not in set().union(*(graph[m] for m in graph if m not in ("detection",)))
     long = {p.name for p in SUBJECT.glob("*.py") if len(p.read_text().splitlines()) > 400}
     assert long <= {"tracking.py", "shots.py"}, long
+
+
+# ------------------------------------------------------------------ the detection schedule
+
+
+def _textured(seed: int = 0) -> np.ndarray:
+    """A 720 x 1280 picture with corners everywhere (optical flow holds on it)."""
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (90, 160, 3), dtype=np.uint8)
+    return np.repeat(np.repeat(small, 8, axis=0), 8, axis=1)
+
+
+def _scheduled(script, frames, *, quality: float = 0.0, detect_every: int = 3, cuts=(), swap=(), schedule="period"):
+    """Run the tracker over ``frames`` textured frames (``swap``: frames whose picture is flat
+    grey, where his head's motion cannot hold), the mesh's confidence ``quality`` (0: never
+    followed by it); returns the tracker and, per frame, (phase, whether the detector ran)."""
+    stack = _Script(script)
+    lmk = stack.landmarks.landmarks
+    stack.landmarks = SimpleNamespace(landmarks=lambda f, faces: Landmarks(lmk(f, faces).points, np.full(len(faces), quality)))
+    tr = SubjectTracker(stack, detect_every=detect_every, hold_frames=10, detect_size=None, schedule=schedule)
+    a, b = _textured(0), np.full((720, 1280, 3), 128, np.uint8)
+    seen = []
+    for i in range(frames):
+        if i in cuts:
+            tr.new_shot()
+        tr.update(b if i in swap else a)
+        seen.append((tr.phase, tr.observation is not None))
+    return tr, seen
+
+
+def test_the_detector_runs_at_its_period_while_he_is_followed_by_his_head():
+    """An unsure mesh no longer forces a detection: between the detector's runs (every
+    ``detect_every`` frames) a followed face is followed by its head's motion."""
+    tr, seen = _scheduled(lambda n: [BOX], 12)
+    assert [ran for _, ran in seen] == [True, False, False] * 4
+    assert tr.stats.detector_runs == 4 and tr.stats.waited == 8 and tr.stats.head == 0  # (before finish)
+    tr1, seen1 = _scheduled(lambda n: [BOX], 12, detect_every=1)
+    assert all(ran for _, ran in seen1) and tr1.stats.waited == 0
+
+
+def test_the_detector_runs_at_once_where_his_head_is_lost_or_a_shot_starts():
+    """Events: where his head's motion does not hold (the picture changed) the detector runs on
+    that frame, and on a new shot's first frame."""
+    _, seen = _scheduled(lambda n: [BOX], 9, swap={4})
+    # (4: the picture went flat; 5: a head seeded on the flat frame has nothing to follow)
+    assert [ran for _, ran in seen] == [True, False, False, True, True, True, False, False, True]
+    _, seen = _scheduled(lambda n: [BOX], 9, cuts={5})
+    assert [ran for _, ran in seen] == [True, False, False, True, False, True, False, False, True]
+    assert seen[5][0] is Phase.SEARCHING
+
+
+def test_searched_for_at_the_period_missed_every_frame():
+    """Searched for, the detector runs at its period (a face found then is held back over the
+    frames between); after a run that did not find him while he is missed, every frame."""
+    _, seen = _scheduled(lambda n: [BOX] if n < 4 else [], 30)  # found by the detector's first 4 runs
+    phases, ran = [p for p, _ in seen], [r for _, r in seen]
+    # runs 0, 3, 6, 9 find him; 12 does not; then every frame while he is missed (hold 10: up to
+    # frame 19), then, searched for, every 3rd frame from the last run
+    assert [i for i, r in enumerate(ran) if r] == [0, 3, 6, 9, 12, *range(13, 20), 22, 25, 28]
+    assert phases[12:20] == [Phase.MISSED] * 8 and set(phases[20:]) == {Phase.SEARCHING}
+
+
+def test_the_mesh_schedule_detects_every_frame_the_mesh_does_not_follow():
+    """The default schedule ("mesh"): where his mesh is unsure the detector runs every frame, as
+    before issue 50; an unknown schedule is refused."""
+    tr, seen = _scheduled(lambda n: [BOX], 9, schedule="mesh")
+    assert all(ran for _, ran in seen) and tr.stats.waited == 0
+    with pytest.raises(ValueError, match="schedule"):
+        SubjectTracker(_Script(lambda n: []), schedule="sometimes")

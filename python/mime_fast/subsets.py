@@ -595,7 +595,7 @@ def _detection(st: Settings) -> dict:
     """The keywords of :class:`mime_fast.subject.SubjectDetection` / ``detect_subject`` for ``st``."""
     d = st.detect
     return dict(hold_s=d.hold_s, detect_size=d.detect_size, detect_every=d.detect_every, margin=d.hull_margin_frac,
-                device=st.compute.device, faces=d.faces, undecided=d.undecided)
+                device=st.compute.device, faces=d.faces, undecided=d.undecided, schedule=d.schedule)
 
 
 def locate_subject(src, *, settings: Settings | None = None, progress: Callable[[int], None] | None = None,

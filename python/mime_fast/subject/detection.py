@@ -38,7 +38,8 @@ class SubjectDetection:
 
     def __init__(self, info, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                  detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
-                 device: str = "cpu", faces: str = _D.faces, undecided: str = _D.undecided):
+                 device: str = "cpu", faces: str = _D.faces, undecided: str = _D.undecided,
+                 schedule: str = _D.schedule):
         rate = info.average_rate or (info.video_frames / float(info.duration) if info.duration else 30.0)
         self.hold_frames = hold_frames(hold_s, rate)
         stack = default_stack(device) if stack is None else stack
@@ -49,7 +50,7 @@ class SubjectDetection:
         self.device_frames = bool(getattr(stack, "device_frames", False))
         self._tracker = SubjectTracker(stack, hold_frames=self.hold_frames,
                                        detect_size=detect_size, detect_every=detect_every, margin=margin,
-                                       timers=timers)
+                                       timers=timers, schedule=schedule)
         self._shots = ShotDetector(float(rate))
         self._timers = self._tracker.timers
         self._tracks: list = []
@@ -99,7 +100,7 @@ class SubjectDetection:
 def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, detect_size: int | None = _D.detect_size,
                    detect_every: int = _D.detect_every, margin: float = _D.hull_margin_frac, timers: dict | None = None,
                    device: str = "cpu", faces: str = _D.faces, undecided: str = _D.undecided,
-                   progress: Callable[[int], None] | None = None) -> DetectedLandmarks:
+                   schedule: str = _D.schedule, progress: Callable[[int], None] | None = None) -> DetectedLandmarks:
     """Detect and track the primary subject of clip ``src`` (one decode pass, no output written).
     ``progress(1)``, when given, is called after each source frame.
 
@@ -128,7 +129,8 @@ def detect_subject(src, info=None, *, stack=None, hold_s: float = _D.hold_s, det
     if info is None:
         info = probe(src)
     det = SubjectDetection(info, stack=stack, hold_s=hold_s, detect_size=detect_size, detect_every=detect_every,
-                           margin=margin, timers=timers, device=device, faces=faces, undecided=undecided)
+                           margin=margin, timers=timers, device=device, faces=faces, undecided=undecided,
+                           schedule=schedule)
     # decoding and RGB conversion run on their own thread, beside the models
     for _, _, rgb in prefetch(iter_display_frames(src, info), 4):
         det.feed(rgb)

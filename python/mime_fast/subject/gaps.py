@@ -53,6 +53,9 @@ class TrackingStats:
     ``mesh_fallbacks``: detected frames masked by the box ellipse; ``face_height``: median subject hull height (px) over detected frames.
     ``jumps``: detections where every face of the frame began a new face track, his among those
     before (a cut the shot detector did not see, a whip pan): he was looked for again by identity.
+    ``waited``: frames where the detector waited for its next run (the schedule: his head followed
+    by its motion, or, lost, nothing until the next run); ``mesh_runs``: faces given to the face
+    mesh (detections, followed frames and the selection).
     """
 
     status: str = "no subject"
@@ -84,6 +87,8 @@ class TrackingStats:
     identified: int = 0
     tracks: list = field(default_factory=list)
     jumps: int = 0
+    waited: int = 0
+    mesh_runs: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)

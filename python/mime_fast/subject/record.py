@@ -7,6 +7,8 @@ undecided after it (:func:`undecided_hulls`).  The state is the tracker's
 
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from .decision import TrackDecision, decide_tracks
@@ -49,9 +51,15 @@ def undecided_hulls(record, frames: int, shots, margin: float) -> list[list[np.n
         d = record.decisions.get(ident) if ident is not None else None
         return (d is None or d.decision != "other") and (i, ident) not in record.identified
 
+    runs = record.detector_frames
     for i, hulls in sorted(record.undecided.items()):
         hulls = [h for h, t in zip(hulls, record.undecided_ids.get(i, [None] * len(hulls))) if kept(t, i)]
-        for k in (i - 1, i, i + 1):
+        # the frame before and after, and every frame between it and the detector's runs before
+        # and after it (the frames the schedule did not look at)
+        at = bisect.bisect_left(runs, i)
+        lo = min(i - 1, runs[at - 1] + 1) if at > 0 else i - 1
+        hi = max(i + 1, runs[at + 1] - 1) if at + 1 < len(runs) else i + 1
+        for k in range(lo, hi + 1):
             if hulls and same_shot(i, k):
                 out[k].extend(hulls)
     for i, (start, boxes, idents) in sorted(record.undecided_back.items()):

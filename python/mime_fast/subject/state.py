@@ -128,3 +128,4 @@ class PassRecord:
     undecided_ids: dict[int, list[int | None]] = field(default_factory=dict)  # frame -> their face tracks
     decisions: dict[int, TrackDecision] = field(default_factory=dict)  # face track -> its decision
     identified: set[tuple[int, int]] = field(default_factory=set)  # (frame, face track) made his by the decision
+    detector_frames: list[int] = field(default_factory=list)  # the frames the detector ran on, in order

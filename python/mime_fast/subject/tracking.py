@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..detect.interface import Faces
-from ..options import DETECT_DEFAULTS as _D, hold_frames as _hold_frames
+from ..options import DETECT_DEFAULTS as _D, SCHEDULES, hold_frames as _hold_frames
 from .appearance import (GALLERY_SIZE, best_cos, body_histogram, hist_corr, keep_spread, keep_view, read_views,
                          whole_clip_views)
 from .decision import SubjectObservation, TrackDecision
@@ -88,9 +88,11 @@ class SubjectTracker:
 
     def __init__(self, stack, *, detect_size: int | None = _D.detect_size, margin: float = _D.hull_margin_frac,
                  hold_frames: int = _hold_frames(_D.hold_s, 30), detect_every: int = _D.detect_every,
-                 timers: dict | None = None):
+                 timers: dict | None = None, schedule: str = _D.schedule):
         if int(detect_every) < 1:
             raise ValueError("detect_every must be >= 1")
+        if schedule not in SCHEDULES:
+            raise ValueError(f'schedule must be "mesh" or "period", got {schedule!r}')
         if int(hold_frames) < 1:
             raise ValueError("hold_frames must be >= 1")
         self.stack = stack
@@ -98,6 +100,8 @@ class SubjectTracker:
         self.detect_every = int(detect_every)
         self.margin = float(margin)
         self.hold_frames = int(hold_frames)
+        #: when the detector runs (:data:`mime_fast.options.SCHEDULES`; :meth:`_between_runs`)
+        self.schedule = schedule
         self.stats = TrackingStats(hold_frames=self.hold_frames)
         self.timers = timers if timers is not None else {}
         self._index = -1
@@ -189,6 +193,8 @@ class SubjectTracker:
         """The subject in the next frame (``H x W x 3`` RGB, frames in order)."""
         self._advance()
         found = self._followed(frame)
+        if found is None and self._between_runs():
+            found = self._unlooked(frame)
         if found is None:
             searched, before = self.phase is Phase.SEARCHING, self.follow.last_detect
             faces = self._observe(frame, searched)
@@ -217,6 +223,39 @@ class SubjectTracker:
                 and not (self.shot.unconfirmed and self._index - self.shot.others_at <= self.hold_frames)
                 and getattr(self.stack, "landmarks", None) is not None)
 
+    def _between_runs(self) -> bool:
+        """Whether the detector waits for its next run on this frame (the schedule, docs 2.): it
+        runs every ``detect_every`` frames while he is followed (found at its last run, whole or in
+        part, and followed since by his mesh or his head's motion) or searched for, every frame
+        after a run that did not find him while he is missed or glimpsed (he may show again any
+        frame: each run is a chance to find him), and at once on an
+        event -- the subject not selected yet, a new shot's first frame, another face near him
+        within the hold (people crossing: his track could swap), or, unconfirmed, other faces seen
+        beside him."""
+        f, i = self.follow, self._index
+        if (self.schedule != "period" or self.phase is Phase.UNSELECTED or i - f.last_detect >= self.detect_every
+                or i == self.shot.shot_start or f.crowded(i, self.hold_frames)
+                or (self.shot.unconfirmed and i - self.shot.others_at <= self.hold_frames)):
+            return False
+        # found at the detector's last run (whole or in part) and followed since
+        followed = self.phase is Phase.FOLLOWED or max(f.last_seen, f.present_at) >= f.last_detect
+        return followed or self.phase is Phase.SEARCHING
+
+    def _unlooked(self, frame) -> FrameTrack | None:
+        """A frame between detector runs: his head followed by its motion where it holds (docs 5.);
+        lost, nothing (he is looked for at the next run; a face found then is held back over the
+        frames between: :func:`fill_gaps`, :func:`~mime_fast.subject.record.undecided_hulls`);
+        ``None`` where his head was not lost but its motion does not hold: the detector runs after
+        all (an event)."""
+        box = self._t("head", self._head_estimate, frame)
+        if box is not None:
+            self.stats.waited += 1
+            return FrameTrack(_box_ellipse(box), box.astype(np.float32), "head", None, self.margin * _size(box))
+        if self.phase.lost:
+            self.stats.waited += 1
+            return FrameTrack()
+        return None
+
     def _followed(self, frame) -> FrameTrack | None:
         """His face followed by its mesh (:func:`~mime_fast.subject.mesh_follow.follow_mesh`), where it
         may be (:meth:`_can_follow`) and holds; else ``None`` (the frame is detected)."""
@@ -231,9 +270,11 @@ class SubjectTracker:
         """The detector on this frame: around him when he was followed on the frame before
         (:meth:`_roi`), the whole frame at :data:`SEARCH_DETECT_SIZE` when he is searched for, else
         the whole frame."""
+        roi = self._roi(frame)  # (before this run is counted: it reads the last)
         self.follow.last_detect = self._index
+        if self.schedule == "period":  # (the runs the undecided masks reach between: record.undecided_hulls)
+            self.record.detector_frames.append(self._index)
         self.stats.detector_runs += 1
-        roi = self._roi(frame)
         if searched and self.detect_size is not None and self.detect_size < SEARCH_DETECT_SIZE:
             faces = self._t("detect", detect_at, self.stack.detector, frame, SEARCH_DETECT_SIZE, None)
         else:
@@ -302,6 +343,7 @@ class SubjectTracker:
         return detect_at(self.stack.detector, frame, self.detect_size, roi)
 
     def _landmarks(self, frame, faces: Faces):
+        self.stats.mesh_runs += len(faces)
         return self._t("landmarks", self.stack.landmarks.landmarks, frame, faces)
 
     def _embed(self, frame, faces: Faces) -> np.ndarray:
@@ -310,17 +352,26 @@ class SubjectTracker:
 
     def _roi(self, frame) -> tuple[int, int, int, int] | None:
         """Where the detector looks for him this frame: the square of :data:`ROI_HALF` face sizes
-        around where he is expected, when he was followed on the frame before (and is not
-        unconfirmed: then every face of the frame is looked at) and the square is under
-        :data:`ROI_MAX_AREA` of the frame; else ``None`` (the whole frame).  Always ``None`` for a
-        stack whose ``crop_detection`` is false (:class:`~mime_fast.detect.batching.BrokeredStack`:
-        whole frames of one size are batched across clips)."""
-        if self.phase is not Phase.FOLLOWED or self.shot.unconfirmed:
+        around where he is expected, when he was followed on the frame before -- by his face, or,
+        missed only since the detector's last run, by his head's motion (the frames the schedule
+        waited on) -- and is not unconfirmed (then every face of the frame is looked at), and the
+        square is under :data:`ROI_MAX_AREA` of the frame; else ``None`` (the whole frame).  Always
+        ``None`` for a stack whose ``crop_detection`` is false
+        (:class:`~mime_fast.detect.batching.BrokeredStack`: whole frames of one size are batched
+        across clips)."""
+        f = self.follow
+        if self.shot.unconfirmed or not getattr(self.stack, "crop_detection", True):
             return None
-        if not getattr(self.stack, "crop_detection", True):
+        if self.phase is Phase.FOLLOWED:
+            c = _centre(f.box) + f.vel
+        elif (self.schedule == "period" and self.phase is Phase.MISSED and f.head is not None
+              and f.head.box is not None
+              and max(f.last_seen, f.present_at) >= f.last_detect):
+            c = _centre(f.head.box) + f.vel
+        else:
             return None
         H, W = frame.shape[:2]
-        c, half = _centre(self.follow.box) + self.follow.vel, ROI_HALF * _size(self.follow.box)
+        half = ROI_HALF * _size(f.box)
         x0, y0 = max(0, int(np.floor(c[0] - half))), max(0, int(np.floor(c[1] - half)))
         x1, y1 = min(W, int(np.ceil(c[0] + half))), min(H, int(np.ceil(c[1] + half)))
         if x1 - x0 < 16 or y1 - y0 < 16 or (x1 - x0) * (y1 - y0) > ROI_MAX_AREA * H * W:

@@ -85,3 +85,19 @@ def test_workers_share_the_cores(monkeypatch) -> None:
         mime_fast.set_num_threads(before)
         for name in workers._THREAD_ENV:
             os.environ.pop(name, None)
+
+
+def test_no_gpu_or_driver_is_said_as_such(monkeypatch) -> None:
+    """Where the machine has no NVIDIA GPU or driver, the CUDA runtime says "CUDA driver version is
+    insufficient for CUDA runtime version" (a version mismatch, it reads): ``cuda_status`` says
+    that no NVIDIA GPU or driver was found first (issue 52), its words after; other states pass."""
+    import mime_fast
+
+    runtime = "no usable CUDA device: CUDA driver version is insufficient for CUDA runtime version"
+    monkeypatch.setattr(mime_fast._core, "cuda_status", lambda: runtime)
+    assert mime_fast.cuda_status() == f"no NVIDIA GPU or driver found on this machine ({runtime})"
+    monkeypatch.setattr(mime_fast._core, "cuda_status", lambda: "no usable CUDA device: no CUDA-capable device is detected")
+    assert mime_fast.cuda_status().startswith("no NVIDIA GPU or driver found on this machine (")
+    for other in ("CPU-only build (compiled without CUDA)", "NVIDIA H200 (sm_90)"):
+        monkeypatch.setattr(mime_fast._core, "cuda_status", lambda: other)
+        assert mime_fast.cuda_status() == other

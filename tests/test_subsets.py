@@ -452,6 +452,8 @@ def test_too_short_or_too_few_frames_rejected_before_writing(tmp_path, case):
     with pytest.raises(ClipError, match="below the quality gate: " + match) as ei:
         build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, min_height=0)
     assert ei.value.path == clip.path
+    flag = "--min-duration 0" if case == "short" else "--min-frames 4"  # the reason names the setting that builds it
+    assert f"(to build it anyway: {flag}, or min_{'duration' if case == 'short' else 'frames'}= in Python)" in ei.value.reason
     assert not (tmp_path / "o").exists()
     # the gate is a setting: lowered, the same clip is built
     res = build_subsets(clip.path, tmp_path / "o", landmarks=clip.landmarks, min_height=0, min_duration=0,
@@ -1042,10 +1044,12 @@ def test_the_480p_gate_decides_on_the_shorter_displayed_side(tmp_path, size, rot
         with pytest.raises(ClipError) as ei:
             build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"])
         assert ei.value.path == clip.path
+        # the reason, and the fix: the setting that builds it (issue 52: the reason alone named no flag)
         assert ei.value.reason == (f"below the quality gate: displayed size {w}x{h}, "
-                                   "shorter side < min_height=480")
+                                   "shorter side < min_height=480 (to build it anyway: --min-height 479, "
+                                   "or min_height= in Python)")
         assert not out.exists()
-        # one pixel lower, the same clip passes: the shorter side was the only reason
+        # the value it names builds it (one pixel lower: the shorter side was the only reason)
         res = build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"], min_height=479)
     else:
         res = build_subsets(clip.path, out, landmarks=clip.landmarks, subsets=["FM"])

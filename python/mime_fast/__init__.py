@@ -75,9 +75,19 @@ def cuda_available() -> bool:
     return bool(_core.cuda_available())
 
 
+#: What the CUDA runtime says where the machine has no NVIDIA GPU or driver (it reads as a version
+#: mismatch: "CUDA driver version is insufficient for CUDA runtime version"), and what is said instead.
+_NO_DRIVER = ("driver version is insufficient", "no CUDA-capable device")
+
+
 def cuda_status() -> str:
-    """Why CUDA is or is not available (device name, missing driver, CPU-only build)."""
-    return str(_core.cuda_status())
+    """Why CUDA is or is not available (device name, missing driver, CPU-only build).  Where the
+    machine has no NVIDIA GPU or driver, it says so first (the CUDA runtime's own words follow in
+    parentheses: they read as a version mismatch)."""
+    status = str(_core.cuda_status())
+    if any(s in status for s in _NO_DRIVER):
+        return f"no NVIDIA GPU or driver found on this machine ({status})"
+    return status
 
 
 def num_threads() -> int:

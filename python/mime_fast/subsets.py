@@ -579,13 +579,16 @@ def _prepare(src, landmarks, st: Settings) -> tuple[Path, SourceInfo, MaskProvid
     info = probe(src)
     if min(info.width, info.height) < gate.min_height:
         raise ClipError(src, f"below the quality gate: displayed size {info.width}x{info.height}, "
-                             f"shorter side < min_height={gate.min_height}")
+                             f"shorter side < min_height={gate.min_height} (to build it anyway: --min-height "
+                             f"{min(info.width, info.height)}, or min_height= in Python)")
     if info.duration < Fraction(gate.min_duration).limit_denominator(10**6):
         raise ClipError(src, f"below the quality gate: too short, {float(info.duration):.3f} s of video "
-                             f"< min_duration={gate.min_duration:g} s")
+                             f"< min_duration={gate.min_duration:g} s (to build it anyway: --min-duration 0, or "
+                             f"min_duration= in Python)")
     if info.video_frames < gate.min_frames:
         raise ClipError(src, f"below the quality gate: too few frames, {info.video_frames} "
-                             f"< min_frames={gate.min_frames}")
+                             f"< min_frames={gate.min_frames} (to build it anyway: --min-frames "
+                             f"{info.video_frames}, or min_frames= in Python)")
     if provider is not None:
         _check_frame_count(src, provider, info)
     return src, info, provider

@@ -250,7 +250,7 @@ class SubjectTracker:
         box = self._t("head", self._head_estimate, frame)
         if box is not None:
             self.stats.waited += 1
-            return FrameTrack(_box_ellipse(box), box.astype(np.float32), "head", None, self.margin * _size(box))
+            return self._head_track(box)
         if self.phase.lost:
             self.stats.waited += 1
             return FrameTrack()
@@ -331,6 +331,10 @@ class SubjectTracker:
         box = self._t("head", self._head_estimate, frame)
         if box is None:
             return found
+        return self._head_track(box)
+
+    def _head_track(self, box: np.ndarray) -> FrameTrack:
+        """The frame's mask at his followed head: the ellipse of its box, grown by the margin."""
         return FrameTrack(_box_ellipse(box), box.astype(np.float32), "head", None, self.margin * _size(box))
 
     # -- the models, timed (bench/bench_detect.py reads .timers) -----------------------------------------

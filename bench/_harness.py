@@ -33,9 +33,10 @@ def upper_median(v: list[float]) -> float:
     return sorted(v)[len(v) // 2]
 
 
-def real_clip_args(doc: str | None, name: str, *, device: bool = False) -> argparse.Namespace:
+def real_clip_args(doc: str | None, name: str, *, device: bool = False, schedule: bool = False) -> argparse.Namespace:
     """The options of the benchmarks over the real clips (``--repeats``, ``--media``, ``--only``;
-    ``device``: ``--device cpu|cuda`` too); exits saying so when the folder has no real clips."""
+    ``device``: ``--device cpu|cuda`` too; ``schedule``: ``--schedule``, the tracker's detection
+    schedule); exits saying so when the folder has no real clips."""
     import sys
 
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,6 +47,12 @@ def real_clip_args(doc: str | None, name: str, *, device: bool = False) -> argpa
     if device:
         ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where build_subsets and the detection pass run (default: cpu)")
+    if schedule:
+        from mime_fast.options import DETECT_DEFAULTS, SCHEDULES
+
+        ap.add_argument("--schedule", choices=SCHEDULES, default=DETECT_DEFAULTS.schedule,
+                        help=f"the subject tracker's detection schedule (default: {DETECT_DEFAULTS.schedule}; the "
+                             "results file is named after it when it is not the default)")
     args = ap.parse_args()
     if not (args.media / "crowd_1080p.mp4").is_file():
         sys.exit(f"{name}: no real clips in {args.media} (pass --media)")

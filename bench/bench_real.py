@@ -24,6 +24,7 @@ cores), the ratio of the times is the target.
 Writes bench/results/real-DEVICE.json.
 
     python bench/bench_real.py [--repeats 1] [--media ../shared/media] [--only NAMES] [--device cpu|cuda]
+                               [--schedule period|mesh]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from _harness import (REAL_CLIPS, cpu_seconds, encoders_alone, grid_frames, libx
 import mime_fast
 from mime_fast import build_subsets
 from mime_fast.detect.stacks import default_stack
+from mime_fast.options import DETECT_DEFAULTS
 from mime_fast.subject import detect_subject
 from mime_fast.samples import make_clip, make_cut_sequence
 from mime_fast.subsets import Settings
@@ -103,13 +105,15 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack, 
         floor.append(libx264_floor(clip, tmp / f"{name}-floor{rep}"))
         timers: dict = {}
         c, t = cpu_seconds(), time.perf_counter()
-        prov = detect_subject(clip, stack=stack, timers=timers, device=device)
+        prov = detect_subject(clip, stack=stack, timers=timers, device=device,
+                              **{k: v for k, v in extra.items() if k == "schedule"})
         detect_s.append(time.perf_counter() - t)
         detect_cpu.append(cpu_seconds() - c)
         timers_all.append(timers)
         stats = prov.stats
         c = cpu_seconds()
-        pipe, masked = pipeline_with_hulls(clip, tmp / f"{name}-pipe{rep}", prov, device=device, **extra)
+        pipe, masked = pipeline_with_hulls(clip, tmp / f"{name}-pipe{rep}", prov, device=device,
+                                           **{k: v for k, v in extra.items() if k != "schedule"})
         pipe_cpu.append(cpu_seconds() - c)
         pipe_s.append(pipe)
         masked_s.append(masked)
@@ -156,14 +160,15 @@ def measure(name: str, clip: Path, extra: dict, tmp: Path, repeats: int, stack, 
 
 
 def main() -> None:
-    args = real_clip_args(__doc__, "bench_real", device=True)
+    args = real_clip_args(__doc__, "bench_real", device=True, schedule=True)
     stack = default_stack(args.device)
     results = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         todo = clips(args.media, tmp, set(args.only.split(",")) if args.only else None)
         for name, (clip, extra) in todo.items():
-            results[name] = measure(name, clip, extra, tmp, args.repeats, stack, args.device)
+            results[name] = measure(name, clip, {**extra, "schedule": args.schedule}, tmp, args.repeats, stack,
+                                    args.device)
             r = results[name]
             print(f"{name}: {r['source_fps_end_to_end']:.1f} source fps ({r['end_to_end_over_encoders_alone']:.2f}x the "
                   f"encoders alone, {r['end_to_end_over_libx264_alone']:.2f}x libx264 alone; CPU "
@@ -198,7 +203,9 @@ def main() -> None:
         "summary": summary,
         "clips": results,
     }
-    path = save("real", payload, device=args.device)
+    payload["schedule"] = args.schedule
+    default = args.schedule == DETECT_DEFAULTS.schedule
+    path = save("real" + ("" if default else f"-{args.schedule}"), payload, device=args.device)
     print(path)
 
 

@@ -537,7 +537,10 @@ def test_summary_names_the_failed_clips_and_their_reasons(tmp_path: Path, capsys
 def test_a_clip_without_audio_is_said_to_have_no_vmm_by_build_and_summary(tmp_path: Path, capsys) -> None:
     src, out = _failing_corpus(tmp_path, 0), tmp_path / "out"
     assert main(["build", str(src), "--out", str(out), *SMALL]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "  silent: no audio, so no VMM" in printed.err  # under its line "[2/2] silent: ok"
+    assert "good: no audio" not in printed.err
+    printed = printed.out
     assert "1 clip(s) without audio, so without VMM (its rows: skipped, no audio): silent" in printed
     assert not (out / "VMM" / "silent.mp4").exists() and (out / "VMM" / "good.mp4").is_file()
     assert main(["summary", str(out)]) == 0

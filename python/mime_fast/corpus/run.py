@@ -263,6 +263,8 @@ def run_corpus(
                         summary.no_audio.append(clip_id)
                     summary.frames += frames
                 monitor.clip_done(clip_id, reason, frames)
+                if summary.no_audio and summary.no_audio[-1] == clip_id:
+                    monitor.note(clip_id, "no audio, so no VMM (VMM is the audio over black frames)")
                 if interrupt.is_set():  # Ctrl-C after the last frame of that clip
                     raise KeyboardInterrupt
             if interrupt.is_set():  # ... of the last clip

@@ -348,7 +348,7 @@ def test_lmms_task_folder_matches_lmms_evals_task_schema(lmms: Path, built: Path
     datasets.load_dataset("json", data_files={"test": str(lmms / "data" / "FM.jsonl")})  # the JSON data loads
 
 
-def test_lmms_utils_runs_without_mime_fast_and_agrees_with_it(lmms: Path, tmp_path: Path) -> None:
+def test_lmms_utils_runs_without_mime_fast_and_agrees_with_it(lmms: Path, tmp_path: Path, monkeypatch) -> None:
     # standalone: the standard library alone, not mime_fast
     probe = ("import sys, runpy; runpy.run_path(sys.argv[1]); "
              "assert not [m for m in sys.modules if m.startswith(('mime_fast', 'numpy'))], 'imported'")
@@ -377,6 +377,9 @@ def test_lmms_utils_runs_without_mime_fast_and_agrees_with_it(lmms: Path, tmp_pa
             assert visuals[1:] == ([str(lmms / "media" / "audio" / f"{doc['clip_id']}.wav")]
                                    if spec(code).has_audio else [])
             assert all(Path(v).is_file() for v in visuals) and utils.mime_doc_to_target(doc) == doc["label"]
+            monkeypatch.setenv("MIME_LMMS_AUDIO", "0")  # a model that takes videos alone
+            assert utils.mime_doc_to_visual(doc) == visuals[:1]
+            monkeypatch.delenv("MIME_LMMS_AUDIO")
 
 
 def test_lmms_evals_task_manager_finds_the_group_and_its_seven_tasks(lmms: Path) -> None:
@@ -399,6 +402,10 @@ def test_lmms_unlabelled_clips_are_left_out(built: Path, tmp_path: Path) -> None
     assert res.counts == dict.fromkeys(CODES, 1) and "1 clip(s) without a label left out" in res.notes[0]
     assert not (tmp_path / "tasks" / "media" / "FM" / "c2.mp4").exists()
     assert export(corpus, tmp_path / "hf", ExportOptions(format="hf")).counts == dict.fromkeys(CODES, 2)
+    (corpus / "manifest.jsonl").write_text("".join(json.dumps({**r, "label": None}) + "\n" for r in rows))
+    with pytest.raises(ExportError, match="no clip has a label"):
+        export(corpus, tmp_path / "none", ExportOptions(format="lmms-eval"))
+    assert not (tmp_path / "none").exists()
 
 
 # ------------------------------------------------------------------------------------ end to end

@@ -31,6 +31,7 @@ from ..spec import spec as subset_spec
 from . import task_utils
 from .corpus import BuiltCorpus, Sample
 from .layout import Layout
+from .options import ExportError
 
 __all__ = ["GROUP", "TEMPLATE", "lmms_layout", "task_name", "utils_source"]
 
@@ -147,6 +148,9 @@ def lmms_layout(corpus: BuiltCorpus, coe_accepted: bool) -> Layout:
         layout.texts[f"data/{code}.jsonl"] = "".join(json.dumps(_row(s), ensure_ascii=False) + "\n" for s in samples)
         layout.texts[f"{task_name(code)}.yaml"] = _task(code)
         layout.counts[code] = len(samples)
+    if not layout.counts:
+        raise ExportError(f"{corpus.root}: no clip has a label, and an lmms-eval task scores answers against "
+                          "labels: build the corpus from a clip list that gives each clip its emotion")
     layout.media += sorted(audio.items())
     missing = [c for c in CODES if c not in layout.counts]
     if missing:
@@ -177,4 +181,6 @@ lmms-eval --model MODEL --model_args ... --include_path THIS_FOLDER --tasks {GRO
 
 Prompt: `mime-fast eval`'s recognition prompt (one of {', '.join(EMOTIONS)}). Metrics: accuracy, UAR (unweighted
 average recall) and WAF (support-weighted F1), computed by mime_fast's own code (`utils.py`, generated).
+Visuals: the mp4, then the 16 kHz wav for the subsets with audio; `MIME_LMMS_AUDIO=0` gives the mp4 alone
+(it carries the same audio as its track).
 """

@@ -32,9 +32,17 @@ SYSTEM_PROMPT, PROMPT = render("direct", "video")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+#: The environment variable that, set to 0, leaves the wav out of the visuals: for a model that
+#: takes videos alone (the mp4s of FM, FDM, FSM and VMM carry the same audio as their track).
+AUDIO_ENV = "MIME_LMMS_AUDIO"
+
+
 def mime_doc_to_visual(doc: dict[str, Any]) -> list[str]:
-    """The sample's mp4, then its 16 kHz wav for the subsets with audio (FM, FDM, FSM, VMM)."""
-    paths = [doc["video"]] + ([doc["audio"]] if doc.get("audio") else [])
+    """The sample's mp4, then its 16 kHz wav for the subsets with audio (FM, FDM, FSM, VMM), as
+    absolute paths (as lmms-eval's own audio-visual tasks give theirs); the mp4 alone where the
+    environment variable MIME_LMMS_AUDIO is 0."""
+    audio = doc.get("audio") and os.environ.get(AUDIO_ENV, "1") != "0"
+    paths = [doc["video"]] + ([doc["audio"]] if audio else [])
     return [os.path.join(HERE, p) for p in paths]
 
 

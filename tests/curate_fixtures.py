@@ -15,7 +15,7 @@ def _cv2():
     return mod
 
 
-def background(seed: int, n: int = 12, h: int = 72, w: int = 96) -> list[np.ndarray]:
+def background(seed: int, n: int = 14, h: int = 72, w: int = 96) -> list[np.ndarray]:
     """A textured picture panning across ``n`` frames (every seed its own picture)."""
     cv = _cv2()
     rng = np.random.default_rng(seed)
@@ -87,7 +87,7 @@ def with_corner_logo(frames):
     return out
 
 
-def static_scene(seed: int, n: int = 12, h: int = 72, w: int = 96):
+def static_scene(seed: int, n: int = 14, h: int = 72, w: int = 96):
     """A static camera: a still textured room with edges, and a dark figure walking across it."""
     cv = _cv2()
     rng = np.random.default_rng(seed)

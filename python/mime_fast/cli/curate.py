@@ -23,8 +23,8 @@ def _dataset(text: str) -> tuple[str, Path]:
 def run(args: argparse.Namespace) -> int:
     try:
         options = CurateOptions(per_class=args.per_class, seed=args.seed, min_agreement=args.min_agreement,
-                                min_height=args.min_height, watermarks=args.watermarks, workers=args.workers,
-                                progress=not args.quiet)
+                                min_height=args.min_height, min_duration=args.min_duration,
+                                watermarks=args.watermarks, workers=args.workers, progress=not args.quiet)
     except ValueError as exc:
         raise UsageError(f"--{str(exc).split()[0].replace('_', '-')}: {exc}") from None
     if not args.roots and not args.dataset:
@@ -71,8 +71,10 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the draw (default 0)")
     ap.add_argument("--min-agreement", type=float, default=0.5, metavar="A",
                     help="share of annotators a label needs where votes exist (default 0.5)")
-    ap.add_argument("--min-height", type=int, default=480, metavar="PX",
+    ap.add_argument("--min-height", type=int, default=CurateOptions.min_height, metavar="PX",
                     help="shorter displayed side a clip needs, as mime-fast build's gate (default 480)")
+    ap.add_argument("--min-duration", type=float, default=CurateOptions.min_duration, metavar="S",
+                    help="seconds of video a clip needs, as mime-fast build's gate (default 0.5)")
     ap.add_argument("--watermarks", choices=("drop", "report"), default="drop",
                     help="drop clips with a severe watermark (default) or only report them")
     ap.add_argument("--workers", type=int, default=1, metavar="N", help="clips probed at once (processes; default 1)")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..options import GateOptions
 from .layouts import Clip
 
 __all__ = ["WATERMARK_MODES", "CurateOptions", "Curation"]
@@ -17,14 +18,16 @@ WATERMARK_MODES = ("drop", "report")
 class CurateOptions:
     """``per_class``: clips drawn per emotion (``None``: every clip that passes); ``seed``: the
     draw's; ``min_agreement``: the share of annotators a label needs where votes exist;
-    ``min_height``: the shorter displayed side a clip needs (as ``mime-fast build``'s gate);
+    ``min_height``, ``min_duration``: the shorter displayed side and the seconds of video a clip
+    needs (``mime-fast build``'s gate and its defaults: a clip selected is one build accepts);
     ``watermarks``: ``"drop"`` severe ones or only ``"report"`` them; ``workers``: probing processes;
     ``progress``: a progress bar over the probes (on a terminal)."""
 
     per_class: int | None = None
     seed: int = 0
     min_agreement: float = 0.5
-    min_height: int = 480
+    min_height: int = GateOptions.min_height
+    min_duration: float = GateOptions.min_duration
     watermarks: str = "drop"
     workers: int = 1
     progress: bool = True
@@ -36,6 +39,8 @@ class CurateOptions:
             raise ValueError(f"min_agreement must be between 0 and 1, got {self.min_agreement}")
         if int(self.min_height) < 0:
             raise ValueError(f"min_height must be >= 0, got {self.min_height}")
+        if float(self.min_duration) < 0:
+            raise ValueError(f"min_duration must be >= 0, got {self.min_duration}")
         if self.watermarks not in WATERMARK_MODES:
             raise ValueError(f"watermarks must be one of {', '.join(WATERMARK_MODES)}, got {self.watermarks!r}")
         if int(self.workers) < 1:

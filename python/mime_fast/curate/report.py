@@ -20,7 +20,7 @@ __all__ = ["OUTPUTS", "RULES", "write_all"]
 
 OUTPUTS = ("selected.csv", "excluded.csv", "report.md", "balance.png")
 #: The rules in the order they apply, as ``excluded.csv``'s reasons and the report name them.
-RULES = ("layout", "label", "ambiguity", "unreadable", "resolution", "watermark", "duplicate", "balance")
+RULES = ("layout", "label", "ambiguity", "unreadable", "resolution", "duration", "watermark", "duplicate", "balance")
 OTHER = "(other or no label)"
 
 
@@ -61,7 +61,7 @@ def markdown(result: Curation, options: CurateOptions) -> str:
     per = options.per_class if options.per_class is not None else "all"
     out = ["# Curation report", "",
            (f"Options: --per-class {per}, --seed {options.seed}, --min-agreement {options.min_agreement:g}, "
-           f"--min-height {options.min_height}, --watermarks {options.watermarks}."), "",
+           f"--min-height {options.min_height}, --min-duration {options.min_duration:g}, --watermarks {options.watermarks}."), "",
            f"{len(result.clips)} clips found, {len(result.selected)} selected.", "",
            "## Clips per emotion and corpus (before -> after)", ""]
     table = []

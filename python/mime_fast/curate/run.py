@@ -1,5 +1,5 @@
 """The curation of corpus releases (:func:`curate`): their clips read (:mod:`.layouts`), the rules
-applied in order -- label, ambiguity, unreadable, resolution, watermark, duplicate, balance -- each
+applied in order -- label, ambiguity, unreadable, resolution, duration, watermark, duplicate, balance -- each
 excluded clip with the rule and its reason, and the outputs written (:mod:`.report`).
 
 Duplicates are looked for among the clips the earlier rules kept; of a group of copies the one
@@ -111,6 +111,10 @@ def curate(roots: list[Root], out: Path, options: CurateOptions | None = None) -
         if side < options.min_height:
             c.exclude("resolution", f"low resolution: {p['width']}x{p['height']}, shorter side {side} below "
                                     f"--min-height {options.min_height}")
+            continue
+        if p["duration"] < options.min_duration:
+            c.exclude("duration", f"too short: {p['duration']:.2f} s of video, below --min-duration "
+                                  f"{options.min_duration:g} (mime-fast build's gate)")
             continue
         if watermark.reportable(p["overlays"]):
             overlays[c.clip_id] = watermark.reportable(p["overlays"])

@@ -10,6 +10,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("openpyxl")
@@ -25,6 +26,7 @@ from curate_fixtures import (
     with_text,
     write_clip,
 )
+from mime_fast import samples
 from mime_fast.cli import main
 from mime_fast.curate import (
     CurateOptions,
@@ -92,8 +94,6 @@ def test_watermarks_report_keeps_the_clip(watermarked) -> None:
 
 def test_opacity_is_measured() -> None:
     frames = background(55, n=14, h=96, w=160)
-    import numpy as np
-
     def grey(fr):
         return np.stack([f.mean(axis=2).astype(np.uint8) for f in fr])
 
@@ -113,8 +113,6 @@ def test_real_clips_without_overlay_are_not_watermarked(name) -> None:
 
 
 def test_a_static_camera_is_not_a_watermark() -> None:
-    import numpy as np
-
     frames = np.stack([f.mean(axis=2).astype(np.uint8) for f in static_scene(56)])
     assert watermark.measure(frames) == []
 
@@ -206,3 +204,24 @@ def test_selected_list_builds(tmp_path, capsys) -> None:
     assert {(r["clip_id"], r["label"], r["dataset"], r["status"]) for r in rows if r["subset"] == "FM"} == {
         ("mine_Surprise_one", "Surprise", "mine", "ok")}
     assert (tmp_path / "built" / "FM" / "mine_Surprise_one.mp4").is_file()
+
+
+@pytest.mark.parametrize("rotation", [90, 270])
+def test_probe_reads_the_displayed_picture(tmp_path, rotation) -> None:
+
+    up = samples.make_clip(tmp_path / "up.mp4", duration=0.6, fps=25, size=(160, 96), audio=False, seed=3)
+    turned = samples.make_clip(tmp_path / "turned.mp4", duration=0.6, fps=25, size=(160, 96), audio=False, seed=3,
+                               rotation=rotation)  # stored 96x160, displayed 160x96
+    (facts_up, frames_up), (facts, frames) = probe.sample_frames(up.path), probe.sample_frames(turned.path)
+    assert facts == facts_up == {"width": 160, "height": 96, "duration": 0.6}
+    assert frames.shape == frames_up.shape == (probe.FRAMES, 144, 240)
+    assert np.abs(frames.astype(int) - frames_up.astype(int)).mean() < 3  # upright, as displayed
+
+
+def test_long_clips_are_sampled_by_seeking(tmp_path, monkeypatch) -> None:
+    clip = write_clip(tmp_path / "long.mp4", background(97, n=60), fps=25)
+    facts, decoded = probe.sample_frames(clip)
+    monkeypatch.setattr(probe, "SEEK_FROM", 1.0)  # 2.4 s: seek to each sample
+    sought_facts, sought = probe.sample_frames(clip)
+    assert sought_facts == facts
+    assert np.array_equal(sought, decoded)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..corpus.inputs import VIDEO_EXTENSIONS
@@ -46,7 +46,6 @@ class Clip:
     agreement: float | None = None  #: the share of annotators for the label, where votes exist
     reason: str | None = None  #: why the clip is excluded (``None``: still in)
     rule: str | None = None  #: the rule that excluded it (``label``, ``ambiguity``, ``unreadable``, ...)
-    notes: list[str] = field(default_factory=list)
 
     def exclude(self, rule: str, reason: str) -> None:
         if self.reason is None:

@@ -39,15 +39,60 @@ def _analysis_size(width: int, height: int) -> tuple[int, int]:
 
 
 def _grey(frame, size: tuple[int, int], rotation: int) -> np.ndarray:
-    w, h = size if rotation % 180 == 0 else (size[1], size[0])
-    img = frame.reformat(width=w, height=h, format="gray").to_ndarray()
+    """The frame grey at ``size`` (its stored orientation), turned as displayed (``rotation``:
+    PyAV's, degrees counter-clockwise)."""
+    img = frame.reformat(width=size[0], height=size[1], format="gray").to_ndarray()
     return np.ascontiguousarray(np.rot90(img, k=(rotation // 90) % 4)) if rotation % 360 else img
+
+
+def _first_look(frame, state: dict):
+    if "size" not in state:
+        state["rotation"] = int(getattr(frame, "rotation", 0) or 0)
+        state["size"] = _analysis_size(frame.width, frame.height)
+    return _grey(frame, state["size"], state["rotation"])
+
+
+def _sought(c, vs, tb: float, declared: float, n: int, state: dict) -> list[np.ndarray]:
+    """Seeking to each sample's time: the last frame at or before it (as :func:`_decoded` picks)."""
+    start = float(vs.start_time * tb) if vs.start_time is not None else 0.0
+    frames: list[np.ndarray] = []
+    for i in range(n):
+        target = start + declared * (i + 0.5) / n
+        c.seek(int(target / tb), stream=vs, backward=True)
+        chosen = None
+        for frame in c.decode(vs):
+            if chosen is not None and frame.time is not None and frame.time > target + 1e-6:
+                break
+            chosen = frame
+        if chosen is not None:
+            frames.append(_first_look(chosen, state))
+        elif frames:  # past the last frame: the last one again
+            frames.append(frames[-1])
+    return frames
+
+
+def _decoded(c, vs, n: int, state: dict) -> tuple[list[np.ndarray], float]:
+    """Decoding through: every frame shrunk, then the last one at or before each sample's time."""
+    rate = float(vs.average_rate or 25)
+    frames: list[np.ndarray] = []
+    times: list[float] = []
+    for frame in c.decode(vs):
+        frames.append(_first_look(frame, state))
+        times.append(frame.time if frame.time is not None else len(times) / rate)
+    if not frames:
+        return [], 0.0
+    order = np.argsort(np.array(times), kind="stable")
+    frames, t = [frames[i] for i in order], np.array(times)[order] - min(times)
+    duration = float(t[-1] + (float(np.median(np.diff(t))) if len(t) > 1 else 1 / rate))
+    picks = [max(0, int(np.searchsorted(t, duration * (i + 0.5) / n + 1e-6, side="right")) - 1) for i in range(n)]
+    return [frames[i] for i in picks], duration
 
 
 def sample_frames(path: Path, n: int = FRAMES) -> tuple[dict, np.ndarray]:
     """``({"width", "height", "duration"}, frames)``: the clip's displayed size (after rotation) and
     duration (s), and ``n`` grey frames at the middles of ``n`` equal spans of it (``n x H x W``
-    uint8, the shorter side :data:`SHORT_SIDE`).  Raises ``ValueError`` (any PyAV error) with why."""
+    uint8, the shorter side :data:`SHORT_SIDE`; a clip longer than :data:`SEEK_FROM` is sought, a
+    shorter one decoded through).  Raises ``ValueError`` or PyAV's error when it cannot."""
     with contextlib.closing(open_input(path)) as c:
         vs = main_video_stream(c)
         if vs is None:
@@ -55,44 +100,15 @@ def sample_frames(path: Path, n: int = FRAMES) -> tuple[dict, np.ndarray]:
         vs.thread_type = "AUTO"
         tb = float(vs.time_base or 0) or 1 / 90000
         declared = float(vs.duration * tb) if vs.duration else (c.duration / 1e6 if c.duration else 0.0)
-        frames: list[np.ndarray] = []
-        times: list[float] = []
-        rotation, size = 0, None
+        state: dict = {}
         if declared > SEEK_FROM:
-            start = float(vs.start_time * tb) if vs.start_time is not None else 0.0
-            for i in range(n):
-                target = start + declared * (i + 0.5) / n
-                c.seek(int(target / tb), stream=vs, backward=True)
-                for frame in c.decode(vs):
-                    if frame.time is not None and frame.time + 1e-6 < target:
-                        continue
-                    if size is None:
-                        rotation = int(getattr(frame, "rotation", 0) or 0)
-                        size = _analysis_size(frame.width, frame.height)
-                    frames.append(_grey(frame, size, rotation))
-                    times.append(target)
-                    break
-            duration = declared
+            frames, duration = _sought(c, vs, tb, declared, n, state), declared
         else:
-            for frame in c.decode(vs):
-                if size is None:
-                    rotation = int(getattr(frame, "rotation", 0) or 0)
-                    size = _analysis_size(frame.width, frame.height)
-                frames.append(_grey(frame, size, rotation))
-                times.append(frame.time if frame.time is not None else len(times) / float(vs.average_rate or 25))
-            if not frames:
-                raise ValueError("no video frame could be decoded")
-            order = np.argsort(np.array(times), kind="stable")
-            frames, t = [frames[i] for i in order], np.array(times)[order] - min(times)
-            step = float(np.median(np.diff(t))) if len(t) > 1 else 1 / float(vs.average_rate or 25)
-            duration = float(t[-1] + step)
-            picks = [max(0, int(np.searchsorted(t, duration * (i + 0.5) / n + 1e-6, side="right")) - 1)
-                     for i in range(n)]
-            frames = [frames[i] for i in picks]
-        if not frames or size is None:
+            frames, duration = _decoded(c, vs, n, state)
+        if len(frames) != n:
             raise ValueError("no video frame could be decoded")
         cw, ch = vs.codec_context.width, vs.codec_context.height
-        w, h = (ch, cw) if rotation % 180 else (cw, ch)
+        w, h = (ch, cw) if state["rotation"] % 180 else (cw, ch)
         return {"width": int(w), "height": int(h), "duration": round(duration, 3)}, np.stack(frames)
 
 

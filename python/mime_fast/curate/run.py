@@ -121,8 +121,6 @@ def curate(roots: list[Root], out: Path, options: CurateOptions | None = None) -
         severe = watermark.judge(p["overlays"])
         if severe and options.watermarks == "drop":
             c.exclude("watermark", severe)
-        elif severe:
-            c.notes.append(severe)
     _duplicates([c for c in live if c.reason is None], probes)
     pool: dict[str, dict[str, list[str]]] = {e: {} for e in labels.DFEW_LABELS.values()}
     passing = [c for c in clips if c.reason is None]

@@ -262,3 +262,10 @@ def test_cli_curates_with_workers(corpora, tmp_path, capsys, curated) -> None:
                                                                     "FERV39k_Home_Surprise_0001"}
     cached = {line for line in (out / probe.CACHE_NAME).read_text().splitlines()}
     assert cached <= set((curated[1] / probe.CACHE_NAME).read_text().splitlines())  # workers probe the same
+
+
+def test_dataset_names_and_missing_roots(tmp_path, capsys) -> None:
+    assert main(["curate", "--dataset", f"a/b={tmp_path}", "--out", str(tmp_path / "o")]) == 2
+    assert "no path separator" in capsys.readouterr().err
+    assert main(["curate", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
+    assert f"{tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err

@@ -17,6 +17,7 @@ pytest.importorskip("openpyxl")
 pytest.importorskip("cv2")
 pytest.importorskip("matplotlib")
 
+from conftest import sitecustomize_path
 from curate_fixtures import (
     background,
     letterboxed,
@@ -225,3 +226,24 @@ def test_long_clips_are_sampled_by_seeking(tmp_path, monkeypatch) -> None:
     sought_facts, sought = probe.sample_frames(clip)
     assert sought_facts == facts
     assert np.array_equal(sought, decoded)
+
+
+def test_a_probe_that_crashes_its_process_costs_only_its_clip(tmp_path, monkeypatch) -> None:
+    root = folder_corpus(tmp_path / "c", {"Happy/a": background(101), "Happy/crash": background(102),
+                                          "Sad/b": background(103), "Sad/c": background(104)})
+    # in the worker processes (started from now on), opening crash.mp4 kills the process, as a
+    # crash in a decoder would
+    monkeypatch.setenv("PYTHONPATH", sitecustomize_path(tmp_path, (
+        "import os, av\n"
+        "_open = av.open\n"
+        "def _crash(path, *a, **k):\n"
+        "    if str(path).endswith('crash.mp4'):\n"
+        "        os._exit(70)\n"
+        "    return _open(path, *a, **k)\n"
+        "av.open = _crash\n")))
+    result = curate(resolve_roots([], [("c", root)]), tmp_path / "out",
+                    CurateOptions(min_height=48, progress=False, workers=2))
+    assert sorted(c.clip_id for c in result.selected) == ["c_Happy_a", "c_Sad_b", "c_Sad_c"]
+    assert read_csv(tmp_path / "out" / "excluded.csv") == [{
+        "path": str(root / "Happy" / "crash.mp4"), "dataset": "c",
+        "reason": "unreadable: the process probing it died (a crash while decoding)"}]

@@ -10,8 +10,8 @@ where it stopped when rerun). Errors are one line on stderr;
 
 One module per command family, each with its parser (``add``) and its function (``run``), which
 only checks its arguments and calls the package: :mod:`.build` (:func:`mime_fast.corpus.run_corpus`),
-:mod:`.curate` (:func:`mime_fast.curate.curate`), :mod:`.coe` (:func:`mime_fast.coe.run`), :mod:`.evaluate` (:func:`mime_fast.evaluate`),
-:mod:`.audit` (:func:`mime_fast.audit.audit`) and
+:mod:`.curate` (:func:`mime_fast.curate.curate`), :mod:`.coe` (:func:`mime_fast.coe.run`),
+:mod:`.evaluate` (:func:`mime_fast.evaluate`), :mod:`.audit` (:func:`mime_fast.audit.audit`) and
 :mod:`.tools` (demo, summary, preview, models, info).  They share the errors of :mod:`.errors` and
 the error handling and exit statuses of :func:`main` here.  ``build``'s settings flags are generated
 from :data:`mime_fast.options.FIELDS` (:mod:`.flags`); its run options (``--workers``, ``--ray``,

@@ -15,9 +15,13 @@ __all__ = ["add", "run"]
 
 def _dataset(text: str) -> tuple[str, Path]:
     name, sep, root = text.partition("=")
-    if not sep or not name.strip() or not root.strip():
+    name = name.strip()
+    if not sep or not name or not root.strip():
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=ROOT (e.g. DFEW=/data/dfew_release)")
-    return name.strip(), Path(root.strip())
+    if any(ch in name for ch in "/\\") or name.startswith(".") or any(ch.isspace() for ch in name):
+        raise argparse.ArgumentTypeError(f"{name!r}: a dataset name prefixes its clip ids, so it holds no path "
+                                         "separator or space and does not start with a dot")
+    return name, Path(root.strip())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -180,16 +181,53 @@ def probe_all(paths: Iterable[Path], cache_dir: Path, workers: int = 1, progress
                 out[p] = json.loads(json.dumps(probe_clip(str(p))))
                 bar.update(1)
         else:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-                futures = {pool.submit(probe_clip, str(p)): p for p in todo}
-                for fut in as_completed(futures):
-                    out[futures[fut]] = json.loads(json.dumps(fut.result()))
-                    bar.update(1)
+            _in_processes(todo, workers, out, bar)
     finally:
         bar.close()
         done = {keys[p]: out[p] for p in paths if p in out and keys[p] is not None}
         cache.write({**{k: v for k, v in cache.known.items() if k not in done and _still(k)}, **done})
     return out
+
+
+def _in_processes(todo: list[Path], workers: int, out: dict[Path, dict], bar) -> None:
+    """Probe ``todo`` in ``workers`` processes into ``out``.  A process that dies (a crash in a
+    decoder) breaks the pool and every probe still in it: those clips are then probed ``workers``
+    at a time, and the probes of a batch that breaks again one by one in a process of their own,
+    where the clip whose process dies is unreadable; the batch goes on."""
+    context = get_context("spawn")
+    broken: list[Path] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = {pool.submit(probe_clip, str(p)): p for p in todo}
+        for fut in as_completed(futures):
+            if not _take(fut, futures[fut], out, bar):
+                broken.append(futures[fut])
+    pool = None
+    try:
+        for i in range(0, len(broken), workers):
+            pool = pool or ProcessPoolExecutor(max_workers=workers, mp_context=context)
+            futures = {pool.submit(probe_clip, str(p)): p for p in broken[i:i + workers]}
+            again = [futures[f] for f in as_completed(futures) if not _take(f, futures[f], out, bar)]
+            if again:
+                pool.shutdown()
+                pool = None
+            for p in again:
+                with ProcessPoolExecutor(max_workers=1, mp_context=context) as alone:
+                    if not _take(alone.submit(probe_clip, str(p)), p, out, bar):
+                        out[p] = {"error": "unreadable: the process probing it died (a crash while decoding)"}
+                        bar.update(1)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def _take(fut, path: Path, out: dict[Path, dict], bar) -> bool:
+    """The probe of a finished future into ``out``; ``False`` when its process pool broke."""
+    try:
+        out[path] = json.loads(json.dumps(fut.result()))
+    except BrokenProcessPool:
+        return False
+    bar.update(1)
+    return True
 
 
 def _still(key: str) -> bool:

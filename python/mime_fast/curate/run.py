@@ -46,6 +46,8 @@ def resolve_roots(roots: list[Path], datasets: list[tuple[str, Path]] = ()) -> l
         if real in seen:
             continue
         seen.add(real)
+        if not path.exists():
+            raise UnknownLayout(f"{path}: no such folder")
         if not path.is_dir():
             raise UnknownLayout(f"{path}: not a folder (a corpus release is a folder)")
         if real in named:

@@ -247,3 +247,18 @@ def test_a_probe_that_crashes_its_process_costs_only_its_clip(tmp_path, monkeypa
     assert read_csv(tmp_path / "out" / "excluded.csv") == [{
         "path": str(root / "Happy" / "crash.mp4"), "dataset": "c",
         "reason": "unreadable: the process probing it died (a crash while decoding)"}]
+
+
+def test_copies_found_among_many_clips() -> None:
+    # 5,000 clips of random hashes, 20 of them copied with 5 of each frame's 63 bits flipped (8 %):
+    # the band index finds every copy, and no other pair
+    rng = np.random.default_rng(5)
+    hashes = rng.integers(0, 256, (5000, 12 * 8), dtype=np.uint8)
+    items = [(f"c{i}", float(rng.uniform(1, 5)), hashes[i].tobytes(), [False] * 12) for i in range(5000)]
+    for n, src in enumerate(rng.choice(5000, 20, replace=False)):
+        bits = np.unpackbits(hashes[src]).reshape(12, 64)
+        for frame in bits:
+            frame[rng.choice(63, 5, replace=False)] ^= 1
+        items.append((f"copy{n}", items[src][1] + 0.04, np.packbits(bits).tobytes(), [False] * 12))
+    groups = dedup.duplicate_groups(items)
+    assert len(groups) == 20 and all(len(g) == 2 and g[1].startswith("copy") for g in groups)

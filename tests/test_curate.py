@@ -269,3 +269,21 @@ def test_dataset_names_and_missing_roots(tmp_path, capsys) -> None:
     assert "no path separator" in capsys.readouterr().err
     assert main(["curate", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")]) == 2
     assert f"{tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err
+
+
+def test_mafw_without_its_no_caption_lists(tmp_path) -> None:
+    # labels from Labels/single-set.xlsx where no list exists; from a with_caption list (not UTF-8) where
+    # it is the only one
+    spread = tmp_path / "spread"
+    write_clip(spread / "data" / "clips" / "00001.mp4", background(111))
+    write_clip(spread / "data" / "clips" / "00002.mp4", background(112))
+    write_xlsx(spread / "Labels" / "single-set.xlsx", [["clip", "single_label"], ["00001", 4], [2, 8]])
+    captioned = tmp_path / "captioned"
+    write_clip(captioned / "data" / "clips" / "00003.mp4", background(113))
+    lst = captioned / "Train & Test Set" / "single" / "with_caption" / "set_1" / "train.txt"
+    lst.parent.mkdir(parents=True)
+    lst.write_bytes("00003.mp4 sadness 他很难过 he is sad\n".encode("gbk"))
+    result = curate(resolve_roots([], [("MAFW", spread), ("mafw", captioned)]), tmp_path / "out", OPTS)
+    assert [(c.clip_id, c.emotion) for c in result.selected] == [("MAFW_00001", "Happy"), ("MAFW_00003", "Sad")]
+    assert read_csv(tmp_path / "out" / "excluded.csv")[0]["reason"] == (
+        "label 'contempt' is not one of MIME's seven emotions")

@@ -5,8 +5,9 @@ Doubts handled (``docs/curate.md``): DFEW's ``single_labeled`` / ``single-labele
 ``video_name`` written ``1``, ``00001`` or ``00001.mp4``, a clip given two labels by two lists
 (excluded, both named), its ``annotation.xlsx`` inside a zip; MAFW's lists read as UTF-8 with
 undecodable bytes replaced (the ``with_caption`` lists are not UTF-8: only their first two fields
-are read, and only where no ``no_caption`` list exists); MAFW's class columns holding annotator
-counts (out of 11) or shares (0..1).  Spreadsheets are read with openpyxl (the ``curate`` extra).
+are read, and only where no ``no_caption`` list exists); MAFW without its lists, its labels then
+from ``Labels/single-set.xlsx``; MAFW's class columns holding annotator counts (out of 11) or
+shares (0..1).  Spreadsheets are read with openpyxl (the ``curate`` extra).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def _open_xlsx(path: Path, zipped_name: str):
 def _header(rows: list[list]) -> tuple[int, list[str]]:
     for i, row in enumerate(rows[:10]):
         names = [str(c).strip().lower() if c is not None else "" for c in row]
-        if any(n in ("order", "clip", "video_name", "label") for n in names):
+        if any(n in ("order", "clip", "video_name", "label", "single_label") for n in names):
             return i, names
     return -1, []
 
@@ -190,6 +191,8 @@ def mafw_set_labels(root: Path) -> tuple[dict[str, str], dict[str, str]]:
         for fields in _read_lines(path):
             if len(fields) >= 2:
                 single.setdefault(Path(fields[0]).stem.zfill(5), fields[1].lower())
+    if not single:  # no list: Labels/single-set.xlsx (clip, single_label 1..11)
+        single.update(_mafw_single_set(root))
     compound: dict[str, str] = {}
     comp_dir = base / "compound"
     for path in sorted(comp_dir.rglob("*.txt")) if comp_dir.is_dir() else []:
@@ -197,6 +200,30 @@ def mafw_set_labels(root: Path) -> tuple[dict[str, str], dict[str, str]]:
             if len(fields) >= 2:
                 compound.setdefault(Path(fields[0]).stem.zfill(5), fields[1].lower())
     return single, compound
+
+
+def _clip_key(value) -> str:
+    """MAFW's clip as the spreadsheets write it (``25``, ``00025``, ``00025.mp4``) -> ``00025``."""
+    key = Path(str(value).strip()).stem
+    return key.zfill(5) if key.isdigit() else key
+
+
+def _mafw_single_set(root: Path) -> dict[str, str]:
+    rows = _open_xlsx(root / "Labels" / "single-set.xlsx", "single-set.xlsx")
+    if not rows:
+        return {}
+    start, names = _header(rows)
+    clip = next((j for j, n in enumerate(names) if n in ("clip", "video_name", "order")), None)
+    label = next((j for j, n in enumerate(names) if n in ("single_label", "label")), None)
+    if clip is None or label is None:
+        return {}
+    out = {}
+    for row in rows[start + 1:]:
+        if max(clip, label) < len(row) and row[clip] is not None:
+            number = _number(row[label]) if row[label] is not None else None
+            if number is not None and 1 <= number <= len(MAFW_CLASSES):
+                out.setdefault(_clip_key(row[clip]), MAFW_CLASSES[number - 1])
+    return out
 
 
 def mafw_votes(root: Path) -> dict[str, Votes]:
@@ -214,10 +241,7 @@ def mafw_votes(root: Path) -> dict[str, Votes]:
     for row in rows[start + 1:]:
         if clip >= len(row) or row[clip] is None:
             continue
-        key = Path(str(row[clip]).strip()).stem
-        key = key.zfill(5) if key.isdigit() else key
-        if key.endswith(".0") and key[:-2].isdigit():
-            key = key[:-2].zfill(5)
+        key = _clip_key(row[clip])
         values = {j: _float(row[j]) for j in cols if j < len(row)}
         counts: dict[str, float] = {}
         for j, v in values.items():

@@ -106,11 +106,29 @@ def test_opacity_is_measured() -> None:
 
 @pytest.mark.skipif(not MEDIA.is_dir(), reason=f"{MEDIA} is absent (the real clips of ../shared/media)")
 @pytest.mark.parametrize("name", ["crowd_1080p.mp4", "two_people_hug_1080p.mp4", "arm_wrestling_340x256.mp4"])
-def test_real_clips_without_overlay_are_not_watermarked(name) -> None:
-    # crowd: a static camera with people walking; hug: a static camera, one man standing still
+def test_real_clips(name) -> None:
+    """Real footage with no overlay is not watermarked (crowd: a static camera, people walking
+    across; hug: a static camera, one man standing still while the other moves around him; arm
+    wrestling: hand-held); the same frames under a large semi-transparent text are, under a small
+    corner logo are not."""
+    import cv2
+
     found = probe.probe_clip(str(MEDIA / name))
     assert "error" not in found
     assert watermark.judge(found["overlays"]) is None, found["overlays"]
+    _, frames = probe.sample_frames(MEDIA / name)
+    h, w = frames.shape[1:]
+    layer = np.zeros((h, w), np.uint8)
+    cv2.putText(layer, "SAMPLE WATERMARK", (int(w * 0.05), int(h * 0.55)), cv2.FONT_HERSHEY_SIMPLEX, w / 300, 255,
+                max(2, int(w / 150)), cv2.LINE_AA)
+    for alpha in (0.3, 0.5):
+        a = layer.astype(np.float32) / 255 * alpha
+        text = np.clip(frames * (1 - a) + 255 * a, 0, 255).astype(np.uint8)
+        assert watermark.judge(watermark.measure(text)) is not None, alpha
+    logo = frames.copy()
+    s = int(h * 0.1)
+    logo[:, int(h * 0.04):int(h * 0.04) + s, int(w * 0.9) - s:int(w * 0.9)] = 235
+    assert watermark.judge(watermark.measure(logo)) is None
 
 
 def test_a_static_camera_is_not_a_watermark() -> None:

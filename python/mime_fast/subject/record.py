@@ -58,7 +58,8 @@ def undecided_hulls(record, frames: int, shots, margin: float) -> list[list[np.n
         # and after it (the frames the schedule did not look at)
         at = bisect.bisect_left(runs, i)
         lo = min(i - 1, runs[at - 1] + 1) if at > 0 else i - 1
-        hi = max(i + 1, runs[at + 1] - 1) if at + 1 < len(runs) else i + 1
+        # (after the last run: to where the next would have been)
+        hi = max(i + 1, runs[at + 1] - 1) if at + 1 < len(runs) else max(i + 1, i + record.run_every - 1)
         for k in range(lo, hi + 1):
             if hulls and same_shot(i, k):
                 out[k].extend(hulls)

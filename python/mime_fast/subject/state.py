@@ -129,3 +129,4 @@ class PassRecord:
     decisions: dict[int, TrackDecision] = field(default_factory=dict)  # face track -> its decision
     identified: set[tuple[int, int]] = field(default_factory=set)  # (frame, face track) made his by the decision
     detector_frames: list[int] = field(default_factory=list)  # the frames the detector ran on, in order
+    run_every: int = 1  # the schedule's period between those runs (1: every frame)

@@ -117,7 +117,7 @@ class SubjectTracker:
                                  unread=deque(maxlen=GALLERY_SIZE - 1))
         self.follow = Follow()
         self.shot = ShotState()
-        self.record = PassRecord()
+        self.record = PassRecord(run_every=self.detect_every if schedule == "period" else 1)
         # hold_frames is half a second of frames: a track's embedding is refreshed every REEMBED_S.
         # Overlap with the last box only: near other faces this tracker detects every frame, and the
         # motion-predicted association of faces="all" gave his track to a crosser on the real crowd
@@ -199,8 +199,9 @@ class SubjectTracker:
             searched, before = self.phase is Phase.SEARCHING, self.follow.last_detect
             faces = self._observe(frame, searched)
             tracks = self._associate(faces)
-            self._jump_if(faces, before)
-            found = self._match(frame, faces, tracks, searched)
+            found = self._jump_if(frame, faces, before)
+            if found is None:
+                found = self._match(frame, faces, tracks, searched)
         return self._head_if_missed(frame, found)
 
     def _advance(self) -> None:
@@ -263,7 +264,6 @@ class SubjectTracker:
             got = follow_mesh(self._landmarks, frame, self.follow)
             if got is not None:
                 return self._tracked(*got)
-        self.follow.last_points = None
         return None
 
     def _observe(self, frame, searched: bool) -> Faces:
@@ -288,10 +288,13 @@ class SubjectTracker:
         self.follow.frame_ids = [self._faces.ident(t) for t in tracks]
         return tracks
 
-    def _jump_if(self, faces: Faces, before: int) -> None:
+    def _jump_if(self, frame, faces: Faces, before: int) -> FrameTrack | None:
         """A jump (docs 3.): two faces or more in this run and the last (at frame ``before``), his
         among those, none continuing a track of the last run, none where he was in the previous
-        frame: he enters ``SEARCHING``, where he stood and how he moved forgotten."""
+        frame, and his mesh, followed on the frame before, not holding him in this one: he enters
+        ``SEARCHING``, where he stood and how he moved forgotten.  Where his mesh holds, the
+        detector only missed him (runs several frames apart: the other faces moved on) and he is
+        followed by it (returned)."""
         f = self.follow
         before_ids = f.detected_ids
         f.detected_ids = f.frame_ids
@@ -299,7 +302,22 @@ class SubjectTracker:
                 and self._index - before <= self._faces.max_gap and not set(f.frame_ids) & set(before_ids)
                 and f.box is not None and f.last_seen == self._index - 1
                 and float(_iou(faces.boxes, f.box).max()) < TRACK_IOU):
+            held = self._mesh_holds(frame)
+            if held is not None:
+                self.stats.jumps_held += 1
+                return held
             self._jumped()
+        return None
+
+    def _mesh_holds(self, frame) -> FrameTrack | None:
+        """His face followed by its mesh into this frame where the mesh followed him, confident, on
+        the frame before (:func:`~mime_fast.subject.mesh_follow.follow_mesh`); else ``None``."""
+        f = self.follow
+        if (f.last_points is None or f.anchor is None or f.last_seen != self._index - 1
+                or getattr(self.stack, "landmarks", None) is None):
+            return None
+        got = follow_mesh(self._landmarks, frame, f)
+        return None if got is None else self._tracked(*got)
 
     def _jumped(self) -> None:
         """The picture jumped: he is looked for again by identity, as after a loss, from this frame on."""
@@ -516,6 +534,12 @@ class SubjectTracker:
             # his head, followed by its motion through the frames his face was missed, says where
             # he is now: the gates need not widen for those frames
             cp, gk = _centre(f.head.box), 0
+        elif f.present_box is not None and f.present_at > f.last_seen and recent(
+                f.present_at, self._index, self.shot.shot_start, self.hold_frames):
+            # a part of his face found since his last whole match (runs frames apart: his whole
+            # match that much older) says where he is better than that match moved by its motion
+            k = self._index - f.present_at - 1
+            cp, gk = _centre(f.present_box), min(k, 3)
         d = np.array([np.linalg.norm(_centre(b) - cp) / s for b in faces.boxes])
         ratio = np.array([_size(b) / s for b in faces.boxes])
         near = np.flatnonzero(d <= NEAR + 0.25 * gk)

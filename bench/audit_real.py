@@ -17,7 +17,6 @@ bench/results/audit_real-cpu.json.
 from __future__ import annotations
 
 import argparse
-import itertools
 import shutil
 import sys
 import tempfile
@@ -35,12 +34,23 @@ from mime_fast.audit import (
     MASKED_DETAIL_RATIO,
     RECOGNISERS,
     REID_MARGIN,
-    _load_models,
 )
+from mime_fast.audit.clip import load_models
+from mime_fast.audit.progress import AuditMonitor
 from mime_fast.detect import package_file
 from mime_fast.media import probe
 from mime_fast.samples import make_cut_sequence
 from mime_fast.spec import CODES
+
+
+class _ClipSeconds(AuditMonitor):
+    """Each clip's audit seconds, as the audit reports them."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def clip_done(self, clip_id: str, rows: list, seconds: float) -> None:
+        self.seconds[clip_id] = round(seconds, 1)
 
 
 def main() -> None:
@@ -52,7 +62,7 @@ def main() -> None:
     if not (args.media / "crowd_1080p.mp4").is_file():
         sys.exit(f"audit_real: no real clips in {args.media} (pass --media)")
     t = time.perf_counter()
-    _load_models(640)  # the models and the distractor gallery, once per process
+    load_models(640)  # the models and the distractor gallery, once per process
     load_s = time.perf_counter() - t
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -78,11 +88,9 @@ def main() -> None:
             for s in ("FSM", "FSAM"):
                 shutil.copy(out / "FM" / f"{cid}.mp4", out / s / f"leak_{cid}.mp4")  # planted: FSM is FM
             kernels[f"leak_{cid}"] = {**kernels[cid], "planted": "FSM and FSAM replaced by FM"}
-        marks: list[tuple[str, float]] = []
-        report = mime_fast.audit(out, every=args.every, write=False,
-                                 progress=lambda cid: marks.append((cid, time.perf_counter())))
-        marks.append(("", time.perf_counter()))
-    seconds = {a[0]: round(b[1] - a[1], 1) for a, b in itertools.pairwise(marks)}
+        timer = _ClipSeconds()
+        report = mime_fast.audit(out, every=args.every, write=False, monitor=timer)
+    seconds = timer.seconds
     print(report.table())
     for p in report.problems:
         print(" ", p)

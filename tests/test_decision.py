@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mime_fast.subject.decision import (
-    COHORT_MIN, MIN_CONTRAST, SubjectObservation, decide_tracks
+    COHORT_MIN, DIM_CONTRAST, MIN_CONTRAST, SubjectObservation, decide_tracks
 )
 from mime_fast.subject.face_tracks import TrackRecord
 
@@ -191,12 +191,32 @@ def test_a_shot_taken_weakly_clears_nobody_by_identity():
     assert (d[1].decision, d[1].rule) == ("undecided", "a shot taken weakly")
 
 
-@pytest.mark.parametrize("dark", ["track", "views"])
+@pytest.mark.parametrize("dark", ["track", "views", "dim track, dark views"])
 def test_too_dark_to_tell(dark):
-    """A dark face reads alike against everybody: a low score clears nothing."""
-    rec = _track(1, [10], cos=0.1, contrast=MIN_CONTRAST - 1 if dark == "track" else 40.0)
-    views = (HIM[None], np.array([MIN_CONTRAST - 1 if dark == "views" else 40.0]))
+    """A dark face reads alike against everybody: a low score clears nothing -- a face under
+    DIM_CONTRAST, or a dim face against views of him that are all dark."""
+    rec = _track(1, [10], cos=0.1, contrast={"track": DIM_CONTRAST - 1, "views": 40.0}.get(dark, MIN_CONTRAST - 1))
+    views = (HIM[None], np.array([40.0 if dark == "track" else MIN_CONTRAST - 1]))
     d = _decide([rec], views=views)
+    assert (d[1].decision, d[1].rule) == ("undecided", "too dark to tell")
+
+
+@pytest.mark.parametrize("contrast", [DIM_CONTRAST, MIN_CONTRAST - 1])
+def test_a_dim_face_against_his_lit_views(contrast):
+    """A dim face (DIM_CONTRAST up to MIN_CONTRAST) reads against his lit views (rule 7b): under
+    min_cos it is another's (on the real clips his own dim faces read 0.57 - 0.82 against them, the
+    strangers' 0.33 at most), above it, it stays masked; no cohort clears it (the middle of the two
+    thresholds is where his darkest faces read)."""
+    recs = [_track(1, [10], cos=0.2, contrast=contrast), _track(2, [20], cos=0.42, contrast=contrast, k=1),
+            _track(3, [30], cos=0.45, contrast=contrast, k=2), *_cohort(COHORT_MIN + 2)]
+    d = _decide(recs)
+    assert (d[1].decision, d[1].rule) == ("other", "identity: another, dim")
+    assert d[1].evidence.cos == pytest.approx(0.2, abs=1e-5) and d[1].evidence.z is None
+    assert (d[2].decision, d[2].rule) == (d[3].decision, d[3].rule) == ("undecided", "too dark to tell")
+
+
+def test_a_dim_face_in_a_shot_taken_weakly_stays_masked():
+    d = _decide([_track(1, [10], cos=0.1, contrast=DIM_CONTRAST + 1)], weak_shots=[0])
     assert (d[1].decision, d[1].rule) == ("undecided", "too dark to tell")
 
 

@@ -5,6 +5,7 @@ and kill -9, cost, the CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -27,6 +28,7 @@ from test_coe import INTERRUPTED_RUN, LABELS, WITH_AUDIO, built, corpus  # noqa:
 
 import mime_fast  # noqa: E402
 from mime_fast.cli import main  # noqa: E402
+from mime_fast.coe import ClientOptions  # noqa: E402
 from mime_fast.evaluation import extract_emotion, run_name  # noqa: E402
 from mime_fast.evaluation.metrics import bootstrap_ci, holm, mcnemar_exact, scores  # noqa: E402
 from mime_fast.evaluation.prompts import render  # noqa: E402
@@ -39,7 +41,9 @@ ANSWERS = ["Happy"] * 4 + ["Sad", "Happy", "Happy"] + ["Anger", "Anger", "Sad"]
 
 def evaluate(folder: Path, server: FakeChatServer, **kw) -> mime_fast.evaluation.EvalResult:
     kw = {"model": "omni", "concurrency": 1, "backoff": 0.001, "progress": None, **kw}
-    return mime_fast.evaluate(folder, endpoint=server.url, **kw)
+    names = {f.name for f in dataclasses.fields(ClientOptions)}
+    client = ClientOptions(endpoint=server.url, **{k: kw.pop(k) for k in list(kw) if k in names})
+    return mime_fast.evaluate(folder, client, **kw)
 
 
 # ------------------------------------------------------------------------------- statistics by hand
@@ -668,7 +672,7 @@ def test_task_pairs_asks_a_basic_and_a_hallucinated_question(rows_corpus: Path) 
 
 def test_task_statements_judges_true_and_false_statements_made_from_the_coe(rows_corpus: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no coe.jsonl"):
-        mime_fast.evaluate(rows_corpus, endpoint="http://127.0.0.1:9/v1", model="m", task="statements")
+        mime_fast.evaluate(rows_corpus, ClientOptions("http://127.0.0.1:9/v1", "m"), task="statements")
     with open(rows_corpus / "coe.jsonl", "w") as f:
         for i, label in enumerate(TRUTH):
             f.write(json.dumps({"clip_id": f"k{i}", "subset": "FM", "label": label, "status": "ok",

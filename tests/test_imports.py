@@ -11,7 +11,7 @@ Two graphs:
 - *lazy included* (``import_graph(lazy=True)``): every import statement, those inside functions too.
   Here the known circles are those through the package root's lazy names (:data:`KNOWN_LAZY_EDGES`):
   the root re-exports the pipeline lazily (its ``__getattr__``) and a few modules look its
-  ``cuda_available`` / ``set_num_threads`` up when called, by design (ARCHITECTURE.md, "What is not
+  ``cuda_available`` / ``set_num_threads`` up when called, by design (docs/architecture.md, "What is not
   yet in this shape").  With those edges taken out, no circle.
 
 How an import statement becomes edges:

@@ -655,7 +655,8 @@ def test_models_command_reports_the_paper_stack(models, clean_env, monkeypatch, 
     assert out.startswith("stack: paper")
     for f in ("det_10g.onnx", "2d106det.onnx", "w600k_r50.onnx", "yolov8n.onnx"):
         assert str(models / f) in out
-    assert "offline stack:" in out and "RetinaFace" in out  # both stacks are listed
+    assert "offline stack (not in use): " in out  # both stacks are listed, the other one in a line
+    assert out.index("yolov8n.onnx") < out.index("offline stack")  # the stack in use first
 
 
 def test_models_command_says_where_it_looked(clean_env, capsys):

@@ -202,3 +202,19 @@ def test_time_labels_follow_the_output_frame_rate(tmp_path: Path) -> None:
     for j, label in enumerate(("0.0s", "0.3s", "0.6s", "1.0s")):  # frames 0, 8, 16, 24
         draw_text(header, label, 90 + j * (160 + 4) + 4, 5)
     assert np.array_equal(sheet[:24], header)
+
+
+def test_a_clip_without_audio_keeps_a_vmm_row_that_says_so(tmp_path: Path, capsys) -> None:
+    clip = samples.make_clip(tmp_path / "src" / "quiet.mp4", duration=0.6, fps=25, size=(320, 240), seed=5,
+                             audio=False)
+    build_subsets(clip.path, tmp_path / "out", landmarks=clip.landmarks, min_height=0, min_duration=0)
+    assert not (tmp_path / "out" / "VMM" / "quiet.mp4").exists()
+    sheet = contact_sheet(tmp_path / "out", "quiet", times=2)
+    assert sheet.shape == (24 + 7 * 244, 90 + 2 * 324, 3)  # every subset's row, VMM's too
+    vmm = SUBSETS.index("VMM")
+    for col in range(2):
+        t = tile(sheet, vmm, col)
+        assert (t == 48).all(axis=2).mean() > 0.9 and (t == 255).all(axis=2).any()  # grey, with its text
+    assert tuple(sheet[24 + vmm * 244 + 120 + 8, 10]) == (90, 90, 90)  # no audio
+    assert main(["preview", "quiet", "--dir", str(tmp_path / "out"), "--times", "2"]) == 0
+    assert "quiet: no VMM, the source has no audio" in capsys.readouterr().out

@@ -22,7 +22,8 @@ from .media import ClipError, probe, video_digest
 from .media.errors import ffmpeg_detail, interrupted, open_input
 from .spec import CODES, spec
 
-__all__ = ["ClipFailed", "contact_sheet", "draw_text", "write_contact_sheet", "write_png"]
+__all__ = ["NO_AUDIO", "ClipFailed", "contact_sheet", "draw_text", "no_vmm_for_lack_of_audio", "write_contact_sheet",
+           "write_png"]
 
 #: The rows of a sheet, in the MIME order.
 SUBSETS = CODES
@@ -39,7 +40,13 @@ _GLYPHS = {
     "8": (0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E), "9": (0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C),
     ".": (0, 0, 0, 0, 0, 0x0C, 0x0C), "s": (0, 0, 0x0F, 0x10, 0x0E, 0x01, 0x1E), " ": (0,) * 7,
     "k": (0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12), "=": (0, 0, 0x1F, 0, 0x1F, 0, 0),
+    "n": (0, 0, 0x16, 0x19, 0x11, 0x11, 0x11), "o": (0, 0, 0x0E, 0x11, 0x11, 0x11, 0x0E),
+    "a": (0, 0, 0x0E, 0x01, 0x0F, 0x11, 0x0F), "u": (0, 0, 0x11, 0x11, 0x11, 0x13, 0x0D),
+    "d": (0x01, 0x01, 0x0D, 0x13, 0x11, 0x11, 0x0F), "i": (0x04, 0, 0x0C, 0x04, 0x04, 0x04, 0x0E),
 }
+
+#: What a sheet's VMM row says where the source has no audio (VMM is its audio over black frames).
+NO_AUDIO = "no audio"
 
 
 class ClipFailed(FileNotFoundError):
@@ -63,7 +70,8 @@ def write_png(path: Path, img: np.ndarray) -> None:
 
 
 def draw_text(img: np.ndarray, text: str, x: int, y: int, scale: int = 2, color=(255, 255, 255)) -> None:
-    """Draw ``text`` (the characters of the subset labels: A D F M S V k s = . digits, space) into the
+    """Draw ``text`` (the characters of the subset labels and of "no audio": A D F M S V a d i k n o s u
+    = . digits, space) into the
     RGB ``img`` with its top-left corner at ``(x, y)``, each glyph 5 x 7 cells of ``scale`` pixels."""
     for ch in text:
         glyph = _GLYPHS.get(ch, _GLYPHS[" "])
@@ -201,8 +209,18 @@ def _decoded(out_dir: Path, clip_id: str, present: list[str], times: int) -> dic
     return out
 
 
+def no_vmm_for_lack_of_audio(out_dir: str | Path, clip_id: str) -> bool:
+    """Whether ``clip_id`` has no VMM because its source has no audio: FM is there without audio (FM
+    carries the source's audio) and VMM, the audio over black frames, is not."""
+    out_dir = Path(out_dir)
+    fm = out_dir / "FM" / f"{clip_id}.mp4"
+    return fm.is_file() and not (out_dir / "VMM" / f"{clip_id}.mp4").is_file() and not probe(fm).has_audio
+
+
 def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_width: int = 320) -> np.ndarray:
     """The sheet as an RGB array (rows: subsets present on disk, columns: ``times`` time points).
+    A clip whose source has no audio keeps a VMM row that says so ("no audio", grey tiles): it has
+    no VMM (:func:`no_vmm_for_lack_of_audio`).
     Raises ``ValueError`` for a ``clip_id`` that cannot name a clip's files (a path, ``..``)."""
     out_dir = Path(out_dir)
     problem = clip_id_problem(clip_id)  # "../sources/x" would read (and name a sheet) outside the folder
@@ -217,6 +235,8 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
     if "FM" in decoded and "FSM" in decoded:  # the blurred face region, per time point
         region = [_filled(_largest_blob(_dense(np.abs(a.astype(np.int16) - b).max(axis=2) > 8)))
                   for a, b in zip(decoded["FM"][0], decoded["FSM"][0])]
+    if "VMM" not in present and "FM" in decoded and not decoded["FM"][2]:  # no VMM: the source has no audio
+        present = [s for s in SUBSETS if s in present or s == "VMM"]
     h, w = decoded[present[0]][0][0].shape[:2]
     step = max(1, int(np.ceil(w / tile_width)))
     th, tw = -(-h // step), -(-w // step)
@@ -225,9 +245,16 @@ def contact_sheet(out_dir: str | Path, clip_id: str, *, times: int = 4, tile_wid
     for j, t in enumerate(decoded[present[0]][1]):
         draw_text(sheet, f"{t:.1f}s", label_w + j * (tw + pad) + 4, 5)
     for i, s in enumerate(present):
-        frames, _, has_audio = decoded[s]
         y = header + i * (th + pad)
         draw_text(sheet, s, 6, y + th // 2 - 10)
+        if s not in decoded:  # VMM of a source without audio: said in its row, in every tile
+            sheet[y + th // 2 + 8 : y + th // 2 + 14, 6:60] = (90, 90, 90)
+            for j in range(times):
+                x = label_w + j * (tw + pad)
+                sheet[y : y + th, x : x + tw] = 48
+                draw_text(sheet, NO_AUDIO, x + 6, y + th // 2 - 7, scale=max(1, min(2, tw // 60)))
+            continue
+        frames, _, has_audio = decoded[s]
         sheet[y + th // 2 + 8 : y + th // 2 + 14, 6:60] = (60, 200, 80) if has_audio else (90, 90, 90)
         for j, f in enumerate(frames):
             tile = f[::step, ::step].copy()

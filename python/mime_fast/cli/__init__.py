@@ -10,8 +10,9 @@ where it stopped when rerun). Errors are one line on stderr;
 
 One module per command family, each with its parser (``add``) and its function (``run``), which
 only checks its arguments and calls the package: :mod:`.build` (:func:`mime_fast.corpus.run_corpus`),
-:mod:`.coe` (:func:`mime_fast.coe.run`), :mod:`.evaluate` (:func:`mime_fast.evaluate`),
-:mod:`.audit` (:func:`mime_fast.audit.audit`) and
+:mod:`.curate` (:func:`mime_fast.curate.curate`), :mod:`.coe` (:func:`mime_fast.coe.run`),
+:mod:`.evaluate` (:func:`mime_fast.evaluate`), :mod:`.audit` (:func:`mime_fast.audit.audit`),
+:mod:`.export` (:func:`mime_fast.export.export`) and
 :mod:`.tools` (demo, summary, preview, models, info).  They share the errors of :mod:`.errors` and
 the error handling and exit statuses of :func:`main` here.  ``build``'s settings flags are generated
 from :data:`mime_fast.options.FIELDS` (:mod:`.flags`); its run options (``--workers``, ``--ray``,
@@ -31,7 +32,7 @@ from typing import Callable
 
 from ..corpus import RunStopped
 from ..corpus.interrupts import stacks_on_sigusr1
-from . import audit, build, coe, evaluate, flags, tools  # noqa: F401 - flags: the settings a command line gives
+from . import audit, build, coe, curate, evaluate, export, flags, tools  # noqa: F401 - flags: the settings a command line gives
 from .errors import Parser, RunError, UsageError, describe, one_line
 
 __all__ = ["COMMANDS", "RunError", "UsageError", "main", "parser"]
@@ -60,17 +61,19 @@ def parser() -> argparse.ArgumentParser:
                             title="commands")
     tools.add_demo(sub, common)
     build.add(sub, common)
+    curate.add(sub, common)
     tools.add_summary(sub, common)
     tools.add_preview(sub, common)
     tools.add_models(sub, common)
     coe.add(sub, common)
     evaluate.add(sub, common)
     audit.add(sub, common)
+    export.add(sub, common)
     tools.add_info(sub, common)
     return ap
 
 
-COMMANDS = ("demo", "build", "summary", "preview", "models", "coe", "eval", "audit", "info")
+COMMANDS = ("demo", "build", "curate", "summary", "preview", "models", "coe", "eval", "audit", "export", "info")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if verbose:
             traceback.print_exc()
-        resumable = command in ("mime-fast build", "mime-fast demo", "mime-fast coe", "mime-fast eval")
+        resumable = command in ("mime-fast build", "mime-fast demo", "mime-fast coe", "mime-fast eval",
+                                 "mime-fast curate", "mime-fast export")  # (curate: the probes done are cached)
         print("interrupted, rerun to resume" if resumable else "interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the run's environment, or a bug: one line (--verbose: traceback)

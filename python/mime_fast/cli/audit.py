@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..audit import audit, clip_ids
+from ..audit.progress import AuditMonitor, LineMonitor
 from ..detect import ModelNotAvailable
 from .errors import RunError, UsageError
 
@@ -23,6 +24,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--every must be >= 1")
     if args.sample is not None and args.sample < 1:
         raise UsageError("--sample must be >= 1")
+    if args.seed is not None and args.sample is None:
+        raise UsageError("--seed chooses the clips of --sample N: give --sample too")
+    if args.workers < 1:
+        raise UsageError("--workers must be >= 1")
     if args.detect_size != 0 and args.detect_size < 32:
         raise UsageError(f"--detect-size must be 0 (native size) or >= 32 px, not {args.detect_size}")
     clips = [c.strip() for c in args.clips.split(",") if c.strip()] if args.clips else None
@@ -30,14 +35,10 @@ def run(args: argparse.Namespace) -> int:
     unknown = [c for c in clips or [] if c not in known]
     if unknown:
         raise UsageError(f"--clips: no FM file for {', '.join(unknown)} in {args.dir}")
-
-    def progress(clip_id: str) -> None:
-        if not args.quiet:
-            print(f"auditing {clip_id}", file=sys.stderr, flush=True)
-
     try:
         report = audit(args.dir, clips=clips, every=args.every, detect_size=args.detect_size or None,
-                       resume=not args.fresh, sample=args.sample, progress=progress)
+                       resume=not args.fresh, sample=args.sample, seed=args.seed, workers=args.workers,
+                       monitor=AuditMonitor() if args.quiet else LineMonitor(sys.stderr))
     except ModelNotAvailable as exc:
         raise RunError(f"the audit's models are missing: {exc}") from None
     print(report.table())
@@ -84,7 +85,12 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--every", type=int, default=1, metavar="N", help="audit every N-th frame (default 1: all)")
     ap.add_argument("--sample", type=int, default=None, metavar="N",
                     help="audit N clips of the folder, the same ones every time (the first N by the SHA-256 of "
-                         "their ids: spread over the corpus); default: every clip")
+                         "their ids, with --seed's: spread over the corpus); default: every clip")
+    ap.add_argument("--seed", type=int, default=None, metavar="S",
+                    help="another sample of --sample N: the same seed, the same clips (default: no seed)")
+    ap.add_argument("--workers", type=int, default=1, metavar="N",
+                    help="audit the clips in N processes, each with its own models (the same rows as one; "
+                         "default 1)")
     ap.add_argument("--fresh", action="store_true",
                     help="audit every clip again, ignoring the rows journalled in DIR/audit.jsonl")
     ap.add_argument("--detect-size", type=int, default=640, metavar="PX",
@@ -92,5 +98,6 @@ def add(sub, common: argparse.ArgumentParser) -> None:
     ap.add_argument("--strict", action="store_true",
                      help="exit status 1 when FSM/FSAM is re-identified (both recognisers), any subject face is "
                           "unmasked, or another clear face is re-identified as the subject (identity)")
-    ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("-q", "--quiet", action="store_true",
+                    help="no progress lines (default: on stderr, each clip's passes and its result, the time left)")
     ap.set_defaults(run=run)

@@ -14,7 +14,7 @@ from ..devices import auto_workers
 from ..manifest import utf8_text
 from ..spec import CODES
 from ..subsets import _codes
-from .errors import RunError, UsageError
+from .errors import RunError, UsageError, first_few
 from .flags import add_settings, as_option, options
 
 __all__ = ["add", "run"]
@@ -25,7 +25,11 @@ def stderr_is_terminal() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    # Every setting is checked here, before anything is read or written.
+    # Every setting is checked here, before anything is read or written; the missing arguments first,
+    # all of them at once (INPUT is optional for argparse so that both can be named in one line).
+    missing = (["INPUT"] if not args.inputs else []) + (["--out"] if args.out is None and not args.list_skipped else [])
+    if missing:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)} (see 'mime-fast build --help')")
     try:
         codes = _codes([s.strip() for s in args.subsets.split(",") if s.strip()])
     except ValueError as exc:
@@ -40,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(as_option(str(exc), getattr(args, "argv", []))) from None
     except RuntimeError as exc:  # e.g. --device cuda where CUDA is unavailable
         raise RunError(str(exc)) from None
-    if args.out is None and not args.list_skipped:
-        raise UsageError("the following arguments are required: --out (see 'mime-fast build --help')")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out}: exists and is not a folder")
     try:
@@ -83,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
               f"manifest: {args.out / 'manifest.jsonl'}")
         for clip_id, reason in summary.failed.items():
             print(f"  failed {clip_id}: {reason}")
+        if summary.no_audio:  # built, but VMM (the audio over black frames) cannot exist without audio
+            print(f"{len(summary.no_audio)} clip(s) without audio, so without VMM (its rows: skipped, no audio): "
+                  f"{first_few(summary.no_audio)}")
         if _skipped(inputs):
             print(f"skipped {_skipped(inputs)} (list them: the same command with --list-skipped)")
     return 0 if summary.ok else 1
@@ -117,8 +122,9 @@ def add(sub, common: argparse.ArgumentParser) -> None:
                "a terminal, else one line per clip; --quiet: errors only. Exit status: 0 every clip built, 1 a "
                "clip failed or the run could not go on, 2 usage error, 130 interrupted (Ctrl-C: rerun to "
                "resume).")
-    ap.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
-                    help="video file, folder of clips (recursive) or .csv/.jsonl list of clips")
+    ap.add_argument("inputs", nargs="*", type=Path, metavar="INPUT",
+                    help="video file, folder of clips (recursive) or .csv/.jsonl list of clips (one or more: "
+                         "required)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (required)")
     ap.add_argument("--subsets", default=",".join(CODES), metavar="CODES",
                     help="comma-separated subset codes (default: all seven)")

@@ -10,8 +10,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .. import coe
-from ..coe.client import MIN_FRAME_SIZE
-from ..coe.runner import SUBSETS as COE_SUBSETS, unknown_clips
+from ..coe.client import MIN_FRAME_SIZE, ClientOptions
+from ..coe.outputs import SUBSETS as COE_SUBSETS
+from ..coe.runner import unknown_clips
 from ..manifest import MANIFEST_JSONL
 from ..spec import CODES
 from .errors import RunError, UsageError
@@ -20,10 +21,11 @@ __all__ = ["add", "add_client_args", "add_selection_args", "add_target_args", "c
 
 
 def check_client_args(args: argparse.Namespace,
-                      codes: tuple[str, ...]) -> tuple[dict | None, list[str], list[str] | None]:
+                      codes: tuple[str, ...]) -> tuple[ClientOptions, list[str], list[str] | None]:
     """The checks of the flags :func:`add_client_args` adds (and ``--subsets``, ``--clips``,
     ``--limit``), shared by ``coe`` and ``eval``: one :class:`UsageError` for the first wrong one;
-    else the parsed ``--extra-body``, the subsets and the clips (``None``: all)."""
+    else the client's options (:class:`~mime_fast.coe.client.ClientOptions`, ``--extra-body``
+    parsed), the subsets and the clips (``None``: all)."""
     if not (args.dir / MANIFEST_JSONL).is_file():
         raise UsageError(f"no {MANIFEST_JSONL} in {args.dir}: build the corpus first (mime-fast build)")
     if not re.match(r"^https?://", args.endpoint) or not _has_host(args.endpoint):
@@ -58,17 +60,18 @@ def check_client_args(args: argparse.Namespace,
     unknown = unknown_clips(args.dir, clips or [])
     if unknown:
         raise UsageError(f"--clips: unknown clip id(s) {', '.join(unknown)}: not in {args.dir / MANIFEST_JSONL}")
-    return extra, subsets, clips
+    client = ClientOptions(args.endpoint, args.model, api_key_env=args.api_key_env, concurrency=args.concurrency,
+                           retries=args.retries, backoff=args.backoff, timeout=args.timeout,
+                           temperature=args.temperature, max_tokens=args.max_tokens, extra_body=extra,
+                           cache_dir=args.cache, use_cache=not args.no_cache, dry_run=args.dry_run)
+    return client, subsets, clips
 
 
 def run(args: argparse.Namespace) -> int:
-    extra, subsets, clips = check_client_args(args, COE_SUBSETS)
-    res = coe.run(args.dir, endpoint=args.endpoint, model=args.model, text_model=args.text_model,
-                  api_key_env=args.api_key_env, subsets=subsets, clips=clips, limit=args.limit, media=args.media,
-                  frames=args.frames, frame_size=args.frame_size, media_base_url=args.media_base_url,
-                  concurrency=args.concurrency, retries=args.retries, backoff=args.backoff, timeout=args.timeout,
-                  schema_retries=args.schema_retries, temperature=args.temperature, max_tokens=args.max_tokens,
-                  extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache, dry_run=args.dry_run,
+    client, subsets, clips = check_client_args(args, COE_SUBSETS)
+    res = coe.run(args.dir, client, text_model=args.text_model, subsets=subsets, clips=clips, limit=args.limit,
+                  media=args.media, frames=args.frames, frame_size=args.frame_size,
+                  media_base_url=args.media_base_url, schema_retries=args.schema_retries,
                   progress=None if args.quiet else sys.stderr)
     if args.dry_run:
         _dry_run_notes(res, quiet=args.quiet)

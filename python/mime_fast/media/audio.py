@@ -21,6 +21,7 @@ import av
 import numpy as np
 
 from .errors import ClipError, ffmpeg_detail, interrupted, open_input
+from .mux import encode_into
 from .source import SourceInfo
 
 __all__ = ["AacTrack", "WavReader", "extract_audio_wav", "read_wav", "write_wav"]
@@ -162,10 +163,8 @@ class AacTrack:
             if n:
                 af = av.AudioFrame.from_ndarray(pcm, format="s16", layout=layout)
                 af.sample_rate, af.pts, af.time_base = rate, 0, Fraction(1, rate)
-                for p in st.encode(af):
-                    c.mux(p)
-            for p in st.encode(None):
-                c.mux(p)
+                encode_into(c, st, af)
+            encode_into(c, st, None)
         self.data = buf.getvalue()
 
     def open(self):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..frames import yuv420_frame
-from ..media import av_path, x264_options
+from ..media import av_path, encode_into, writing, x264_options
 
 __all__ = ["SampleClip", "make_clip", "make_audio_only", "face_sprite", "FACE_TONES_HZ", "main"]
 
@@ -45,22 +45,6 @@ class SampleClip:
     @property
     def frames(self) -> int:
         return len(self.times)
-
-
-@contextlib.contextmanager
-def _writing(path: Path):
-    """An output container for ``path``; on any error it is closed and the partial file removed."""
-    import av
-
-    c = av.open(av_path(path), "w")
-    try:
-        yield c
-    except BaseException:
-        c.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        raise
-    c.close()
 
 
 def face_sprite(scale: float = 1.0):
@@ -197,7 +181,7 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
     boxes = np.full((n, 4), np.nan, np.float32)
     lms = np.full((n, 106, 2), np.nan, np.float32)
     a3 = alpha[..., None]
-    with _writing(path) as c:
+    with writing(path) as c:
         vs = c.add_stream(codec, rate=fps if not vfr else None)
         vs.width, vs.height = cw - cw % 2, ch - ch % 2  # encoder needs even; odd handled below
         odd = (cw % 2) or (ch % 2)
@@ -255,10 +239,8 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
                 vf = av.VideoFrame.from_ndarray(stored, format="rgb24")
             vf.pts = int((t + t_start) / tb)
             vf.time_base = tb
-            for pkt in vs.encode(vf):
-                c.mux(pkt)
-        for pkt in vs.encode(None):
-            c.mux(pkt)
+            encode_into(c, vs, vf)
+        encode_into(c, vs, None)
         if ast is not None:
             total = int(round(float(duration) * audio_rate))
             tt = np.arange(total) / audio_rate
@@ -278,10 +260,8 @@ def make_clip(path, *, duration: float = 1.0, fps=25, size=(1280, 720), audio: b
                 af.sample_rate = audio_rate
                 af.pts = s0 + int(round((float(t_start) + audio_delay) * audio_rate))
                 af.time_base = Fraction(1, audio_rate)
-                for pkt in ast.encode(af):
-                    c.mux(pkt)
-            for pkt in ast.encode(None):
-                c.mux(pkt)
+                encode_into(c, ast, af)
+            encode_into(c, ast, None)
     times_arr = np.array([float(t + t_start) for t in times])
     npz = path.with_suffix(".npz")
     if save_npz:
@@ -304,10 +284,8 @@ def make_audio_only(path, *, duration: float = 1.0, rate: int = 44100) -> Path:
         af = av.AudioFrame.from_ndarray(pcm.reshape(1, -1), format="s16", layout="mono")
         af.sample_rate = rate
         af.pts = 0
-        for pkt in ast.encode(af):
-            c.mux(pkt)
-        for pkt in ast.encode(None):
-            c.mux(pkt)
+        encode_into(c, ast, af)
+        encode_into(c, ast, None)
     return path
 
 

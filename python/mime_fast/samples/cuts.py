@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..media import av_path, x264_options
-from .clip import _writing
+from ..media import av_path, encode_into, writing, x264_options
 
 __all__ = ["GRADES", "CutSequence", "closeup", "content_box", "darken", "make_cut_sequence", "read_frames"]
 
@@ -151,7 +150,7 @@ def make_cut_sequence(path, shots, *, size=(1280, 720), fps=25, crf: int = 16) -
         firsts.append(first)
         dissolves.append(dis if start else 0)
     w, h = int(size[0]), int(size[1])
-    with _writing(path) as c:
+    with writing(path) as c:
         vs = c.add_stream("libx264", rate=fps)
         vs.width, vs.height, vs.pix_fmt = w, h, "yuv420p"
         vs.codec_context.time_base = 1 / fps
@@ -160,8 +159,6 @@ def make_cut_sequence(path, shots, *, size=(1280, 720), fps=25, crf: int = 16) -
         for i, fr in enumerate(frames):
             vf = av.VideoFrame.from_ndarray(fr, format="rgb24").reformat(format="yuv420p")
             vf.pts = i
-            for pkt in vs.encode(vf):
-                c.mux(pkt)
-        for pkt in vs.encode(None):
-            c.mux(pkt)
+            encode_into(c, vs, vf)
+        encode_into(c, vs, None)
     return CutSequence(path, (w, h), fps, starts, sources, firsts, dissolves, len(frames))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..media import x264_options
-from .clip import _FACE_ELLIPSE, _background_texture, _writing, face_sprite
+from ..media import encode_into, writing, x264_options
+from .clip import _FACE_ELLIPSE, _background_texture, face_sprite
 
 __all__ = ["SceneClip", "make_scene_clip"]
 
@@ -121,7 +121,7 @@ def make_scene_clip(path, *, other=None, mode: str = "crossing", size=(640, 360)
         if cover is not None:
             cover[max(0, y0):h, max(0, x0):max(0, min(w, x1))] = True
 
-    with _writing(path) as c:
+    with writing(path) as c:
         vs = c.add_stream("libx264", rate=fps)
         vs.width, vs.height, vs.pix_fmt = w - w % 2, h - h % 2, "yuv420p"
         vs.codec_context.thread_count = 1
@@ -173,8 +173,6 @@ def make_scene_clip(path, *, other=None, mode: str = "crossing", size=(640, 360)
             visible[i] = 1.0 - ib.mean() if ib.size else 0.0
             vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame[:vs.height, :vs.width]), format="rgb24")
             vf.pts = i
-            for pkt in vs.encode(vf):
-                c.mux(pkt)
-        for pkt in vs.encode(None):
-            c.mux(pkt)
+            encode_into(c, vs, vf)
+        encode_into(c, vs, None)
     return SceneClip(path, fps, w - w % 2, h - h % 2, boxes, lms, oboxes, covered[:, :h - h % 2, :w - w % 2], visible)

@@ -39,9 +39,10 @@ The rules, in order (the first that applies decides):
 5. **too small or too dark to tell** -- no embedding could be read (every detection under
    :data:`~mime_fast.subject.face_tracks.MIN_EMBED_SIZE` px), or none of its embeddings, or none of
    his views, is of a face with a contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`) of
-   at least :data:`MIN_CONTRAST`: ``"undecided"``.  (In the real hug graded to a night level his
-   own face read 0.30 against his views there, as the strangers did: a dark face reads alike
-   against everybody, and a low score says nothing.)
+   at least :data:`MIN_CONTRAST` -- unless it is a **dim face read against his lit views** (7b.):
+   ``"undecided"``.  (In the real hug graded to a night level his own face read 0.30 against his
+   views there, as the strangers did: a dark face reads alike against a dark face, and a low score
+   says nothing.)
 6. **a shot taken weakly** -- in a shot where the tracker re-acquired him by a weak match only
    (it may have followed a stranger there, and he may be any other face), no track is cleared by
    identity: ``"undecided"``.
@@ -52,6 +53,21 @@ The rules, in order (the first that applies decides):
    (its :attr:`Evidence.z` against the *cohort*, the other face tracks of the clip that are not
    his, below :data:`COHORT_Z` with at least :data:`COHORT_MIN` of them: a small or blurred face
    reads alike against everybody): ``"other"``.
+7b. **identity: another, dim** -- a track with no embedding of :data:`MIN_CONTRAST`, some of at
+   least :data:`DIM_CONTRAST` (8: a dim face, a stage's audience), in a shot not taken weakly (6.),
+   where he has views of MIN_CONTRAST (he was seen lit somewhere in the clip): the median over
+   those dim embeddings of the best cosine with his *lit* views is below ``min_cos``: ``"other"``
+   (no cohort: the middle of the two thresholds is where his darkest faces read).  A dim face reads
+   against a lit one: on the real hug and crowd his own faces graded to a night level read 0.57 -
+   0.81 against his lit views from contrast 8 (0.43 below it), under stage light 0.61 - 0.82, and
+   the other people's dim faces of contrast 8 - 16 0.36 at most; a contrast stretch before the
+   embedder reads no better (``bench/dim_faces.py``; :data:`DIM_CONTRAST`).  A dim track reading
+   ``min_cos`` or more, or one at his place (4.), stays undecided (``"too dark to tell"``,
+   ``"his place"``).  On the real stage-like variant (``bench/edited_variants.py`` ``stage``: the
+   lit hug, the crowd x 0.38 with faces of 40 - 120 px at luma 40 - 70, the hug again) every face
+   of the audience's shot was masked as too dark to tell in each of its frames after the 2nd (48
+   frames with a masked bystander); none now, and he is masked in every frame of his, lit or
+   under the same light (``stage_dim``).
 8. otherwise ``"undecided"`` (masked: the mask fails closed).
 
 Then, once: an undecided track seen in a frame with a track decided his by identity (3.) is
@@ -76,7 +92,7 @@ import numpy as np
 from .face_tracks import MIN_CONTRAST, TrackRecord
 from .geometry import _centre, _size
 
-__all__ = ["COHORT_MIN", "COHORT_Z", "MIN_CONTRAST", "PLACE_NEAR", "Evidence", "SubjectObservation", "TrackDecision",
+__all__ = ["COHORT_MIN", "COHORT_Z", "DIM_CONTRAST", "MIN_CONTRAST", "PLACE_NEAR", "Evidence", "SubjectObservation", "TrackDecision",
            "decide_tracks"]
 
 #: Rule 4: a track within this many of his face sizes of where he was (centre to centre) could be him.
@@ -88,6 +104,20 @@ COHORT_Z = 2.0
 COHORT_MIN = 3
 #: the least spread of the cohort's scores (a cohort of alike scores would make any difference large)
 COHORT_SPREAD = 0.05
+#: Rule 7b: the least contrast (:func:`~mime_fast.subject.face_tracks.face_contrast`) of a dim face
+#: (under :data:`MIN_CONTRAST`) whose embedding is read against his *lit* views (of MIN_CONTRAST):
+#: under ``min_cos`` it is another person's.  Measured by ``bench/dim_faces.py`` (the real hug and
+#: crowd at 720p, every 6th frame, SFace; each face's best cosine with his lit views at least 15
+#: frames away): his faces graded to a night level (``edited_variants.darken``) read 0.43 - 0.81
+#: (contrast 4.9 - 24.6; 0.57 - 0.81 from contrast 8), under stage light (``edited_variants.dim``,
+#: luma 32 - 64) 0.61 - 0.82; the other people's faces of contrast 8 - 16 0.36 at most, those of
+#: 40 - 120 px 0.34 at most dim, 0.36 dark (under contrast 8: 0.41, the arm wrestler at 230 px, who
+#: reads 0.38 lit too).  A contrast stretch of the crop before the embedder (to a lit face's mean and
+#: std, or CLAHE on its luma) reads no better: his 0.42 - 0.81 and 0.48 - 0.79 night-graded, the
+#: strangers up to 0.39 and 0.37.  What cannot be read is a dark face against dark views (the
+#: night-graded cut sequence: his own tracks 0.40 - 0.46 against each other, the strangers up to
+#: 0.46): with no lit view of him rule 5 keeps every dark face.
+DIM_CONTRAST = 8.0
 
 
 @dataclass(frozen=True)
@@ -149,9 +179,9 @@ def _best(embs: np.ndarray, refs: np.ndarray) -> np.ndarray:
     return (embs @ refs.T).max(axis=1)
 
 
-def _embeddings(rec: TrackRecord, reliable: bool) -> np.ndarray | None:
-    """The embeddings of ``rec`` (``reliable``: only those of faces of :data:`MIN_CONTRAST`), or ``None``."""
-    e = [v for _, _, v, c in rec.embeddings if not reliable or c >= MIN_CONTRAST]
+def _embeddings(rec: TrackRecord, floor: float | None) -> np.ndarray | None:
+    """The embeddings of ``rec`` (``floor``: only those of faces of at least that contrast), or ``None``."""
+    e = [v for _, _, v, c in rec.embeddings if floor is None or c >= floor]
     return np.asarray(e, np.float32) if e else None
 
 
@@ -228,8 +258,9 @@ def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int
         for f in undecided[i]:
             own.setdefault(f, set()).add(i)
     cohort_ids = [i for i, r in records.items() if i not in his_tracks and r.embeddings]
-    every = {i: _embeddings(records[i], False) for i in cohort_ids}
-    clear = {i: _embeddings(records[i], True) for i in cohort_ids}
+    every = {i: _embeddings(records[i], None) for i in cohort_ids}
+    clear = {i: _embeddings(records[i], MIN_CONTRAST) for i in cohort_ids}
+    dim = {i: _embeddings(records[i], DIM_CONTRAST) for i in cohort_ids}
     clear_ids = [i for i in cohort_ids if clear[i] is not None]
     all_views = clear_views = None
     if views is not None and len(views[0]):
@@ -277,6 +308,12 @@ def decide_tracks(records: dict[int, TrackRecord], undecided: dict[int, list[int
         if mine is None:
             d.rule = "too small to tell"
             continue
+        if clear.get(ident) is None and dim.get(ident) is not None and clear_views is not None \
+                and rec.shot not in weak_shots:  # 7b.: a dim face against his lit views
+            d.evidence = _identity(dim[ident], clear_views, [])
+            if d.evidence.cos < min_cos:
+                d.decision, d.rule = "other", "identity: another, dim"
+                continue
         if clear.get(ident) is None or clear_views is None:
             d.rule = "too dark to tell" if all_views is not None else "no views of him"
             continue

@@ -54,7 +54,8 @@ MIN_EMBED_SIZE = 24.0
 #: 35 %, gamma 2.5) 6 - 22, the hug's two men 6 - 9; underexposed x 0.35 11 - 18.  A contrast stretch
 #: of the face chip before SFace does not bring identity back (the night-graded cut sequence: his
 #: own tracks read 0.40 - 0.42 against each other stretched, 0.46 as they are; the strangers 0.12 -
-#: 0.41 and 0.11 - 0.46): the grade and the encoder took it.  A track whose embedding was read at a
+#: 0.41 and 0.11 - 0.46): the grade and the encoder took it.  Against his *lit* views a dim face
+#: reads (rule 7b, :data:`~mime_fast.subject.decision.DIM_CONTRAST`).  A track whose embedding was read at a
 #: lower contrast is embedded again once its face shows this much (the end of a fade, a light
 #: turned on): :meth:`FaceTracks.embeddings`.
 MIN_CONTRAST = 16.0

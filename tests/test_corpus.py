@@ -458,7 +458,10 @@ def test_detection_default_no_subject_and_tracking_columns(tmp_path: Path, stack
     by = {(r["clip_id"], r["subset"]): r for r in read_rows(out)}
     walker = by[("walker", "FDM")]
     assert walker["status"] == "ok" and walker["tracking_status"] == "ok"
-    assert walker["tracking_frames_detected"] >= 12 and walker["tracking_frames_without_subject"] == 0
+    # (his face detected or followed by its mesh, or, between the detector's runs where the mesh is
+    # unsure, his head followed by its motion: in most frames)
+    assert walker["tracking_frames_detected"] + walker["tracking_frames_head"] >= 12
+    assert walker["tracking_frames_without_subject"] == 0
     assert walker["tracking_shots"] == 1 and json.loads(walker["tracking_shot_frames"]) == [[15, 15]]
     kinds = ("detected", "interpolated", "held", "head", "without_subject")  # every frame counted once
     assert sum(walker[f"tracking_frames_{k}"] for k in kinds) == 15, walker

@@ -276,9 +276,22 @@ def test_searched_for_at_the_period_missed_every_frame():
     _, seen = _scheduled(lambda n: [BOX] if n < 4 else [], 30)  # found by the detector's first 4 runs
     phases, ran = [p for p, _ in seen], [r for _, r in seen]
     # runs 0, 3, 6, 9 find him; 12 does not; then every frame while he is missed (hold 10: up to
-    # frame 19), then, searched for, every 3rd frame from the last run
-    assert [i for i, r in enumerate(ran) if r] == [0, 3, 6, 9, 12, *range(13, 20), 22, 25, 28]
+    # frame 19), then, searched for, nothing of him seen for longer than the hold, every
+    # SEARCH_SLOWDOWN x 3 = 6th frame from the last run
+    assert [i for i, r in enumerate(ran) if r] == [0, 3, 6, 9, 12, *range(13, 20), 25]
     assert phases[12:20] == [Phase.MISSED] * 8 and set(phases[20:]) == {Phase.SEARCHING}
+
+
+def test_a_shot_without_him_is_searched_at_a_lower_rate():
+    """After a cut to a shot without him: searched for every 3rd frame through the hold (10 frames:
+    he may be found there, and a face found then is held back to the shot's start), then every
+    SEARCH_SLOWDOWN x 3 = 6th frame; a face found later is held back over those frames too."""
+    from mime_fast.subject.tracking import SEARCH_SLOWDOWN
+
+    assert SEARCH_SLOWDOWN == 2
+    _, seen = _scheduled(lambda n: [BOX] if n < 2 else [], 40, cuts={6})
+    ran = [i for i, (_, r) in enumerate(seen) if r]
+    assert ran == [0, 3, 6, 9, 12, 15, 21, 27, 33, 39], ran
 
 
 def test_the_mesh_schedule_detects_every_frame_the_mesh_does_not_follow():

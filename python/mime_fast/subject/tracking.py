@@ -36,7 +36,7 @@ from .selection import select_primary_subject
 from .shots import RETURN_SHOTS, ShotDetector
 from .state import Follow, Identity, PassRecord, ShotState
 
-__all__ = ["ROI_HALF", "ROI_MAX_AREA", "SEARCH_DETECT_SIZE", "Observation", "SubjectTracker", "track_clip"]
+__all__ = ["ROI_HALF", "ROI_MAX_AREA", "SEARCH_DETECT_SIZE", "SEARCH_SLOWDOWN", "Observation", "SubjectTracker", "track_clip"]
 
 #: Detection near the subject: when he was matched on the previous frame, the detector sees only the
 #: square of half-side ROI_HALF face sizes around where he is expected (at the full frame's scale),
@@ -50,6 +50,12 @@ ROI_MAX_AREA = 0.5
 #: in the real crowd at 720p (37 - 55 px) was missed after a cut back to him, and in greyscale
 #: footage the hug's subject was (21 frames each).
 SEARCH_DETECT_SIZE = 640
+#: The period schedule: while he is searched for in a shot where nothing of him was seen for longer
+#: than the hold (a shot without him), the detector runs every SEARCH_SLOWDOWN x detect_every
+#: frames (a face of his found then is held back over the frames between: fill_gaps, and the
+#: undecided masks reach across; the hold is longer than that period at any rate the pipeline runs).
+#: With ``detect_every`` 1 (every frame) it runs every frame.
+SEARCH_SLOWDOWN = 2
 
 
 class Observation(NamedTuple):
@@ -227,14 +233,21 @@ class SubjectTracker:
     def _between_runs(self) -> bool:
         """Whether the detector waits for its next run on this frame (the schedule, docs 2.): it
         runs every ``detect_every`` frames while he is followed (found at its last run, whole or in
-        part, and followed since by his mesh or his head's motion) or searched for, every frame
+        part, and followed since by his mesh or his head's motion) or searched for (every
+        :data:`SEARCH_SLOWDOWN` x ``detect_every`` frames once nothing of him was seen in the shot
+        for longer than the hold: a shot without him), every frame
         after a run that did not find him while he is missed or glimpsed (he may show again any
         frame: each run is a chance to find him), and at once on an
         event -- the subject not selected yet, a new shot's first frame, another face near him
         within the hold (people crossing: his track could swap), or, unconfirmed, other faces seen
         beside him."""
         f, i = self.follow, self._index
-        if (self.schedule != "period" or self.phase is Phase.UNSELECTED or i - f.last_detect >= self.detect_every
+        period = self.detect_every
+        if self.phase is Phase.SEARCHING and period > 1:  # (not seen in this shot for longer than the hold)
+            seen = max(self.shot.shot_start, f.present_at, -1 if f.last_seen is None else f.last_seen)
+            if i - seen > self.hold_frames:
+                period = SEARCH_SLOWDOWN * self.detect_every
+        if (self.schedule != "period" or self.phase is Phase.UNSELECTED or i - f.last_detect >= period
                 or i == self.shot.shot_start or f.crowded(i, self.hold_frames)
                 or (self.shot.unconfirmed and i - self.shot.others_at <= self.hold_frames)):
             return False

@@ -108,6 +108,7 @@ def rows(report, clip: str) -> dict[str, dict]:
     return {r["subset"]: r for r in report.rows if r["clip_id"] == clip}
 
 
+@pytest.mark.slow
 def test_a_correct_build_passes(report) -> None:
     """The heavy blur (k=55) hides him from both recognisers: no FSM probe is ranked first among the
     gallery's identities nor verified, where his clear faces (FM, the baseline) all are; the light
@@ -135,6 +136,7 @@ def test_a_correct_build_passes(report) -> None:
     assert not [p for p in report.problems if p.startswith("ok ")]
 
 
+@pytest.mark.slow
 def test_the_verdict_needs_both_recognisers(report) -> None:
     """On this 144 px face, k=35 (what fsm_kernel="auto" picks for faces under 160 px) leaves him
     ranked first by dlib's ResNet for most probes, but neither recogniser both ranks him first and
@@ -152,6 +154,7 @@ def test_the_verdict_needs_both_recognisers(report) -> None:
     assert not any(p.startswith("k35 FSM:") for p in report.problems), report.problems
 
 
+@pytest.mark.slow
 def test_planted_leaks_are_re_identified(report) -> None:
     """FSM replaced by FM, and an FSM with the face subsets' mask but no blur: every probe is ranked
     first by both recognisers (the FM baseline's rate), and --strict's problems say so, naming the
@@ -169,6 +172,7 @@ def test_planted_leaks_are_re_identified(report) -> None:
     assert rows(report, "leak")["FDM"]["unmasked_frames"] == 0  # only its FSM was replaced
 
 
+@pytest.mark.slow
 def test_unmasked_frames_are_caught(report) -> None:
     """Source frames 6..23 (output frames 7..28 on the 30 fps grid) are clear in FDM and FSM: the
     subject, followed there by box overlap, is reported unmasked in the audited frames among them."""
@@ -187,6 +191,7 @@ def test_unmasked_frames_are_caught(report) -> None:
                for p in report.problems), report.problems
 
 
+@pytest.mark.slow
 def test_fdm_mask_shifted_off_the_face_for_10_frames_is_caught(report) -> None:
     """FDM's mask off the face for source frames 6..15 (FSM correct): FDM's unmasked frames are
     exactly the audited frames showing them, FSM has none."""
@@ -199,6 +204,7 @@ def test_fdm_mask_shifted_off_the_face_for_10_frames_is_caught(report) -> None:
     assert any(p.startswith("shift10 FDM: the subject is visible but unmasked in 3 of 18") for p in report.problems)
 
 
+@pytest.mark.slow
 def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Path, report) -> None:
     """Rules 1 - 3 follow the subject by position: after a cut to another framing (his face 130 px
     away) where the engine left him clear, nothing leads there.  His identity does: the clear face
@@ -217,6 +223,7 @@ def test_the_subject_left_clear_after_a_cut_is_caught_by_identity(cut_corpus: Pa
     assert all(x["identity_frames"] == 0 for x in report.rows if x["clip_id"] == "ok" and x["status"] == "ok")
 
 
+@pytest.mark.slow
 def test_a_mask_shifted_off_the_face_is_caught(report) -> None:
     shifted = rows(report, "shifted")
     for s in ("FDM", "FSM"):
@@ -230,6 +237,7 @@ def test_a_mask_shifted_off_the_face_is_caught(report) -> None:
                and p.endswith("at frames 0, 4, 8, 12, 16, 20, 24, 28, ...") for p in report.problems), report.problems
 
 
+@pytest.mark.slow
 def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> None:
     import pyarrow.parquet as pq
 
@@ -251,6 +259,7 @@ def test_audit_parquet_and_strict_exit_status(corpus: Path, report, capsys) -> N
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_a_clip_that_cannot_be_read_fails_alone(corpus: Path, tmp_path: Path, capsys) -> None:
     """A truncated FSM and an empty FM: those clips get failed rows naming the file and the reason,
     the other clips are audited, audit.parquet is written and the exit status is 1."""
@@ -277,6 +286,7 @@ def test_a_clip_that_cannot_be_read_fails_alone(corpus: Path, tmp_path: Path, ca
     assert "failed shifted: FM/shifted.mp4: empty file (0 bytes)" in captured.out
 
 
+@pytest.mark.slow
 def test_the_manifest_is_read_once_per_audit(corpus: Path, tmp_path: Path, monkeypatch) -> None:
     """Each clip's kernels come from one read of the manifest, not one per clip (quadratic in a
     large corpus)."""
@@ -563,6 +573,7 @@ def importlib_module(name: str):
 # ------------------------------------------------------------------ issue 52: workers, seeded sample, table, progress
 
 
+@pytest.mark.slow
 def test_workers_give_the_rows_of_one_worker(corpus: Path) -> None:
     """Clips audited in two worker processes (spawned, each with its own models, the distractor
     gallery handed over): the same rows, in the same order, as in this process."""
@@ -630,6 +641,7 @@ def _block(table: str, subset: str) -> list[str]:
     return lines[start:end]
 
 
+@pytest.mark.slow
 def test_the_table_is_narrow_and_says_what_each_recogniser_found(report) -> None:
     """Issue 52: the table fits in 100 columns, its legend in short lines; each subset has a line per
     recogniser saying what it found and a verdict line saying why: SFace alone re-identifying him in

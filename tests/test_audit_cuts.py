@@ -69,6 +69,7 @@ def cut_build(shared_media, tmp_path_factory):
     return out, seq
 
 
+@pytest.mark.slow
 def test_strangers_left_clear_are_not_the_subject_and_his_clear_shot_is(cut_build) -> None:
     out, seq = cut_build
     report = mime_fast.audit(out, every=EVERY, write=False)
@@ -118,6 +119,7 @@ def abab_build(shared_media, hog_stack, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_a_stranger_one_recogniser_reads_as_him_is_not_him(abab_build, monkeypatch) -> None:
     """On the hug clip dlib cannot re-identify the subject (it abstains) and SFace decides the
     identity rule alone; SFace reads a stranger of the crowd as the hug's man, above its margins.

@@ -389,6 +389,7 @@ def test_frames_kept_on_the_device_track_as_numpy_frames(device, monkeypatch):
     assert not downloads, downloads
 
 
+@pytest.mark.slow
 def test_threads_released_from_a_slow_forward_are_still_waited_for():
     """A forward slower than ``idle_s`` (a long model call, a loaded machine): the threads it
     releases count as active from then on, so their next calls meet again.  Before, a released

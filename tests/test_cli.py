@@ -373,6 +373,7 @@ def first_row_and_temporaries(out: Path) -> bool:
 
 @pytest.mark.parametrize("extra", [[], ["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
                          ids=["one-process", "two-workers", "two-clips-on-threads"])
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_a_rerun_resumes(five_clips: Path, tmp_path: Path, extra: list[str]) -> None:
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "mime_fast.cli", "build", str(five_clips), "--out", str(out), *SMALL, *extra]

@@ -344,6 +344,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow
 def test_ctrl_c_sends_no_new_request_exits_130_at_once_and_a_rerun_resumes(corpus: Path,
                                                                           server: FakeChatServer) -> None:
     # FM and VMM share no request: with two chains at a time, clip c1's end, then both of c2's are

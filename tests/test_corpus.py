@@ -148,6 +148,7 @@ def test_rerun_skips_complete_clips_and_redoes_damaged_ones(corpus: Path, tmp_pa
     assert sha256(damaged) == {(r["clip_id"], r["subset"]): r for r in rows}[("sad02", "FSM")]["sha256"]
 
 
+@pytest.mark.slow
 def test_rerun_trusts_size_and_time_and_verify_hashes_every_file(corpus: Path, tmp_path: Path, capsys,
                                                                   monkeypatch) -> None:
     """A rerun reads no output whose size and modification time are the manifest's (mtime_ns); a
@@ -266,6 +267,7 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow
 def test_kill_and_resume(corpus: Path, tmp_path: Path) -> None:
     # kill -9 the build in the middle of a clip, then rerun: complete, no duplicated rows, no
     # temporaries, every file matching its row.
@@ -329,6 +331,7 @@ def test_bad_input_argument(tmp_path: Path, capsys) -> None:
     assert "nothing.txt: no such file or folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ray_run_equals_local_run(corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")  # (imports the submodule: ray.data below)
@@ -392,6 +395,7 @@ def test_ray_tasks_ask_for_a_share_of_a_gpu_with_device_cuda(monkeypatch) -> Non
 
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "3", "--clips-per-process", "2"]],
                          ids=["processes", "clips-on-threads-of-processes"])
+@pytest.mark.slow
 def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: list[str], monkeypatch) -> None:
     from mime_fast.corpus import run as run_mod
 
@@ -409,6 +413,7 @@ def test_worker_processes_equal_one_worker(corpus: Path, tmp_path: Path, extra: 
     assert comparable(one) == comparable(two)
 
 
+@pytest.mark.slow
 def test_worker_processes_are_replaced_after_their_clips(corpus: Path, tmp_path: Path, monkeypatch) -> None:
     """A worker process is handed at most workers.CLIPS_PER_WORKER clips (MIME_FAST_CLIPS_PER_WORKER:
     here 1), exits once they are done, and a fresh process takes its place: whatever native memory
@@ -564,6 +569,7 @@ def _faults(tmp_path: Path) -> str:
 
 @pytest.mark.parametrize("extra", [["--workers", "2"], ["--workers", "2", "--clips-per-process", "2"]],
                          ids=["processes", "clips-on-threads-of-processes"])
+@pytest.mark.slow
 def test_a_worker_that_dies_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path, extra: list[str],
                                                         monkeypatch) -> None:
     # One clip kills its worker process mid-clip, one raises SystemExit there, one hangs, one's
@@ -646,6 +652,7 @@ class _Statuses(Monitor):
             self.said.append("frames")
 
 
+@pytest.mark.slow
 def test_workers_load_their_models_before_their_first_clip(corpus: Path, tmp_path: Path, monkeypatch) -> None:
     # A worker loads the detection models before it says it is ready: a slow load (a GPU machine's
     # torch, CUDA context and networks) is not counted as a clip's lack of progress, and the run's
@@ -718,6 +725,7 @@ def test_a_workers_start_failure_reaches_the_driver_as_itself_only_when_it_trave
     assert str(said(OSError("no cores for you"))) == "a worker process could not start: OSError: no cores for you"
 
 
+@pytest.mark.slow
 def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:
     # One worker (the default): clips are built in the command's own process, and a clip that kills
     # its process ends the run. The rerun builds that clip in a worker process of its own, where it
@@ -744,6 +752,7 @@ def test_a_clip_that_kills_the_run_is_built_apart_on_the_rerun(corpus: Path, tmp
                     if r["clip_id"] != "crash03"}
 
 
+@pytest.mark.slow
 def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpus: Path, tmp_path: Path) -> None:
     # One worker: a clip that hangs in the command's own process cannot be stopped there; after
     # --clip-timeout without progress the run ends (exit status 3) naming it, and the rerun builds it
@@ -770,6 +779,7 @@ def test_a_clip_that_hangs_the_run_is_stopped_and_built_apart_on_the_rerun(corpu
     assert not [p for p in out.rglob(".*")]
 
 
+@pytest.mark.slow
 def test_a_clip_that_kills_or_hangs_its_ray_worker_costs_its_clip_not_the_run(corpus: Path, tmp_path: Path,
                                                                               monkeypatch) -> None:
     # Ray Data retries a task whose worker died forever by default: a clip that crashes whatever
@@ -811,6 +821,7 @@ def test_a_clips_temporaries_are_told_by_name_and_pid(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("extra", [[], ["--workers", "2"]], ids=["one-process", "processes"])
+@pytest.mark.slow
 def test_a_full_output_disk_stops_the_run_instead_of_failing_every_clip(corpus: Path, tmp_path: Path,
                                                                          extra: list[str]) -> None:
     # ENOSPC (or a quota, a read-only output) would fail every clip after it too: the run stops with

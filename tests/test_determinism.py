@@ -274,6 +274,7 @@ DETECT_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_automatic_detection_gives_the_same_masks_whatever_the_model_threads(stack, tmp_path):
     # The models' thread counts follow the machine (onnxruntime, OpenCV's dnn): the masks, and so the
     # blurred outputs, must not.  A real talking face (carphone), 1 / 2 / 3 threads, perturbed memory.

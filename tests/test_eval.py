@@ -343,6 +343,7 @@ def test_a_run_killed_with_sigkill_resumes_with_no_answered_request_repeated(row
     assert res.metrics["subsets"]["FM"]["accuracy"] == pytest.approx(0.7)
 
 
+@pytest.mark.slow
 def test_ctrl_c_of_the_command_exits_130_and_the_rerun_resumes(rows_corpus: Path) -> None:
     hold_the_6th, held, release = _holding(6)
     with FakeChatServer(media_index(rows_corpus), hold_the_6th) as server:

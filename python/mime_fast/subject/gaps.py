@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .geometry import FrameTrack, _size, grow_hull
+from .geometry import FrameTrack, _iou, _size, grow_hull
 
 __all__ = ["HOLD_GROWTH", "PIN_GAP", "PIN_IOU", "TrackingStats", "fill_gaps"]
 
@@ -242,7 +242,7 @@ def _pinned(tracks: list[FrameTrack], parts: list[int], i: int, box) -> int:
     if j0 is None or j1 is None or i - j0 > PIN_GAP or j1 - i > PIN_GAP:
         return 1 << 30
     b0, b1 = tracks[j0].box, tracks[j1].box
-    if _box_iou(b0, b1) < PIN_IOU:
+    if float(_iou(b0, b1)[0, 0]) < PIN_IOU:
         return 1 << 30
     x0, y0, x1, y1 = (float(v) for v in box)
     for b in (b0, b1):
@@ -250,14 +250,6 @@ def _pinned(tracks: list[FrameTrack], parts: list[int], i: int, box) -> int:
         if not (x0 <= cx <= x1 and y0 <= cy <= y1):
             return 1 << 30
     return max(i - j0, j1 - i)
-
-
-def _box_iou(a, b) -> float:
-    w = min(float(a[2]), float(b[2])) - max(float(a[0]), float(b[0]))
-    h = min(float(a[3]), float(b[3])) - max(float(a[1]), float(b[1]))
-    inter = max(0.0, w) * max(0.0, h)
-    union = (float(a[2]) - float(a[0])) * (float(a[3]) - float(a[1])) + (float(b[2]) - float(b[0])) * (float(b[3]) - float(b[1])) - inter
-    return inter / union if union > 0 else 0.0
 
 
 def _between_glimpses(out: list[FrameTrack], hold_frames: int) -> None:
